@@ -1,18 +1,182 @@
 package main
 
 import (
+	"bufio"
 	"fmt"
 	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+// main runs one command line (or a batch file) and returns the exit code.
+func (a *app) main(args []string) int {
+	defer a.close()
+	// Objects and verbs may be abbreviated to any unique prefix, as in rdma.
+	cobra.EnablePrefixMatching = true
+	return a.report(a.execute(args))
+}
 
-func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	if len(args) > 0 && (args[0] == "-V" || args[0] == "--version") {
-		fmt.Fprintf(stdout, "grdma %s\n", version)
-		return 0
+// execute parses and runs one command line.
+func (a *app) execute(args []string) error {
+	base := a.opts
+	root := a.newRoot()
+	a.opts = base // flag definitions reset their variables to defaults
+	root.SetArgs(args)
+	return root.Execute()
+}
+
+func (a *app) newRoot() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "grdma [OPTIONS] OBJECT [COMMAND [ARGS]]",
+		Short: "Manage Linux RDMA devices",
+		Long: `grdma manages Linux RDMA devices over RDMA netlink, like iproute2's rdma:
+the commands rdma also has print the same text and JSON.
+
+Objects and keywords may be abbreviated to any unique prefix.
+Exit status: 0 success, 1 the operation failed, 2 the command line was wrong.`,
+		SilenceErrors:     true,
+		SilenceUsage:      true,
+		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return unknownObject(cmd, args[0])
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			switch {
+			case a.opts.version:
+				fmt.Fprintf(a.stdout, "grdma %s (commit %s)\n", version, commit)
+				return nil
+			case a.opts.batch != "":
+				return a.runBatch(a.opts.batch)
+			}
+			return cmd.Help()
+		},
 	}
-	fmt.Fprintln(stderr, "grdma: not yet implemented")
-	return 2
+	root.SetOut(a.stdout)
+	root.SetErr(a.stderr)
+	root.SetIn(a.stdin)
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		return usagef(cmd.CommandPath()+" --help", "%s", err)
+	})
+
+	f := root.PersistentFlags()
+	f.BoolVarP(&a.opts.json, "json", "j", false, "print JSON")
+	f.BoolVarP(&a.opts.pretty, "pretty", "p", false, "indent JSON output")
+	f.CountVarP(&a.opts.details, "details", "d", "print details (-dd: driver details)")
+	f.BoolVarP(&a.opts.oneline, "oneline", "o", false, "print each record on one line, continuations joined by \\")
+	f.BoolVarP(&a.opts.force, "force", "f", false, "with --batch: go on after a failing command")
+	f.StringVarP(&a.opts.batch, "batch", "b", "", "run the commands of `FILE` (- for standard input), one per line")
+	f.StringVar(&a.opts.sysfsRoot, "sysfs-root", os.Getenv("GRDMA_SYSFS_ROOT"), "read /sys and /proc below `DIR` (default /, or $GRDMA_SYSFS_ROOT)")
+	root.Flags().BoolVarP(&a.opts.version, "version", "V", false, "print the version and exit")
+
+	root.AddCommand(a.devCommand(), a.linkCommand(), a.sysCommand())
+	return root
+}
+
+// unknownObject explains an object word that matched no command.
+func unknownObject(root *cobra.Command, word string) error {
+	var matches []string
+	for _, c := range root.Commands() {
+		if strings.HasPrefix(c.Name(), word) {
+			matches = append(matches, c.Name())
+		}
+	}
+	if len(matches) > 1 {
+		return usagef("grdma --help", "ambiguous object %q: could be %s", word, strings.Join(matches, ", "))
+	}
+	return usagef("grdma --help", "unknown object %q", word)
+}
+
+// runBatch runs one command per line of the file (- = standard input).
+// Each line starts from the global options of the command line and from a
+// clean state; with --force a failing line does not stop the batch.
+func (a *app) runBatch(name string) error {
+	var r io.Reader = a.stdin
+	if name != "-" {
+		f, err := os.Open(name)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		r = f
+	}
+	base := a.opts
+	base.batch = ""
+	failed := 0
+	sc := bufio.NewScanner(r)
+	for lineNo := 1; sc.Scan(); lineNo++ {
+		args, err := splitBatchLine(sc.Text())
+		if err == nil && len(args) == 0 {
+			continue
+		}
+		if err == nil {
+			a.opts = base
+			err = a.execute(args)
+		}
+		if err != nil {
+			a.report(err)
+			fmt.Fprintf(a.stderr, "grdma: command failed %s:%d\n", name, lineNo)
+			failed++
+			if !base.force {
+				return errBatchFailed
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return err
+	}
+	if failed > 0 {
+		return errBatchFailed
+	}
+	return nil
+}
+
+// errBatchFailed ends a batch whose failures were already reported.
+var errBatchFailed = &silentError{}
+
+type silentError struct{}
+
+func (*silentError) Error() string { return "" }
+
+// splitBatchLine splits a batch line into words; quotes group words and
+// '#' starts a comment.
+func splitBatchLine(line string) ([]string, error) {
+	var words []string
+	var cur strings.Builder
+	inWord := false
+	var quote rune
+	for _, r := range line {
+		switch {
+		case quote != 0:
+			if r == quote {
+				quote = 0
+			} else {
+				cur.WriteRune(r)
+			}
+		case r == '\'' || r == '"':
+			quote, inWord = r, true
+		case r == '#' && !inWord:
+			return words, nil
+		case r == ' ' || r == '\t':
+			if inWord {
+				words = append(words, cur.String())
+				cur.Reset()
+				inWord = false
+			}
+		default:
+			cur.WriteRune(r)
+			inWord = true
+		}
+	}
+	if quote != 0 {
+		return nil, usagef("", "unterminated quote in %q", line)
+	}
+	if inWord {
+		words = append(words, cur.String())
+	}
+	return words, nil
 }

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/grdma/grdma/nldev"
+	"github.com/grdma/grdma/output"
+)
+
+// version and commit are set at build time with -ldflags -X.
+var (
+	version = "dev"
+	commit  = "unknown"
+)
+
+// Exit codes.
+const (
+	exitOK     = 0
+	exitFailed = 1 // the operation failed
+	exitUsage  = 2 // the command line was wrong
+)
+
+// globalOptions are the options every command accepts, as rdma has them.
+type globalOptions struct {
+	json      bool
+	pretty    bool
+	details   int // -d, -dd
+	oneline   bool
+	force     bool
+	batch     string
+	version   bool
+	sysfsRoot string
+}
+
+// app holds what commands share: options, streams, and the netlink client,
+// dialled on first use and reused for every command of a batch.
+type app struct {
+	opts   globalOptions
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+
+	dial   func() (*nldev.Client, error)
+	client *nldev.Client
+}
+
+func newApp(stdin io.Reader, stdout, stderr io.Writer) *app {
+	return &app{
+		stdin:  stdin,
+		stdout: stdout,
+		stderr: stderr,
+		dial:   func() (*nldev.Client, error) { return nldev.Dial(nil) },
+	}
+}
+
+// nl returns the RDMA netlink client, dialling it on first use.
+func (a *app) nl() (*nldev.Client, error) {
+	if a.client == nil {
+		c, err := a.dial()
+		if err != nil {
+			return nil, err
+		}
+		a.client = c
+	}
+	return a.client, nil
+}
+
+func (a *app) close() {
+	if a.client != nil {
+		a.client.Close()
+		a.client = nil
+	}
+}
+
+// printer returns an output printer for one command.
+func (a *app) printer() *output.Printer {
+	return output.New(a.stdout, output.Options{JSON: a.opts.json, Pretty: a.opts.pretty, Oneline: a.opts.oneline})
+}
+
+// usageError is a command line grdma cannot run; it exits 2.
+type usageError struct {
+	msg  string
+	help string // the command whose help to point at, e.g. "grdma link help"
+}
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(help, format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...), help: help}
+}
+
+// exitCode maps an error to the exit status and prints it.
+func (a *app) report(err error) int {
+	if err == nil {
+		return exitOK
+	}
+	var ue *usageError
+	var ia *nldev.InvalidArgumentError
+	var silent *silentError
+	switch {
+	case errors.As(err, &silent):
+		return exitFailed
+	case errors.As(err, &ue):
+		fmt.Fprintf(a.stderr, "grdma: %s\n", ue.msg)
+		if ue.help != "" {
+			fmt.Fprintf(a.stderr, "Try '%s'.\n", ue.help)
+		}
+		return exitUsage
+	case errors.As(err, &ia):
+		fmt.Fprintf(a.stderr, "grdma: %s\n", ia.Reason)
+		return exitUsage
+	}
+	fmt.Fprintf(a.stderr, "grdma: %s\n", err)
+	return exitFailed
+}

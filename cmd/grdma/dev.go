@@ -1,0 +1,205 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/grdma/grdma/nldev"
+	"github.com/grdma/grdma/output"
+	"github.com/spf13/cobra"
+)
+
+func (a *app) devCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "dev [show|list [DEV]] | set DEV name NEWNAME | set DEV netns NSNAME|PID | set DEV adaptive-moderation on|off",
+		Short: "Show or change RDMA devices",
+		Long: `Show RDMA devices, or change one: rename it, move it to another network
+namespace (the RDMA subsystem must be in exclusive netns mode), or turn its
+adaptive interrupt moderation on or off. Output matches rdma dev.`,
+		Example: `  grdma dev
+  grdma -j dev show rxe0
+  grdma -d dev
+  grdma dev set rxe0 name rxe_a
+  grdma dev set rxe0 netns blue
+  grdma dev set mlx5_0 adaptive-moderation on`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.dev(cmd, newArgv(args, "grdma dev help"))
+		},
+	}
+}
+
+func (a *app) dev(cmd *cobra.Command, args *argv) error {
+	verb, err := args.keyword("command", "show", "show", "list", "set", "help")
+	if err != nil {
+		return err
+	}
+	switch verb {
+	case "set":
+		return a.devSet(args)
+	case "help":
+		return cmd.Help()
+	}
+	return a.devShow(args)
+}
+
+func (a *app) devShow(args *argv) error {
+	var name string
+	if !args.empty() {
+		name = args.next()
+	}
+	if err := args.done(); err != nil {
+		return err
+	}
+	c, err := a.nl()
+	if err != nil {
+		return err
+	}
+	devs, err := c.Devices()
+	if err != nil {
+		return err
+	}
+	if name != "" {
+		d, err := nldev.FindDevice(devs, name)
+		if err != nil {
+			return err
+		}
+		devs = []nldev.Device{d}
+	}
+	p := a.printer()
+	p.StartList()
+	for i := range devs {
+		renderDevice(p, &devs[i], a.opts.details > 0)
+	}
+	p.EndList()
+	return p.Flush()
+}
+
+// renderDevice prints one device as rdma dev does (rdma/dev.c).
+func renderDevice(p *output.Printer, d *nldev.Device, details bool) {
+	p.OpenObject("")
+	p.Uint(output.Any, "ifindex", "%s: ", uint64(d.Index))
+	p.String(output.Any, "ifname", "%s: ", d.Name)
+	if d.Has(nldev.AttrDevNodeType) {
+		p.String(output.Any, "node_type", "node_type %s ", d.NodeType.String())
+	}
+	if d.Has(nldev.AttrDevProtocol) {
+		p.String(output.Any, "protocol", "protocol %s ", d.Protocol)
+	}
+	if d.Has(nldev.AttrFWVersion) {
+		p.String(output.Any, "fw", "fw %s ", d.FWVersion)
+	}
+	if d.Has(nldev.AttrNodeGUID) {
+		p.String(output.Any, "node_guid", "node_guid %s ", nldev.FormatGUID(d.NodeGUID))
+	}
+	if d.Has(nldev.AttrSysImageGUID) {
+		p.String(output.Any, "sys_image_guid", "sys_image_guid %s ", nldev.FormatGUID(d.SysImageGUID))
+	}
+	if d.Has(nldev.AttrDevType) {
+		typ := "unknown"
+		if d.Type == nldev.DeviceTypeSMI {
+			typ = "smi"
+		}
+		p.String(output.Any, "type", "type %s ", typ)
+	}
+	if d.Has(nldev.AttrParentName) {
+		p.String(output.Any, "parent", "parent %s ", d.ParentName)
+	}
+	if details {
+		if d.Has(nldev.AttrDevDIM) && d.DIM <= 1 {
+			p.OnOff(output.Any, "adaptive-moderation", "adaptive-moderation %s ", d.DIM == 1)
+		}
+		if d.Has(nldev.AttrCapFlags) {
+			renderCaps(p, nldev.DeviceCapNames(d.CapFlags))
+		}
+	}
+	p.CloseObject()
+	p.Newline()
+}
+
+// renderCaps prints a capability list: text "\n    caps: <A, B>", JSON
+// "caps":["A","B"].
+func renderCaps(p *output.Printer, names []string) {
+	p.Text(p.SL() + "    caps: <")
+	p.OpenArray(output.JSONOnly, "caps", "")
+	for i, n := range names {
+		format := "%s, "
+		if i == len(names)-1 {
+			format = "%s"
+		}
+		p.String(output.Any, "", format, n)
+	}
+	p.CloseArray(output.Any, ">")
+}
+
+func (a *app) devSet(args *argv) error {
+	if args.empty() {
+		return usagef(args.help, "dev set needs a device name")
+	}
+	name := args.next()
+	attr, err := args.keyword("attribute", "", "name", "netns", "adaptive-moderation")
+	if err != nil {
+		return err
+	}
+	var set func(c *nldev.Client) error
+	switch attr {
+	case "name":
+		newName, err := args.value("new device name")
+		if err != nil {
+			return err
+		}
+		set = func(c *nldev.Client) error { return c.RenameDevice(name, newName) }
+	case "netns":
+		ns, err := args.value("network namespace name or PID")
+		if err != nil {
+			return err
+		}
+		set = func(c *nldev.Client) error {
+			f, err := openNetNS(ns)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			return c.SetDeviceNetNS(name, int(f.Fd()))
+		}
+	case "adaptive-moderation":
+		on, err := args.onOff("adaptive-moderation")
+		if err != nil {
+			return err
+		}
+		set = func(c *nldev.Client) error { return c.SetAdaptiveModeration(name, on) }
+	}
+	if err := args.done(); err != nil {
+		return err
+	}
+	c, err := a.nl()
+	if err != nil {
+		return err
+	}
+	return set(c)
+}
+
+// openNetNS opens a network namespace by name (/run/netns/NAME), by path
+// (anything with a '/'), or by the PID of a process inside it.
+func openNetNS(ns string) (*os.File, error) {
+	path := filepath.Join("/run/netns", ns)
+	switch {
+	case strings.Contains(ns, "/"):
+		path = ns
+	case strings.Trim(ns, "0123456789") == "":
+		path = fmt.Sprintf("/proc/%s/ns/net", ns)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("network namespace %s not found (%s: %w)", ns, path, unwrapPathError(err))
+	}
+	return f, nil
+}
+
+func unwrapPathError(err error) error {
+	if pe, ok := err.(*os.PathError); ok {
+		return pe.Err
+	}
+	return err
+}

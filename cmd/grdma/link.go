@@ -1,0 +1,181 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/grdma/grdma/nldev"
+	"github.com/grdma/grdma/output"
+	"github.com/spf13/cobra"
+)
+
+func (a *app) linkCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "link [show|list [DEV[/PORT]]] | add NAME type TYPE netdev NETDEV | delete NAME",
+		Short: "Show RDMA links (ports); add and delete software RDMA devices",
+		Long: `Show the ports of RDMA devices (all of them, all ports of DEV, or DEV/PORT),
+or create and remove software RDMA devices: rxe (Soft-RoCE) and siw
+(Soft-iWARP) on top of a network device. Output matches rdma link.`,
+		Example: `  grdma link
+  grdma -j link show rxe0/1
+  grdma link show rxe0
+  grdma link add rxe0 type rxe netdev eth0
+  grdma link delete rxe0`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.link(cmd, newArgv(args, "grdma link help"))
+		},
+	}
+}
+
+func (a *app) link(cmd *cobra.Command, args *argv) error {
+	verb, err := args.keyword("command", "show", "show", "list", "add", "delete", "help")
+	if err != nil {
+		return err
+	}
+	switch verb {
+	case "add":
+		return a.linkAdd(args)
+	case "delete":
+		return a.linkDelete(args)
+	case "help":
+		return cmd.Help()
+	}
+	return a.linkShow(args)
+}
+
+func (a *app) linkShow(args *argv) error {
+	var want devPort
+	if !args.empty() {
+		var err error
+		if want, err = args.parseDevPort(args.next()); err != nil {
+			return err
+		}
+	}
+	if err := args.done(); err != nil {
+		return err
+	}
+	c, err := a.nl()
+	if err != nil {
+		return err
+	}
+	devs, err := c.Devices()
+	if err != nil {
+		return err
+	}
+	if want.Dev != "" {
+		d, err := nldev.FindDevice(devs, want.Dev)
+		if err != nil {
+			return err
+		}
+		if want.Port > d.NumPorts {
+			return fmt.Errorf("RDMA device %s has no port %d (it has %d)", d.Name, want.Port, d.NumPorts)
+		}
+		devs = []nldev.Device{d}
+	}
+	p := a.printer()
+	p.StartList()
+	defer p.Flush()
+	for _, d := range devs {
+		var ports []nldev.Port
+		if want.Port != 0 {
+			port, err := c.Port(d.Index, want.Port)
+			if err != nil {
+				p.EndList()
+				return err
+			}
+			ports = []nldev.Port{port}
+		} else if ports, err = c.Ports(d.Index); err != nil {
+			p.EndList()
+			return err
+		}
+		for i := range ports {
+			renderPort(p, &ports[i], a.opts.details > 0)
+		}
+	}
+	p.EndList()
+	return nil
+}
+
+// renderPort prints one port as rdma link does (rdma/link.c).
+func renderPort(p *output.Printer, port *nldev.Port, details bool) {
+	p.OpenObject("")
+	p.Uint(output.JSONOnly, "ifindex", "", uint64(port.DevIndex))
+	p.String(output.Any, "ifname", "link %s/", port.DevName)
+	p.Uint(output.Any, "port", "%s ", uint64(port.Index))
+	if port.Has(nldev.AttrSubnetPrefix) {
+		p.String(output.Any, "subnet_prefix", "subnet_prefix %s ", nldev.FormatGUID(port.SubnetPrefix))
+	}
+	if port.Has(nldev.AttrLID) {
+		p.Uint(output.Any, "lid", "lid %s ", uint64(port.LID))
+	}
+	if port.Has(nldev.AttrSMLID) {
+		p.Uint(output.Any, "sm_lid", "sm_lid %s ", uint64(port.SMLID))
+	}
+	if port.Has(nldev.AttrLMC) {
+		p.Uint(output.Any, "lmc", "lmc %s ", uint64(port.LMC))
+	}
+	if port.Has(nldev.AttrPortState) {
+		p.String(output.Any, "state", "state %s ", port.State.String())
+	}
+	if port.Has(nldev.AttrPortPhysState) {
+		p.String(output.Any, "physical_state", "physical_state %s ", port.PhysState.String())
+	}
+	if port.Has(nldev.AttrNetdevName) && port.Has(nldev.AttrNetdevIndex) {
+		p.String(output.Any, "netdev", "netdev %s ", port.Netdev)
+		format := ""
+		if details {
+			format = "netdev_index %s "
+		}
+		p.Uint(output.Any, "netdev_index", format, uint64(port.NetdevIndex))
+	}
+	if details && port.Has(nldev.AttrCapFlags) {
+		renderCaps(p, nldev.PortCapNames(port.CapFlags))
+	}
+	p.CloseObject()
+	p.Newline()
+}
+
+func (a *app) linkAdd(args *argv) error {
+	if args.empty() {
+		return usagef(args.help, "link add needs a device name: link add NAME type TYPE netdev NETDEV")
+	}
+	name := args.next()
+	var linkType, netdev string
+	for !args.empty() {
+		kw, err := args.keyword("link add parameter", "", "type", "netdev")
+		if err != nil {
+			return err
+		}
+		v, err := args.value(kw + " value")
+		if err != nil {
+			return err
+		}
+		if kw == "type" {
+			linkType = v
+		} else {
+			netdev = v
+		}
+	}
+	if linkType == "" || netdev == "" {
+		return usagef(args.help, "link add needs type TYPE and netdev NETDEV: link add %s type rxe netdev eth0", name)
+	}
+	c, err := a.nl()
+	if err != nil {
+		return err
+	}
+	return c.AddLink(name, linkType, netdev)
+}
+
+func (a *app) linkDelete(args *argv) error {
+	name, err := args.value("device name: link delete NAME")
+	if err != nil {
+		return err
+	}
+	if err := args.done(); err != nil {
+		return err
+	}
+	c, err := a.nl()
+	if err != nil {
+		return err
+	}
+	return c.DeleteLink(name)
+}

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"github.com/grdma/grdma/nldev"
+	"github.com/grdma/grdma/output"
+	"github.com/spf13/cobra"
+)
+
+func (a *app) sysCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:     "sys [show] | set netns shared|exclusive | set privileged-qkey on|off",
+		Aliases: []string{"system"},
+		Short:   "Show or change RDMA subsystem settings",
+		Long: `Show the RDMA subsystem settings (network namespace mode, privileged Q_Key
+mode, monitor support, copy-on-fork), or change the netns or privileged-qkey
+mode. Text output matches rdma system; unlike rdma, -j prints JSON.`,
+		Example: `  grdma sys
+  grdma -j sys
+  grdma sys set netns exclusive
+  grdma sys set privileged-qkey on`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.sys(cmd, newArgv(args, "grdma sys help"))
+		},
+	}
+}
+
+func (a *app) sys(cmd *cobra.Command, args *argv) error {
+	verb, err := args.keyword("command", "show", "show", "set", "help")
+	if err != nil {
+		return err
+	}
+	switch verb {
+	case "set":
+		return a.sysSet(args)
+	case "help":
+		return cmd.Help()
+	}
+	// rdma accepts (and ignores) the name of one setting after show.
+	if !args.empty() {
+		if _, err := args.keyword("setting", "", "netns", "privileged-qkey", "monitor", "copy-on-fork"); err != nil {
+			return err
+		}
+	}
+	if err := args.done(); err != nil {
+		return err
+	}
+	c, err := a.nl()
+	if err != nil {
+		return err
+	}
+	s, err := c.System()
+	if err != nil {
+		return err
+	}
+	p := a.printer()
+	p.StartPlain()
+	renderSystem(p, &s)
+	p.EndPlain()
+	return p.Flush()
+}
+
+// renderSystem prints the settings as rdma system does (rdma/sys.c), and as
+// one JSON object where rdma prints text even with -j.
+func renderSystem(p *output.Printer, s *nldev.System) {
+	p.OpenObject("")
+	if s.Has(nldev.AttrSysNetnsMode) {
+		mode := "unknown"
+		switch s.NetNSMode {
+		case nldev.NetNSExclusive:
+			mode = "exclusive"
+		case nldev.NetNSShared:
+			mode = "shared"
+		}
+		p.String(output.Any, "netns", "netns %s ", mode)
+	}
+	if s.Has(nldev.AttrSysPrivilegedQKeyMode) {
+		p.OnOff(output.Any, "privileged-qkey", "privileged-qkey %s ", s.PrivilegedQKey)
+	}
+	p.OnOff(output.Any, "monitor", "monitor %s ", s.Monitor)
+	p.OnOff(output.Any, "copy-on-fork", "copy-on-fork %s", s.CopyOnFork)
+	p.CloseObject()
+	p.NL()
+}
+
+func (a *app) sysSet(args *argv) error {
+	setting, err := args.keyword("setting", "", "netns", "privileged-qkey")
+	if err != nil {
+		return err
+	}
+	var set func(c *nldev.Client) error
+	switch setting {
+	case "netns":
+		mode, err := args.keyword("netns mode", "", "shared", "exclusive")
+		if err != nil {
+			return err
+		}
+		m := uint8(nldev.NetNSExclusive)
+		if mode == "shared" {
+			m = nldev.NetNSShared
+		}
+		set = func(c *nldev.Client) error { return c.SetNetNSMode(m) }
+	case "privileged-qkey":
+		on, err := args.onOff("privileged-qkey")
+		if err != nil {
+			return err
+		}
+		set = func(c *nldev.Client) error { return c.SetPrivilegedQKey(on) }
+	}
+	if err := args.done(); err != nil {
+		return err
+	}
+	c, err := a.nl()
+	if err != nil {
+		return err
+	}
+	return set(c)
+}

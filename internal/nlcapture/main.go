@@ -1,0 +1,130 @@
+// Command nlcapture records raw RDMA netlink replies of a real kernel as
+// test fixtures: it sends NLDEV requests over a plain NETLINK_RDMA socket and
+// writes every reply datagram, byte for byte, to a file per request. It is
+// run inside the QEMU guest (see e2e/README.md), never on the build host.
+//
+//	nlcapture -out DIR [-dev NAME] [-port N]
+package main
+
+import (
+	"encoding/binary"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/grdma/grdma/nldev"
+	"golang.org/x/sys/unix"
+)
+
+func main() {
+	out := flag.String("out", ".", "directory for the .bin files")
+	dev := flag.Uint("dev", 0, "device index for per-device requests")
+	port := flag.Uint("port", 1, "port for per-port requests")
+	linkName := flag.String("link-name", "", "with -link-type/-link-netdev: record a NEWLINK reply (an error case)")
+	linkType := flag.String("link-type", "rxe", "NEWLINK link type")
+	linkNetdev := flag.String("link-netdev", "", "NEWLINK netdev")
+	only := flag.String("only", "", "record just this request (name of the .bin without extension)")
+	flag.Parse()
+
+	reqs := []struct {
+		name  string
+		cmd   nldev.Command
+		flags uint16
+		attrs []byte
+	}{
+		{"get_dump", nldev.CmdGet, unix.NLM_F_DUMP, nil},
+		{"get_doit", nldev.CmdGet, 0, u32(nldev.AttrDevIndex, uint32(*dev))},
+		{"port_dump", nldev.CmdPortGet, unix.NLM_F_DUMP, u32(nldev.AttrDevIndex, uint32(*dev))},
+		{"port_doit", nldev.CmdPortGet, 0, append(u32(nldev.AttrDevIndex, uint32(*dev)), u32(nldev.AttrPortIndex, uint32(*port))...)},
+		{"sys_get", nldev.CmdSysGet, 0, nil},
+		{"get_doit_bad_index", nldev.CmdGet, 0, u32(nldev.AttrDevIndex, 4242)},
+	}
+	if *linkName != "" {
+		attrs := str(nldev.AttrDevName, *linkName)
+		attrs = append(attrs, str(nldev.AttrLinkType, *linkType)...)
+		attrs = append(attrs, str(nldev.AttrNetdevName, *linkNetdev)...)
+		reqs = []struct {
+			name  string
+			cmd   nldev.Command
+			flags uint16
+			attrs []byte
+		}{{"newlink_" + *linkName, nldev.CmdNewLink, unix.NLM_F_ACK, attrs}}
+	}
+	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW, unix.NETLINK_RDMA)
+	if err != nil {
+		fail(err)
+	}
+	_ = unix.SetsockoptInt(fd, unix.SOL_NETLINK, unix.NETLINK_EXT_ACK, 1)
+	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		fail(err)
+	}
+	for i, r := range reqs {
+		if *only != "" && r.name != *only {
+			continue
+		}
+		seq := uint32(1000 + i)
+		msg := make([]byte, unix.NLMSG_HDRLEN, unix.NLMSG_HDRLEN+len(r.attrs))
+		msg = append(msg, r.attrs...)
+		binary.NativeEndian.PutUint32(msg[0:], uint32(len(msg)))
+		binary.NativeEndian.PutUint16(msg[4:], uint16(nldev.MessageType(r.cmd)))
+		binary.NativeEndian.PutUint16(msg[6:], unix.NLM_F_REQUEST|r.flags)
+		binary.NativeEndian.PutUint32(msg[8:], seq)
+		if err := unix.Sendto(fd, msg, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+			fail(err)
+		}
+		var all []byte
+		buf := make([]byte, 1<<16)
+		for done := false; !done; {
+			n, _, err := unix.Recvfrom(fd, buf, 0)
+			if err != nil {
+				fail(err)
+			}
+			all = append(all, buf[:n]...)
+			done = r.flags&unix.NLM_F_DUMP == 0 || lastIsDone(buf[:n])
+		}
+		path := filepath.Join(*out, r.name+".bin")
+		if err := os.WriteFile(path, all, 0o644); err != nil {
+			fail(err)
+		}
+		fmt.Printf("%s: %d bytes\n", path, len(all))
+	}
+}
+
+// lastIsDone reports whether a datagram ends a dump (NLMSG_DONE or error).
+func lastIsDone(b []byte) bool {
+	for len(b) >= unix.NLMSG_HDRLEN {
+		l := int(binary.NativeEndian.Uint32(b))
+		t := binary.NativeEndian.Uint16(b[4:])
+		if t == unix.NLMSG_DONE || t == unix.NLMSG_ERROR {
+			return true
+		}
+		if l < unix.NLMSG_HDRLEN || l > len(b) {
+			return true
+		}
+		b = b[(l+3)&^3:]
+	}
+	return false
+}
+
+func attr(t nldev.Attr, v []byte) []byte {
+	b := make([]byte, 4, 4+len(v)+3)
+	binary.NativeEndian.PutUint16(b, uint16(4+len(v)))
+	binary.NativeEndian.PutUint16(b[2:], uint16(t))
+	b = append(b, v...)
+	for len(b)%4 != 0 {
+		b = append(b, 0)
+	}
+	return b
+}
+
+func u32(t nldev.Attr, v uint32) []byte {
+	return attr(t, binary.NativeEndian.AppendUint32(nil, v))
+}
+
+func str(t nldev.Attr, s string) []byte { return attr(t, append([]byte(s), 0)) }
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "nlcapture:", err)
+	os.Exit(1)
+}
