@@ -1,0 +1,236 @@
+package e2e
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/grdma/grdma/e2e/layout"
+)
+
+// bootModules are loaded by /init, in this order (each after its
+// dependencies). 9p carries results home; crc32_generic is not a declared
+// dependency of rdma_rxe but without it `link add` fails with ENOENT.
+var bootModules = []string{"virtio_pci", "9pnet_virtio", "9p", "veth", "crc32_generic", "rdma_rxe", "ib_uverbs"}
+
+// extraModules are in the image for scripts and tests to load, not at
+// boot (rdma_ucm: connection manager IDs for resource captures).
+var extraModules = []string{"rdma_ucm"}
+
+// guestTools are host binaries copied to the same guest path, with the
+// shared libraries ldd finds for them.
+var guestTools = []string{layout.IP, layout.Rdma, layout.IbvDevinfo, layout.IbvRcPingpong, layout.Strace}
+
+var (
+	//go:embed guestfs/init.sh
+	initScript []byte
+	//go:embed guestfs/loadmod.sh
+	loadmodScript []byte
+	//go:embed guestfs/grdma-wrong-key.sh
+	wrongKeyScript []byte
+)
+
+// Guest is what one boot runs.
+type Guest struct {
+	Kernel *Kernel
+	// Grdma is the host path of the grdma to install as layout.Grdma; ""
+	// leaves it out.
+	Grdma string
+	// TestBinary, if set, is installed as layout.GuestTest.
+	TestBinary string
+	// Run is the shell script init runs after setting the guest up; its
+	// exit status is the boot's result.
+	Run string
+	// Files are extra files: guest path → host path.
+	Files map[string]string
+	// Verbose copies the script's output to the console as well.
+	Verbose bool
+}
+
+// buildInitramfs writes the guest's initramfs (an uncompressed cpio: the
+// emulated CPU is slow at decompressing) to file.
+func (b *Bed) buildInitramfs(ctx context.Context, g *Guest, file string) error {
+	t := newCpioTree()
+	for _, d := range []string{"proc", "sys", "dev", "tmp", "run", "root", "mnt/host", "out", "etc/e2e"} {
+		t.dir(d)
+	}
+	t.chardev("dev/console", 0o600, 5, 1)
+	t.chardev("dev/null", 0o666, 1, 3)
+	t.file("init", 0o755, initScript)
+	t.file(layout.LoadMod, 0o755, loadmodScript)
+	t.file(layout.FakeGrdmaWrongKey, 0o755, wrongKeyScript)
+	t.file("etc/passwd", 0o644, []byte("root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n"))
+	t.file("etc/group", 0o644, []byte("root:x:0:\nnogroup:x:65534:\n"))
+	t.file("etc/e2e/boot-modules", 0o644, []byte(strings.Join(bootModules, " ")+"\n"))
+	t.file("etc/e2e/run", 0o755, []byte(g.Run))
+	if g.Verbose {
+		t.file("etc/e2e/verbose", 0o644, nil)
+	}
+
+	if err := b.addModules(ctx, t, g.Kernel); err != nil {
+		return err
+	}
+	libs := map[string]bool{}
+	for _, tool := range guestTools {
+		if err := t.copy(tool, tool); err != nil {
+			return err
+		}
+		if err := b.addLibs(ctx, t, tool, libs); err != nil {
+			return err
+		}
+	}
+	// The rxe provider is dlopen()ed by libibverbs, so ldd of the tools
+	// does not see it.
+	if err := t.copy(rxeDriver, rxeDriver); err != nil {
+		return err
+	}
+	provs, _ := filepath.Glob(rxeProvider)
+	if len(provs) == 0 {
+		return fmt.Errorf("e2e: no rxe provider matches %s", rxeProvider)
+	}
+	for _, p := range provs {
+		if err := t.copy(p, p); err != nil {
+			return err
+		}
+		if err := b.addLibs(ctx, t, p, libs); err != nil {
+			return err
+		}
+	}
+	if g.Grdma != "" {
+		if err := t.copy(layout.Grdma, g.Grdma); err != nil {
+			return err
+		}
+	}
+	if g.TestBinary != "" {
+		if err := t.copy(layout.GuestTest, g.TestBinary); err != nil {
+			return err
+		}
+	}
+	guests := make([]string, 0, len(g.Files))
+	for guest := range g.Files {
+		guests = append(guests, guest)
+	}
+	sort.Strings(guests)
+	for _, guest := range guests {
+		if err := t.copy(guest, g.Files[guest]); err != nil {
+			return err
+		}
+	}
+	if err := b.addBusybox(ctx, t); err != nil {
+		return err
+	}
+
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if err := t.writeTo(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// addBusybox installs static busybox with its applets as /bin symlinks,
+// leaving alone paths already taken by real tools.
+func (b *Bed) addBusybox(ctx context.Context, t *cpioTree) error {
+	bb, err := b.busybox(ctx)
+	if err != nil {
+		return err
+	}
+	if err := t.copy(layout.Busybox, bb); err != nil {
+		return err
+	}
+	out, err := b.run(ctx, "", nil, bb, "--list")
+	if err != nil {
+		return err
+	}
+	for _, name := range strings.Fields(out) {
+		if p := "/bin/" + name; !t.has(p) {
+			t.symlink(p, "busybox")
+		}
+	}
+	if !t.has(layout.Sh) {
+		return fmt.Errorf("e2e: busybox has no sh applet")
+	}
+	return nil
+}
+
+// addModules puts every module of bootModules and extraModules, with its
+// dependencies, into lib/modules (decompressed: busybox insmod cannot read
+// .ko.xz), and one ordered insmod list per name into layout.ModulesDir.
+func (b *Bed) addModules(ctx context.Context, t *cpioTree, k *Kernel) error {
+	modprobe := findTool("modprobe")
+	for i, name := range append(append([]string{}, bootModules...), extraModules...) {
+		out, err := b.run(ctx, "", nil, modprobe, "-d", k.Root, "-S", k.Release, "--show-depends", name)
+		if err != nil {
+			if i >= len(bootModules) {
+				b.logf("e2e: %s: optional module %s left out: %v", k.Label, name, err)
+				continue
+			}
+			return err
+		}
+		var list []string
+		for _, line := range strings.Split(out, "\n") {
+			f := strings.Fields(line)
+			if len(f) < 2 || f[0] != "insmod" {
+				continue // "builtin NAME", or blank
+			}
+			host := f[1]
+			rel, err := filepath.Rel(k.Root, host)
+			if err != nil || strings.HasPrefix(rel, "..") {
+				return fmt.Errorf("e2e: module %s outside %s", host, k.Root)
+			}
+			guest := "/" + strings.TrimSuffix(filepath.ToSlash(rel), ".xz")
+			guest = path.Clean(strings.Replace(guest, "/usr/lib/modules/", "/lib/modules/", 1))
+			if !t.has(guest) {
+				if strings.HasSuffix(host, ".xz") {
+					ko, err := b.run(ctx, "", nil, findTool("xz"), "-dc", host)
+					if err != nil {
+						return err
+					}
+					t.file(guest, 0o644, []byte(ko))
+				} else if err := t.copy(guest, host); err != nil {
+					return err
+				}
+			}
+			list = append(list, guest)
+		}
+		t.file(path.Join(layout.ModulesDir, name), 0o644, []byte(strings.Join(list, "\n")+"\n"))
+	}
+	return nil
+}
+
+// addLibs adds the shared libraries ldd lists for bin, at the paths the
+// dynamic loader will look for them.
+func (b *Bed) addLibs(ctx context.Context, t *cpioTree, bin string, seen map[string]bool) error {
+	out, err := b.run(ctx, "", nil, findTool("ldd"), bin)
+	if err != nil {
+		return err
+	}
+	for _, line := range strings.Split(out, "\n") {
+		line = strings.TrimSpace(line)
+		var lib string
+		if _, after, ok := strings.Cut(line, "=>"); ok {
+			if strings.Contains(after, "not found") {
+				return fmt.Errorf("e2e: %s: %s", bin, line)
+			}
+			lib = strings.Fields(after + " ")[0]
+		} else if strings.HasPrefix(line, "/") {
+			lib = strings.Fields(line)[0]
+		}
+		if lib == "" || !strings.HasPrefix(lib, "/") || seen[lib] {
+			continue
+		}
+		seen[lib] = true
+		if err := t.copy(lib, lib); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,44 @@
+// Package layout names the paths inside the e2e QEMU guest, in one place, so
+// the host harness that builds the initramfs and the guest tests that exec
+// the tools agree on them.
+package layout
+
+const (
+	// Grdma is the grdma under test (bin/grdma from `make build`).
+	Grdma = "/bin/grdma"
+	// IP and Rdma are iproute2's tools. Call them by full path: Debian's
+	// static busybox shell runs its own `ip` applet before $PATH.
+	IP   = "/usr/sbin/ip"
+	Rdma = "/usr/bin/rdma"
+	// IbvDevinfo and IbvRcPingpong come from ibverbs-utils, with the rxe
+	// provider from ibverbs-providers.
+	IbvDevinfo    = "/usr/bin/ibv_devinfo"
+	IbvRcPingpong = "/usr/bin/ibv_rc_pingpong"
+	// Strace is the host's strace, for capturing netlink traffic.
+	Strace = "/usr/bin/strace"
+	// Busybox provides the shell and the small tools (sh, sed, insmod...).
+	Busybox = "/bin/busybox"
+	Sh      = "/bin/sh"
+
+	// LoadMod is a script: `loadmod NAME` insmods NAME and its dependencies
+	// in order (skipping loaded ones). The kernel cannot auto-load modules:
+	// ModprobeSysctl holds /bin/false unless a test changes it.
+	LoadMod        = "/sbin/loadmod"
+	ModprobeSysctl = "/proc/sys/kernel/modprobe"
+	// ModulesDir holds one file per loadable module name listing the .ko
+	// files to insmod, dependencies first.
+	ModulesDir = "/etc/e2e/modules"
+
+	// GuestTest is the compiled e2e/guest test binary.
+	GuestTest = "/usr/libexec/e2e/guest.test"
+	// FakeGrdmaWrongKey is a shell script that behaves like rdma but renames
+	// one JSON key, to prove that the comparison catches a broken grdma.
+	FakeGrdmaWrongKey = "/usr/libexec/e2e/grdma-wrong-key"
+
+	// Out is where a capture script writes; the host copies it back.
+	Out = "/out"
+
+	// Veth0 and Veth1 are the veth pair init creates and brings up.
+	Veth0 = "veth0"
+	Veth1 = "veth1"
+)
