@@ -1,0 +1,220 @@
+// Package sysfs reads the RDMA parts of Linux sysfs — /sys/class/infiniband,
+// /sys/class/infiniband_verbs and /sys/class/net — from a configurable root,
+// the way libibverbs honours SYSFS_PATH and prometheus/procfs takes a mount
+// point.
+//
+// It tolerates what real kernels do: unused GID entries read as the zero
+// GID, gid_attrs/types/N and ndevs/N fail with EINVAL for unused entries
+// (and ndevs for every InfiniBand GID), and a device can vanish between
+// being listed and being read. Readers that list devices skip a device that
+// vanished (ENOENT or ENODEV) instead of returning part of it.
+//
+// Attribute files are read with one read(2) of a page-sized buffer, as the
+// kernel produces them (a sysfs show() fills at most one page).
+package sysfs
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// DefaultRoot is the root of a live system.
+const DefaultRoot = "/"
+
+// maxAttrSize bounds one attribute read: sysfs show() writes at most a page.
+const maxAttrSize = 4096
+
+// FS is a file system rooted at a directory that holds sys/ (and, for other
+// readers, proc/ and dev/). It implements io/fs.FS, fs.ReadFileFS and
+// fs.ReadDirFS with names relative to that root, such as
+// "sys/class/infiniband/rxe0/ports/1/rate" or "proc/kallsyms".
+type FS struct {
+	root string
+
+	// readHook, when set (by tests), runs before every attribute read and
+	// can fail it, simulating kernel errors such as a device going away.
+	readHook func(name string) error
+}
+
+var (
+	_ fs.FS         = FS{}
+	_ fs.ReadFileFS = FS{}
+	_ fs.ReadDirFS  = FS{}
+)
+
+// NewFS returns an FS rooted at root ("" means DefaultRoot). The root must be
+// a directory; what lies below it is read lazily.
+func NewFS(root string) (FS, error) {
+	if root == "" {
+		root = DefaultRoot
+	}
+	info, err := os.Stat(root)
+	if err != nil {
+		return FS{}, fmt.Errorf("sysfs root: %w", err)
+	}
+	if !info.IsDir() {
+		return FS{}, fmt.Errorf("sysfs root %s: not a directory", root)
+	}
+	return FS{root: filepath.Clean(root)}, nil
+}
+
+// Root returns the directory the FS is rooted at.
+func (f FS) Root() string { return f.root }
+
+// Path returns the host path of name, a slash-separated name relative to the
+// root (e.g. "dev/infiniband/uverbs0").
+func (f FS) Path(name string) string {
+	return filepath.Join(f.root, filepath.FromSlash(name))
+}
+
+// Open implements fs.FS.
+func (f FS) Open(name string) (fs.File, error) {
+	if !fs.ValidPath(name) {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrInvalid}
+	}
+	file, err := os.Open(f.Path(name))
+	if err != nil {
+		return nil, relativeError(err, name)
+	}
+	return file, nil
+}
+
+// ReadFile implements fs.ReadFileFS. It reads until EOF without trusting the
+// size from stat, which is 0 or 4096 for every procfs and sysfs file;
+// proc/kallsyms, for one, is megabytes long.
+func (f FS) ReadFile(name string) ([]byte, error) {
+	file, err := f.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer file.Close()
+	data, err := io.ReadAll(file)
+	if err != nil {
+		return nil, &fs.PathError{Op: "read", Path: name, Err: underlying(err)}
+	}
+	return data, nil
+}
+
+// ReadDir implements fs.ReadDirFS.
+func (f FS) ReadDir(name string) ([]fs.DirEntry, error) {
+	if !fs.ValidPath(name) {
+		return nil, &fs.PathError{Op: "readdir", Path: name, Err: fs.ErrInvalid}
+	}
+	entries, err := os.ReadDir(f.Path(name))
+	if err != nil {
+		return entries, relativeError(err, name)
+	}
+	return entries, nil
+}
+
+// Readlink returns the target of the symbolic link name.
+func (f FS) Readlink(name string) (string, error) {
+	target, err := os.Readlink(f.Path(name))
+	if err != nil {
+		return "", relativeError(err, name)
+	}
+	return target, nil
+}
+
+// ReadAttr reads the sysfs attribute at name, relative to the root's sys/
+// directory (e.g. "class/net/eth0/mtu"), with a single read(2), and returns
+// its text without the trailing newline.
+func (f FS) ReadAttr(name string) (string, error) {
+	var buf [maxAttrSize]byte
+	n, err := f.readAttr(name, buf[:])
+	if err != nil {
+		return "", err
+	}
+	return string(trimNewline(buf[:n])), nil
+}
+
+// readAttr reads the attribute sys/name into buf with one read(2).
+func (f FS) readAttr(name string, buf []byte) (int, error) {
+	rel := "sys/" + name
+	if f.readHook != nil {
+		if err := f.readHook(rel); err != nil {
+			return 0, &fs.PathError{Op: "read", Path: rel, Err: err}
+		}
+	}
+	fd, err := unix.Open(f.root+"/"+rel, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return 0, &fs.PathError{Op: "open", Path: rel, Err: err}
+	}
+	defer unix.Close(fd)
+	for {
+		n, err := unix.Read(fd, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return 0, &fs.PathError{Op: "read", Path: rel, Err: err}
+		}
+		return n, nil
+	}
+}
+
+// IsGone reports whether err means that the object read has gone away:
+// ENOENT (the device was unregistered) or ENODEV (it is being removed or was
+// disassociated by a hot unplug).
+func IsGone(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENODEV)
+}
+
+// isNoEntry reports whether err is the EINVAL with which the kernel answers a
+// read of gid_attrs/types/N or ndevs/N that has no entry (or no netdev).
+func isNoEntry(err error) bool {
+	return errors.Is(err, unix.EINVAL)
+}
+
+func isNotExist(err error) bool { return errors.Is(err, fs.ErrNotExist) }
+
+func trimNewline(b []byte) []byte {
+	if n := len(b); n > 0 && b[n-1] == '\n' {
+		return b[:n-1]
+	}
+	return b
+}
+
+// relativeError rewrites an *fs.PathError's host path to name, so errors
+// read the same whatever the root is.
+func relativeError(err error, name string) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return &fs.PathError{Op: pe.Op, Path: name, Err: pe.Err}
+	}
+	return err
+}
+
+func underlying(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// listNames returns the names in the directory sys/dir, or an empty list if
+// the directory does not exist (a class whose module is not loaded).
+func (f FS) listNames(dir string) ([]string, error) {
+	entries, err := os.ReadDir(f.root + "/sys/" + dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, relativeError(err, "sys/"+dir)
+	}
+	names := make([]string, 0, len(entries))
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), ".") {
+			names = append(names, e.Name())
+		}
+	}
+	return names, nil
+}

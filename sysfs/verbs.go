@@ -1,0 +1,96 @@
+package sysfs
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// ErrNoVerbsDevice means that no class/infiniband_verbs/uverbsN names the
+// RDMA device: ib_uverbs is not loaded, or the device has no user verbs.
+var ErrNoVerbsDevice = errors.New("no uverbs device")
+
+// VerbsDevice is a user verbs character device,
+// /sys/class/infiniband_verbs/uverbsN, and the RDMA device it serves.
+type VerbsDevice struct {
+	Name       string // "uverbs0"; the char device is /dev/infiniband/<Name>
+	IBDev      string // ibdev: the RDMA device name
+	ABIVersion int    // abi_version: the driver's uverbs ABI (rxe 2, mlx5 1)
+	Major      uint32 // dev "231:192"
+	Minor      uint32
+}
+
+// VerbsABIVersion reads class/infiniband_verbs/abi_version, the uverbs ABI
+// of the kernel (IB_USER_VERBS_ABI_VERSION, 6 since 2.6.20).
+func (f FS) VerbsABIVersion() (int, error) {
+	v, err := f.readUint("class/infiniband_verbs/abi_version", 32)
+	return int(v), err
+}
+
+// VerbsDevices reads every uverbs device, skipping those that vanish or are
+// disassociated (ENODEV) while being read.
+func (f FS) VerbsDevices() ([]VerbsDevice, error) {
+	names, err := f.listNames("class/infiniband_verbs")
+	if err != nil {
+		return nil, err
+	}
+	var devices []VerbsDevice
+	for _, name := range names {
+		if !strings.HasPrefix(name, "uverbs") {
+			continue // abi_version
+		}
+		d, err := f.VerbsDevice(name)
+		if IsGone(err) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		devices = append(devices, d)
+	}
+	return devices, nil
+}
+
+// VerbsDevice reads class/infiniband_verbs/name.
+func (f FS) VerbsDevice(name string) (VerbsDevice, error) {
+	dir := "class/infiniband_verbs/" + name
+	d := VerbsDevice{Name: name}
+	var err error
+	if d.IBDev, err = f.ReadAttr(dir + "/ibdev"); err != nil {
+		return VerbsDevice{}, err
+	}
+	abi, err := f.readUint(dir+"/abi_version", 32)
+	if err != nil {
+		return VerbsDevice{}, err
+	}
+	d.ABIVersion = int(abi)
+	dev, err := f.ReadAttr(dir + "/dev")
+	if err != nil {
+		return VerbsDevice{}, err
+	}
+	major, minor, ok := strings.Cut(dev, ":")
+	ma, err1 := strconv.ParseUint(major, 10, 32)
+	mi, err2 := strconv.ParseUint(minor, 10, 32)
+	if !ok || err1 != nil || err2 != nil {
+		return VerbsDevice{}, fmt.Errorf("sys/%s/dev: %q: want \"<major>:<minor>\"", dir, dev)
+	}
+	d.Major, d.Minor = uint32(ma), uint32(mi)
+	return d, nil
+}
+
+// VerbsDeviceFor finds the uverbs device whose ibdev is the RDMA device
+// ibdev. It never derives the name from the device's index: the numbering
+// of uverbsN follows registration order, not the RDMA device's.
+func (f FS) VerbsDeviceFor(ibdev string) (VerbsDevice, error) {
+	devices, err := f.VerbsDevices()
+	if err != nil {
+		return VerbsDevice{}, err
+	}
+	for _, d := range devices {
+		if d.IBDev == ibdev {
+			return d, nil
+		}
+	}
+	return VerbsDevice{}, fmt.Errorf("%s: %w in sys/class/infiniband_verbs", ibdev, ErrNoVerbsDevice)
+}
