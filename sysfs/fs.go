@@ -20,7 +20,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strings"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -137,15 +140,43 @@ func (f FS) ReadAttr(name string) (string, error) {
 
 // readAttr reads the attribute sys/name into buf with one read(2).
 func (f FS) readAttr(name string, buf []byte) (int, error) {
-	rel := "sys/" + name
+	var p attrPath
+	p.reset(f, name)
+	return f.readAttrAt(&p, buf)
+}
+
+// attrPath builds the NUL-terminated host path of attributes in a reusable
+// buffer: a GID table is a thousand files, and unix.Open would copy each
+// path string once more.
+type attrPath struct {
+	path    []byte // root + "/sys/" + name, then a NUL
+	relFrom int    // where "sys/" starts, for error messages
+	store   [256]byte
+}
+
+// reset sets the path to sys/name under the root of f.
+func (p *attrPath) reset(f FS, name string) {
+	p.path = append(p.store[:0], f.root...)
+	p.path = append(p.path, '/')
+	p.relFrom = len(p.path)
+	p.path = append(p.path, "sys/"...)
+	p.path = append(p.path, name...)
+}
+
+// rel returns the path relative to the root, as errors name it.
+func (p *attrPath) rel() string { return string(p.path[p.relFrom:]) }
+
+// readAttrAt reads the attribute at p into buf with one read(2).
+func (f FS) readAttrAt(p *attrPath, buf []byte) (int, error) {
 	if f.readHook != nil {
-		if err := f.readHook(rel); err != nil {
-			return 0, &fs.PathError{Op: "read", Path: rel, Err: err}
+		if err := f.readHook(p.rel()); err != nil {
+			return 0, &fs.PathError{Op: "read", Path: p.rel(), Err: err}
 		}
 	}
-	fd, err := unix.Open(f.root+"/"+rel, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	cpath := append(p.path, 0)
+	fd, err := openReadOnly(cpath)
 	if err != nil {
-		return 0, &fs.PathError{Op: "open", Path: rel, Err: err}
+		return 0, &fs.PathError{Op: "open", Path: p.rel(), Err: err}
 	}
 	defer unix.Close(fd)
 	for {
@@ -154,9 +185,28 @@ func (f FS) readAttr(name string, buf []byte) (int, error) {
 			continue
 		}
 		if err != nil {
-			return 0, &fs.PathError{Op: "read", Path: rel, Err: err}
+			return 0, &fs.PathError{Op: "read", Path: p.rel(), Err: err}
 		}
 		return n, nil
+	}
+}
+
+// openReadOnly is open(2) of a NUL-terminated path, without the string copy
+// of unix.Open.
+func openReadOnly(cpath []byte) (int, error) {
+	atFDCWD := unix.AT_FDCWD // a variable: the negative constant does not convert
+	for {
+		fd, _, errno := unix.Syscall6(unix.SYS_OPENAT, uintptr(atFDCWD), uintptr(unsafe.Pointer(&cpath[0])),
+			uintptr(unix.O_RDONLY|unix.O_CLOEXEC), 0, 0, 0)
+		runtime.KeepAlive(cpath)
+		switch errno {
+		case 0:
+			return int(fd), nil
+		case unix.EINTR:
+			continue
+		default:
+			return -1, errno
+		}
 	}
 }
 
@@ -200,21 +250,23 @@ func underlying(err error) error {
 	return err
 }
 
-// listNames returns the names in the directory sys/dir, or an empty list if
+// listNames returns the names in the directory sys/dir, unsorted, or nil if
 // the directory does not exist (a class whose module is not loaded).
 func (f FS) listNames(dir string) ([]string, error) {
-	entries, err := os.ReadDir(f.root + "/sys/" + dir)
+	d, err := os.Open(f.root + "/sys/" + dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, relativeError(err, "sys/"+dir)
 	}
-	names := make([]string, 0, len(entries))
-	for _, e := range entries {
-		if !strings.HasPrefix(e.Name(), ".") {
-			names = append(names, e.Name())
-		}
+	defer d.Close()
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		return nil, relativeError(err, "sys/"+dir)
 	}
-	return names, nil
+	if names == nil {
+		names = []string{}
+	}
+	return slices.DeleteFunc(names, func(name string) bool { return strings.HasPrefix(name, ".") }), nil
 }

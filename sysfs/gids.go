@@ -49,7 +49,7 @@ func (f FS) GIDAttrs(dev string, port uint32) ([]GIDAttr, error) {
 		}
 	}
 	attrs := make([]GIDAttr, len(indexes))
-	r := gidReader{fs: f, dir: dir}
+	r := &gidReader{fs: f, dir: dir}
 	for i, index := range indexes {
 		if attrs[i], err = r.read(index); err != nil {
 			return nil, err
@@ -60,23 +60,31 @@ func (f FS) GIDAttrs(dev string, port uint32) ([]GIDAttr, error) {
 
 // GIDAttr reads one slot of the GID table of a port.
 func (f FS) GIDAttr(dev string, port uint32, index int) (GIDAttr, error) {
-	r := gidReader{fs: f, dir: portDir(dev, port)}
+	r := &gidReader{fs: f, dir: portDir(dev, port)}
 	return r.read(index)
 }
 
-// gidReader reads the slots of one port, reusing a buffer and the strings it
-// has seen: a table repeats one netdev name and two type names.
+// gidReader reads the slots of one port, reusing its buffers and the
+// strings it has seen: a table repeats one netdev name and two type names.
 type gidReader struct {
 	fs         FS
 	dir        string
+	path       attrPath
 	buf        [maxAttrSize]byte
 	lastNetdev string
 }
 
+// at points the path at dir/file/index.
+func (r *gidReader) at(file string, index int) *attrPath {
+	r.path.reset(r.fs, r.dir)
+	r.path.path = append(r.path.path, file...)
+	r.path.path = strconv.AppendInt(r.path.path, int64(index), 10)
+	return &r.path
+}
+
 func (r *gidReader) read(index int) (GIDAttr, error) {
-	idx := strconv.Itoa(index)
 	a := GIDAttr{Index: index}
-	n, err := r.fs.readAttr(r.dir+"/gids/"+idx, r.buf[:])
+	n, err := r.fs.readAttrAt(r.at("/gids/", index), r.buf[:])
 	if err != nil {
 		return GIDAttr{}, err
 	}
@@ -86,13 +94,13 @@ func (r *gidReader) read(index int) (GIDAttr, error) {
 		return a, nil
 	}
 	a.GID = string(gid)
-	if a.Type, err = r.readInterned(r.dir+"/gid_attrs/types/"+idx, GIDTypeRoCEv2, GIDTypeIBRoCEv1); err != nil {
+	if a.Type, err = r.readInterned(r.at("/gid_attrs/types/", index), GIDTypeRoCEv2, GIDTypeIBRoCEv1); err != nil {
 		return GIDAttr{}, err
 	}
 	if a.Type == "" {
 		return a, nil // no entry: it has no netdev either
 	}
-	if a.Netdev, err = r.readInterned(r.dir+"/gid_attrs/ndevs/"+idx, r.lastNetdev); err != nil {
+	if a.Netdev, err = r.readInterned(r.at("/gid_attrs/ndevs/", index), r.lastNetdev); err != nil {
 		return GIDAttr{}, err
 	}
 	r.lastNetdev = a.Netdev
@@ -102,8 +110,8 @@ func (r *gidReader) read(index int) (GIDAttr, error) {
 // readInterned reads an optional attribute, returning one of known instead
 // of a new string when the text matches, and "" when the kernel has no entry
 // (EINVAL, or a missing file in a fixture).
-func (r *gidReader) readInterned(name string, known ...string) (string, error) {
-	n, err := r.fs.readAttr(name, r.buf[:])
+func (r *gidReader) readInterned(p *attrPath, known ...string) (string, error) {
+	n, err := r.fs.readAttrAt(p, r.buf[:])
 	if isNoEntry(err) || isNotExist(err) {
 		return "", nil
 	}

@@ -1,0 +1,201 @@
+package gid
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/grdma/grdma/sysfs"
+)
+
+// Entry is one populated slot of a port's GID table.
+type Entry struct {
+	Port   uint32
+	Index  int
+	GID    GID
+	Type   Type
+	Netdev string // the netdev of a RoCE GID; "" for IB
+}
+
+// IPv4 returns the IPv4 address of an IPv4-mapped RoCE GID.
+func (e Entry) IPv4() (string, bool) {
+	if e.Type == TypeIB {
+		return "", false
+	}
+	addr, ok := e.GID.IPv4()
+	if !ok {
+		return "", false
+	}
+	return addr.String(), true
+}
+
+// String formats e as "3 ::ffff:10.9.0.1 RoCE v2 eth0".
+func (e Entry) String() string {
+	s := fmt.Sprintf("%d %s %s", e.Index, e.GID, e.Type)
+	if e.Netdev != "" {
+		s += " " + e.Netdev
+	}
+	return s
+}
+
+// ReadTable reads the populated entries of the GID table of a port, in index
+// order; what `show_gids DEV PORT` lists. Empty slots are skipped, and so are
+// slots for which the kernel has no type (EINVAL): it reports those as
+// invalid, e.g. a GID of a netdev in another network namespace.
+func ReadTable(fsys sysfs.FS, dev string, port uint32) ([]Entry, error) {
+	linkLayer, err := fsys.LinkLayer(dev, port)
+	if err != nil {
+		return nil, err
+	}
+	attrs, err := fsys.GIDAttrs(dev, port)
+	if err != nil {
+		return nil, err
+	}
+	var entries []Entry
+	for _, a := range attrs {
+		if a.GID == sysfs.ZeroGID || a.Type == "" {
+			continue
+		}
+		g, err := Parse(a.GID)
+		if err != nil {
+			return nil, fmt.Errorf("%s/%d GID %d: %w", dev, port, a.Index, err)
+		}
+		if g.IsEmpty() {
+			continue
+		}
+		typ, err := ParseSysfsType(a.Type, linkLayer)
+		if err != nil {
+			return nil, fmt.Errorf("%s/%d GID %d: %w", dev, port, a.Index, err)
+		}
+		entries = append(entries, Entry{Port: port, Index: a.Index, GID: g, Type: typ, Netdev: a.Netdev})
+	}
+	return entries, nil
+}
+
+// ReadDevice reads the GID tables of every port of device dev.
+func ReadDevice(fsys sysfs.FS, dev string) ([]Entry, error) {
+	ports, err := fsys.PortNumbers(dev)
+	if err != nil {
+		return nil, err
+	}
+	var entries []Entry
+	for _, port := range ports {
+		table, err := ReadTable(fsys, dev, port)
+		if err != nil {
+			return nil, err
+		}
+		entries = append(entries, table...)
+	}
+	return entries, nil
+}
+
+// Family is an address family of RoCE GIDs.
+type Family uint8
+
+// Address families. The zero Family means any.
+const (
+	IPv4 Family = iota + 1
+	IPv6
+)
+
+// String returns "IPv4" or "IPv6".
+func (f Family) String() string {
+	switch f {
+	case IPv4:
+		return "IPv4"
+	case IPv6:
+		return "IPv6"
+	}
+	return "any"
+}
+
+// Criteria says which GIDs are wanted; zero fields match anything.
+type Criteria struct {
+	Type   Type
+	Family Family // IPv4: IPv4-mapped RoCE GIDs; IPv6: the other RoCE GIDs
+	Netdev string
+}
+
+// String describes c, e.g. "RoCE v2 IPv4 GID on netdev eth0".
+func (c Criteria) String() string {
+	var words []string
+	if c.Type != 0 {
+		words = append(words, c.Type.String())
+	}
+	if c.Family != 0 {
+		words = append(words, c.Family.String())
+	}
+	words = append(words, "GID")
+	if c.Netdev != "" {
+		words = append(words, "on netdev", c.Netdev)
+	}
+	return strings.Join(words, " ")
+}
+
+// Match reports whether e satisfies c.
+func (c Criteria) Match(e Entry) bool {
+	if c.Type != 0 && e.Type != c.Type {
+		return false
+	}
+	if c.Netdev != "" && e.Netdev != c.Netdev {
+		return false
+	}
+	switch c.Family {
+	case IPv4:
+		return e.Type != TypeIB && e.GID.IsIPv4Mapped()
+	case IPv6:
+		return e.Type != TypeIB && !e.GID.IsIPv4Mapped()
+	}
+	return true
+}
+
+// Filter returns the entries that satisfy c, in their order.
+func Filter(entries []Entry, c Criteria) []Entry {
+	var matched []Entry
+	for _, e := range entries {
+		if c.Match(e) {
+			matched = append(matched, e)
+		}
+	}
+	return matched
+}
+
+// Select returns the entry a job should use among those satisfying c: the
+// first in table order, preferring routable GIDs (IPv4 or global IPv6) to
+// link-local ones, which cannot leave the subnet. So "RoCE v2, IPv4, on
+// eth0" answers NCCL_IB_GID_INDEX. When nothing matches, the error is a
+// *NoMatchError that names what was asked and what the table has.
+func Select(entries []Entry, c Criteria) (Entry, error) {
+	var linkLocal *Entry
+	for i, e := range entries {
+		if !c.Match(e) {
+			continue
+		}
+		if e.Type == TypeIB || !e.GID.IsLinkLocal() {
+			return e, nil
+		}
+		if linkLocal == nil {
+			linkLocal = &entries[i]
+		}
+	}
+	if linkLocal != nil {
+		return *linkLocal, nil
+	}
+	return Entry{}, &NoMatchError{Criteria: c, Entries: entries}
+}
+
+// NoMatchError is Select's error when no entry satisfies the criteria.
+type NoMatchError struct {
+	Criteria Criteria
+	Entries  []Entry // the table searched
+}
+
+func (e *NoMatchError) Error() string {
+	if len(e.Entries) == 0 {
+		return fmt.Sprintf("no %s: the GID table is empty", e.Criteria)
+	}
+	have := make([]string, len(e.Entries))
+	for i, entry := range e.Entries {
+		have[i] = entry.String()
+	}
+	return fmt.Sprintf("no %s; the table has: %s", e.Criteria, strings.Join(have, ", "))
+}
