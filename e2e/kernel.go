@@ -75,7 +75,21 @@ func (b *Bed) Kernel(ctx context.Context, label string) (*Kernel, error) {
 	if err := os.WriteFile(filepath.Join(k.Root, ".e2e-ready"), []byte(k.Release+"\n"), 0o644); err != nil {
 		return nil, err
 	}
+	b.prune(label, k)
 	return k, nil
+}
+
+// prune drops older versions of a label's kernel from the cache, which
+// would otherwise grow by ~350 MB with every Debian kernel update.
+func (b *Bed) prune(label string, keep *Kernel) {
+	old, _ := filepath.Glob(filepath.Join(b.Cache, "kernels", "linux-image-"+label+".*"))
+	debs, _ := filepath.Glob(filepath.Join(b.Cache, "debs", "linux-image-"+label+".*.deb"))
+	for _, p := range append(old, debs...) {
+		if p != keep.Root && !strings.HasPrefix(filepath.Base(p), keep.Package+"_"+fileSafe(keep.Version)) {
+			b.logf("e2e: removing old %s", filepath.Base(p))
+			os.RemoveAll(p)
+		}
+	}
 }
 
 // findRelease finds lib/modules/RELEASE, linking lib to usr/lib for
