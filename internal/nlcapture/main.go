@@ -24,7 +24,7 @@ func main() {
 	linkName := flag.String("link-name", "", "with -link-type/-link-netdev: record a NEWLINK reply (an error case)")
 	linkType := flag.String("link-type", "rxe", "NEWLINK link type")
 	linkNetdev := flag.String("link-netdev", "", "NEWLINK netdev")
-	only := flag.String("only", "", "record just this request (name of the .bin without extension)")
+	only := flag.String("only", "", "record just this request (the .bin name without extension)")
 	flag.Parse()
 
 	reqs := []struct {
@@ -34,9 +34,9 @@ func main() {
 		attrs []byte
 	}{
 		{"get_dump", nldev.CmdGet, unix.NLM_F_DUMP, nil},
-		{"get_doit", nldev.CmdGet, 0, u32(nldev.AttrDevIndex, uint32(*dev))},
-		{"port_dump", nldev.CmdPortGet, unix.NLM_F_DUMP, u32(nldev.AttrDevIndex, uint32(*dev))},
-		{"port_doit", nldev.CmdPortGet, 0, append(u32(nldev.AttrDevIndex, uint32(*dev)), u32(nldev.AttrPortIndex, uint32(*port))...)},
+		{fmt.Sprintf("get_doit_dev%d", *dev), nldev.CmdGet, 0, u32(nldev.AttrDevIndex, uint32(*dev))},
+		{fmt.Sprintf("port_dump_dev%d", *dev), nldev.CmdPortGet, unix.NLM_F_DUMP, u32(nldev.AttrDevIndex, uint32(*dev))},
+		{fmt.Sprintf("port_doit_dev%d_port%d", *dev, *port), nldev.CmdPortGet, 0, append(u32(nldev.AttrDevIndex, uint32(*dev)), u32(nldev.AttrPortIndex, uint32(*port))...)},
 		{"sys_get", nldev.CmdSysGet, 0, nil},
 		{"get_doit_bad_index", nldev.CmdGet, 0, u32(nldev.AttrDevIndex, 4242)},
 	}

@@ -1,0 +1,249 @@
+// Package rdmacompat compares grdma's output with iproute2 rdma's. grdma
+// prints what current rdma prints; an older rdma lacks fields added since,
+// so Normalize removes those (and only those) before comparing. JSON is
+// compared with key order, since scripts may depend on it.
+package rdmacompat
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// Version is an iproute2 release, e.g. {6, 1}.
+type Version struct{ Major, Minor int }
+
+// ParseVersion reads `rdma -V` output ("rdma utility, iproute2-6.1.0").
+func ParseVersion(s string) (Version, error) {
+	m := regexp.MustCompile(`iproute2-(?:ss)?v?(\d+)\.(\d+)`).FindStringSubmatch(s)
+	if m == nil {
+		return Version{}, fmt.Errorf("no iproute2 version in %q", s)
+	}
+	major, _ := strconv.Atoi(m[1])
+	minor, _ := strconv.Atoi(m[2])
+	return Version{major, minor}, nil
+}
+
+func (v Version) before(o Version) bool {
+	return v.Major < o.Major || v.Major == o.Major && v.Minor < o.Minor
+}
+
+// addedField is output rdma gained in a release: its text form and key.
+type addedField struct {
+	since Version
+	text  *regexp.Regexp
+	key   string
+}
+
+// addedFields lists what rdma prints today that older releases do not.
+var addedFields = []addedField{
+	{Version{6, 5}, regexp.MustCompile(`protocol \S+ `), "protocol"},
+	{Version{6, 7}, regexp.MustCompile(`privileged-qkey (?:on|off) `), "privileged-qkey"},
+	{Version{6, 13}, regexp.MustCompile(`monitor (?:on|off) `), "monitor"},
+}
+
+// NormalizeText removes from grdma's text output the fields rdma v lacks.
+func NormalizeText(out string, v Version) string {
+	for _, f := range addedFields {
+		if v.before(f.since) {
+			out = f.text.ReplaceAllString(out, "")
+		}
+	}
+	return out
+}
+
+// Field is one key of a JSON object, in order.
+type Field struct {
+	Key   string
+	Value any
+}
+
+// Parse decodes JSON keeping object key order: objects become []Field.
+func Parse(b []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	v, err := parseValue(dec)
+	if err != nil {
+		return nil, err
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("trailing data after JSON value")
+	}
+	return v, nil
+}
+
+func parseValue(dec *json.Decoder) (any, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	switch tok {
+	case json.Delim('{'):
+		var obj []Field
+		for dec.More() {
+			k, err := dec.Token()
+			if err != nil {
+				return nil, err
+			}
+			v, err := parseValue(dec)
+			if err != nil {
+				return nil, err
+			}
+			obj = append(obj, Field{k.(string), v})
+		}
+		_, err := dec.Token()
+		return obj, err
+	case json.Delim('['):
+		arr := []any{}
+		for dec.More() {
+			v, err := parseValue(dec)
+			if err != nil {
+				return nil, err
+			}
+			arr = append(arr, v)
+		}
+		_, err := dec.Token()
+		return arr, err
+	}
+	return tok, nil
+}
+
+// NormalizeJSON removes from parsed grdma output the keys rdma v lacks.
+func NormalizeJSON(v any, ver Version) any {
+	switch x := v.(type) {
+	case []Field:
+		var out []Field
+		for _, f := range x {
+			if !dropped(f.Key, ver) {
+				out = append(out, Field{f.Key, NormalizeJSON(f.Value, ver)})
+			}
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i := range x {
+			out[i] = NormalizeJSON(x[i], ver)
+		}
+		return out
+	}
+	return v
+}
+
+func dropped(key string, v Version) bool {
+	for _, f := range addedFields {
+		if f.key == key && v.before(f.since) {
+			return true
+		}
+	}
+	return false
+}
+
+// Lines renders parsed JSON one key per line with its path, so two
+// outputs can be diffed line by line and a difference is easy to read.
+func Lines(v any) []string {
+	var out []string
+	var walk func(path string, v any)
+	walk = func(path string, v any) {
+		switch x := v.(type) {
+		case []Field:
+			out = append(out, path+" {")
+			for _, f := range x {
+				walk(path+"."+f.Key, f.Value)
+			}
+			out = append(out, path+" }")
+		case []any:
+			out = append(out, path+" [")
+			for i, e := range x {
+				walk(fmt.Sprintf("%s[%d]", path, i), e)
+			}
+			out = append(out, path+" ]")
+		case string:
+			out = append(out, path+" = "+strconv.Quote(x))
+		default:
+			out = append(out, fmt.Sprintf("%s = %v", path, x))
+		}
+	}
+	walk("", v)
+	return out
+}
+
+// DiffJSON compares rdma's and grdma's JSON output (grdma's normalized for
+// rdma v) and returns a readable diff, or "" when they agree.
+func DiffJSON(rdma, grdma []byte, v Version) (string, error) {
+	r, err := Parse(rdma)
+	if err != nil {
+		return "", fmt.Errorf("rdma output: %w", err)
+	}
+	g, err := Parse(grdma)
+	if err != nil {
+		return "", fmt.Errorf("grdma output: %w", err)
+	}
+	return Diff(Lines(r), Lines(NormalizeJSON(g, v))), nil
+}
+
+// DiffText compares rdma's and grdma's text output line by line.
+func DiffText(rdma, grdma string, v Version) string {
+	return Diff(strings.Split(rdma, "\n"), strings.Split(NormalizeText(grdma, v), "\n"))
+}
+
+// Diff returns a line diff ("-" rdma, "+" grdma, two lines of context),
+// or "" when a and b are equal.
+func Diff(a, b []string) string {
+	// Longest common subsequence; outputs here are small.
+	n, m := len(a), len(b)
+	lcs := make([][]int, n+1)
+	for i := range lcs {
+		lcs[i] = make([]int, m+1)
+	}
+	for i := n - 1; i >= 0; i-- {
+		for j := m - 1; j >= 0; j-- {
+			if a[i] == b[j] {
+				lcs[i][j] = lcs[i+1][j+1] + 1
+			} else {
+				lcs[i][j] = max(lcs[i+1][j], lcs[i][j+1])
+			}
+		}
+	}
+	type line struct {
+		op   byte
+		text string
+	}
+	var lines []line
+	i, j := 0, 0
+	for i < n || j < m {
+		switch {
+		case i < n && j < m && a[i] == b[j]:
+			lines = append(lines, line{' ', a[i]})
+			i, j = i+1, j+1
+		case j < m && (i == n || lcs[i][j+1] >= lcs[i+1][j]):
+			lines = append(lines, line{'+', b[j]})
+			j++
+		default:
+			lines = append(lines, line{'-', a[i]})
+			i++
+		}
+	}
+	var sb strings.Builder
+	changed := false
+	for k, l := range lines {
+		near := false
+		for d := -2; d <= 2; d++ {
+			if k+d >= 0 && k+d < len(lines) && lines[k+d].op != ' ' {
+				near = true
+			}
+		}
+		if l.op != ' ' {
+			changed = true
+		}
+		if near {
+			fmt.Fprintf(&sb, "%c %s\n", l.op, l.text)
+		}
+	}
+	if !changed {
+		return ""
+	}
+	return "--- rdma\n+++ grdma\n" + sb.String()
+}

@@ -1,0 +1,94 @@
+package output
+
+import (
+	"bytes"
+	"testing"
+)
+
+// render prints two records the way rdma dev does, in the given mode.
+func render(o Options) string {
+	var buf bytes.Buffer
+	p := New(&buf, o)
+	p.StartList()
+	for _, name := range []string{"rxe0", "rxe1"} {
+		p.OpenObject("")
+		p.Uint(Any, "ifindex", "%s: ", 0)
+		p.String(Any, "ifname", "%s: ", name)
+		p.OnOff(Any, "adaptive-moderation", "adaptive-moderation %s ", true)
+		p.Text(p.SL() + "    caps: <")
+		p.OpenArray(JSONOnly, "caps", "")
+		p.String(Any, "", "%s, ", "A")
+		p.String(Any, "", "%s", "B")
+		p.CloseArray(Any, ">")
+		p.CloseObject()
+		p.Newline()
+	}
+	p.EndList()
+	p.Flush()
+	return buf.String()
+}
+
+// The expected strings follow iproute2's json_writer.c: rdma's newline()
+// writes "\n" after each record even in JSON mode, pretty arrays open with
+// "[ " and close with " ]".
+func TestPrinterMatchesIproute2(t *testing.T) {
+	tests := []struct {
+		name string
+		o    Options
+		want string
+	}{
+		{"text", Options{}, "0: rxe0: adaptive-moderation on \n    caps: <A, B>\n" +
+			"0: rxe1: adaptive-moderation on \n    caps: <A, B>\n"},
+		{"oneline", Options{Oneline: true}, "0: rxe0: adaptive-moderation on \\    caps: <A, B>\n" +
+			"0: rxe1: adaptive-moderation on \\    caps: <A, B>\n"},
+		{"json", Options{JSON: true},
+			`[{"ifindex":0,"ifname":"rxe0","adaptive-moderation":true,"caps":["A","B"]}` + "\n" +
+				`,{"ifindex":0,"ifname":"rxe1","adaptive-moderation":true,"caps":["A","B"]}` + "\n]\n"},
+		{"pretty", Options{JSON: true, Pretty: true}, "[ {\n" +
+			"        \"ifindex\": 0,\n" +
+			"        \"ifname\": \"rxe0\",\n" +
+			"        \"adaptive-moderation\": true,\n" +
+			"        \"caps\": [ \"A\",\"B\" ]\n" +
+			"    }\n" +
+			",{\n" +
+			"        \"ifindex\": 0,\n" +
+			"        \"ifname\": \"rxe1\",\n" +
+			"        \"adaptive-moderation\": true,\n" +
+			"        \"caps\": [ \"A\",\"B\" ]\n" +
+			"    }\n" +
+			" ]\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := render(tt.o); got != tt.want {
+				t.Errorf("got\n%q\nwant\n%q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestJSONStringEscapes(t *testing.T) {
+	var buf bytes.Buffer
+	p := New(&buf, Options{JSON: true})
+	p.StartPlain()
+	p.OpenObject("")
+	p.String(Any, "s", "", "a\"b\\c\td\x01\x7f")
+	p.CloseObject()
+	p.EndPlain()
+	p.Flush()
+	want := `{"s":"a\"b\\c\td\u0001\u007f"}` + "\n"
+	if buf.String() != want {
+		t.Fatalf("got %q, want %q", buf.String(), want)
+	}
+}
+
+func TestEmptyListIsAnEmptyArray(t *testing.T) {
+	var buf bytes.Buffer
+	p := New(&buf, Options{JSON: true})
+	p.StartList()
+	p.EndList()
+	p.Flush()
+	if buf.String() != "[]\n" {
+		t.Fatalf("got %q, want %q", buf.String(), "[]\n")
+	}
+}
