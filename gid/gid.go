@@ -95,7 +95,9 @@ func (g GID) IsZero() bool { return g == GID{} }
 
 // IsEmpty reports whether g identifies no port: the zero GID, or the bare
 // link-local prefix fe80:: with a zero interface ID. `show_gids` skips both.
-func (g GID) IsEmpty() bool { return g.InterfaceID() == 0 && (g.SubnetPrefix() == 0 || g.SubnetPrefix() == linkLocalPrefix) }
+func (g GID) IsEmpty() bool {
+	return g.InterfaceID() == 0 && (g.SubnetPrefix() == 0 || g.SubnetPrefix() == linkLocalPrefix)
+}
 
 const linkLocalPrefix = 0xfe80_0000_0000_0000
 

@@ -346,11 +346,6 @@ func ParseGUID(s string) (uint64, error) {
 	return guid, nil
 }
 
-// FormatGUID formats a GUID the way sysfs and `rdma dev` print it.
-func FormatGUID(guid uint64) string {
-	return fmt.Sprintf("%04x:%04x:%04x:%04x", guid>>48, guid>>32&0xffff, guid>>16&0xffff, guid&0xffff)
-}
-
 // LinkLayer reads ports/N/link_layer of device dev: LinkLayerInfiniBand,
 // LinkLayerEthernet or "Unknown".
 func (f FS) LinkLayer(dev string, port uint32) (string, error) {

@@ -217,8 +217,8 @@ func TestGUID(t *testing.T) {
 	if err != nil || guid != 0x0c42a10300123456 {
 		t.Errorf("ParseGUID = %#x, %v", guid, err)
 	}
-	if s := FormatGUID(guid); s != "0c42:a103:0012:3456" {
-		t.Errorf("FormatGUID = %q", s)
+	if s := nldev.FormatGUID(guid); s != "0c42:a103:0012:3456" {
+		t.Errorf("nldev.FormatGUID(ParseGUID(s)) = %q, want s", s)
 	}
 	for _, bad := range []string{"", "0c42:a103:0012", "0c42:a103:0012:34567", "0c42:a103:0012:345g", "0c42a10300123456"} {
 		if _, err := ParseGUID(bad); err == nil {

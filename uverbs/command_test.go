@@ -1,0 +1,256 @@
+package uverbs
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/grdma/grdma/sysfs"
+)
+
+func unhex(t *testing.T, s string) []byte {
+	t.Helper()
+	b, err := hex.DecodeString(strings.Join(strings.Fields(s), ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// The header's words include the header itself for the request
+// (in_words) and count the response buffer (out_words), as verify_hdr
+// checks: GET_CONTEXT 4/2, QUERY_DEVICE 4/44, QUERY_PORT 6/10 plus driver
+// data. Little-endian, as on amd64 and arm64.
+func TestEncodeCommand(t *testing.T) {
+	if binary.NativeEndian.Uint16([]byte{1, 0}) != 1 {
+		t.Skip("the expected bytes are little-endian")
+	}
+	const resp = 0x00007f1122334000
+	tests := []struct {
+		name     string
+		command  uint32
+		req      any
+		driverIn []byte
+		respSize int
+		want     string
+	}{{
+		name: "GET_CONTEXT", command: cmdGetContext,
+		req: &getContextReq{Response: resp}, respSize: 8 + driverOutRoom,
+		want: "00000000 0400 0201  0040332211 7f0000",
+	}, {
+		name: "QUERY_DEVICE", command: cmdQueryDevice,
+		req: &queryDeviceReq{Response: resp}, respSize: 176,
+		want: "01000000 0400 2c00  0040332211 7f0000",
+	}, {
+		name: "QUERY_PORT", command: cmdQueryPort,
+		req: &queryPortReq{Response: resp, PortNum: 1}, respSize: 40,
+		want: "02000000 0600 0a00  0040332211 7f0000  01 00000000000000",
+	}, {
+		name: "GET_CONTEXT with driver data", command: cmdGetContext,
+		req: &getContextReq{Response: resp}, driverIn: []byte{16, 0, 0, 0, 4, 0, 0, 0}, respSize: 8 + 72,
+		want: "00000000 0600 1400  0040332211 7f0000  10000000 04000000",
+	}}
+	for _, tt := range tests {
+		got, err := encodeCommand(tt.command, tt.req, tt.driverIn, tt.respSize)
+		if err != nil {
+			t.Errorf("%s: %v", tt.name, err)
+			continue
+		}
+		if want := unhex(t, tt.want); !bytes.Equal(got, want) {
+			t.Errorf("%s:\n got % x\nwant % x", tt.name, got, want)
+		}
+	}
+	if _, err := encodeCommand(cmdGetContext, &getContextReq{}, []byte{1, 2}, 8); err == nil {
+		t.Error("driver data of 2 bytes encoded; want an error: the header counts 32-bit words")
+	}
+}
+
+// fakeKernel answers commands written to a Context like the kernel's
+// ib_uverbs_write: it checks the header and copies a canned response to
+// the address in the request.
+type fakeKernel struct {
+	t         *testing.T
+	c         *Context
+	responses map[uint32][]byte // by command
+	errno     map[uint32]unix.Errno
+	got       [][]byte // the commands written
+}
+
+func newFakeContext(t *testing.T) (*Context, *fakeKernel) {
+	c, err := newContext("uverbs9 (fake0)", -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	k := &fakeKernel{t: t, c: c, responses: map[uint32][]byte{}, errno: map[uint32]unix.Errno{}}
+	c.write = k.write
+	return c, k
+}
+
+func (k *fakeKernel) write(b []byte) (int, error) {
+	k.got = append(k.got, bytes.Clone(b))
+	command := binary.NativeEndian.Uint32(b)
+	inWords, outWords := binary.NativeEndian.Uint16(b[4:]), binary.NativeEndian.Uint16(b[6:])
+	if int(inWords)*4 != len(b) {
+		return 0, unix.EINVAL
+	}
+	if errno := k.errno[command]; errno != 0 {
+		return 0, errno
+	}
+	// The response address must lie in the context's arena.
+	addr := uintptr(binary.NativeEndian.Uint64(b[8:]))
+	base := uintptr(unsafe.Pointer(unsafe.SliceData(k.c.arena)))
+	if addr < base || addr+uintptr(outWords)*4 > base+arenaSize {
+		k.t.Errorf("response address %#x outside the arena %#x+%d", addr, base, arenaSize)
+		return 0, unix.EFAULT
+	}
+	out := k.c.arena[addr-base:][:int(outWords)*4]
+	copy(out, k.responses[command])
+	return len(b), nil
+}
+
+// rxePort is QUERY_PORT's response for the captured rxe0 port 1
+// on 6.12 (testdata ibv_devinfo -v, and TestLiveDevices in the guest):
+// cap flags 0x10000, max_msg_sz 0x80000000, 1024 GIDs, 1 P_Key, ACTIVE,
+// max MTU 4096, active MTU 1024, 1X, 10 Gb/s (FDR10, 8), LinkUp, Ethernet,
+// GRH required.
+const rxePort = `00000100 00000080 00000000 00000000 00040000 0100 0000 0000
+	04 05 03 00 01 00 00 00 01 08 05 02 01 00`
+
+func TestQueryPort(t *testing.T) {
+	c, k := newFakeContext(t)
+	k.responses[cmdQueryPort] = unhex(t, rxePort)
+	attr, err := c.QueryPort(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := PortAttr{PortCapFlags: 0x10000, MaxMsgSz: 0x80000000, GIDTblLen: 1024, PKeyTblLen: 1,
+		State: 4, MaxMTU: MTU4096, ActiveMTU: MTU1024, MaxVLNum: 1, ActiveWidth: 1, ActiveSpeed: 8,
+		PhysState: 5, LinkLayer: LinkLayerEthernet, Flags: 1}
+	if attr != want {
+		t.Errorf("QueryPort(1) = %+v\nwant %+v", attr, want)
+	}
+	if len(k.got) != 1 || k.got[0][16] != 1 {
+		t.Errorf("QueryPort(1) wrote %x, want port 1 at byte 16", k.got)
+	}
+}
+
+func TestQueryDevice(t *testing.T) {
+	c, k := newFakeContext(t)
+	resp := make([]byte, 176)
+	copy(resp[8:], unhex(t, "ec1566fffeb60665")) // node_guid, big-endian
+	binary.NativeEndian.PutUint32(resp[40:], 0xffffff)
+	resp[171] = 1 // phys_port_cnt
+	k.responses[cmdQueryDevice] = resp
+	attr, err := c.QueryDevice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if attr.NodeGUID.Uint64() != 0xec1566fffeb60665 || attr.VendorID != 0xffffff || attr.PhysPortCnt != 1 {
+		t.Errorf("QueryDevice() = %+v", attr)
+	}
+}
+
+func TestGetContext(t *testing.T) {
+	c, k := newFakeContext(t)
+	k.responses[cmdGetContext] = unhex(t, "07000000 02000000")
+	if err := c.getContext(); err != nil {
+		t.Fatal(err)
+	}
+	if c.asyncFD != 7 || c.NumCompVectors != 2 {
+		t.Errorf("asyncFD, NumCompVectors = %d, %d; want 7, 2", c.asyncFD, c.NumCompVectors)
+	}
+	c.asyncFD = -1 // not ours to close
+}
+
+func TestCommandError(t *testing.T) {
+	c, k := newFakeContext(t)
+	k.errno[cmdQueryPort] = unix.EINVAL
+	_, err := c.QueryPort(9)
+	var ce *CommandError
+	if !errors.As(err, &ce) || !errors.Is(err, unix.EINVAL) {
+		t.Fatalf("QueryPort(9) = %v, want a *CommandError wrapping EINVAL", err)
+	}
+	if got, want := err.Error(), "uverbs9 (fake0): QUERY_PORT: invalid argument"; got != want {
+		t.Errorf("error = %q, want %q", got, want)
+	}
+	c.Close()
+	if _, err := c.QueryPort(1); !errors.Is(err, os.ErrClosed) {
+		t.Errorf("QueryPort after Close = %v, want os.ErrClosed", err)
+	}
+}
+
+func TestMTU(t *testing.T) {
+	for m, bytes := range map[MTU]int{MTU256: 256, MTU1024: 1024, MTU4096: 4096, MTU8192: 8192, MTU10240: 10240, 0: 0, 8: 0} {
+		if got := m.Bytes(); got != bytes {
+			t.Errorf("MTU(%d).Bytes() = %d, want %d", m, got, bytes)
+		}
+		if back, ok := MTUFromBytes(bytes); bytes != 0 && (!ok || back != m) {
+			t.Errorf("MTUFromBytes(%d) = %v, %v", bytes, back, ok)
+		}
+	}
+	if MTU2048.String() != "2048" || MTU(9).String() != "invalid MTU 9" {
+		t.Errorf("String() = %q, %q", MTU2048.String(), MTU(9).String())
+	}
+	for bytes, want := range map[int]MTU{255: 0, 256: MTU256, 1420: MTU1024, 4095: MTU2048, 4096: MTU4096, 9000: MTU4096} {
+		if got := LargestMTU(bytes); got != want {
+			t.Errorf("LargestMTU(%d) = %v, want %v", bytes, got, want)
+		}
+	}
+}
+
+func mustFS(t *testing.T, root string) sysfs.FS {
+	t.Helper()
+	f, err := sysfs.NewFS(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func TestOpenErrors(t *testing.T) {
+	hca := mustFS(t, "../sysfs/testdata/hca")
+	var ud *UnsupportedDriverError
+	if _, err := Open(hca, "mlx5_0"); !errors.As(err, &ud) || ud.Driver != "mlx5_core" {
+		t.Errorf("Open(mlx5_0) = %v, want an *UnsupportedDriverError for mlx5_core", err)
+	} else if want := "mlx5_0: driver mlx5_core not supported: GET_CONTEXT needs struct mlx5_ib_alloc_ucontext_req"; err.Error() != want {
+		t.Errorf("error = %q, want %q", err, want)
+	}
+	if _, err := Open(hca, "mlx5_3"); !errors.Is(err, sysfs.ErrNoVerbsDevice) {
+		t.Errorf("Open(mlx5_3) = %v, want sysfs.ErrNoVerbsDevice", err)
+	}
+	// The captured rxe tree has no dev/: opening the char device fails.
+	if _, err := Open(mustFS(t, "../sysfs/testdata/rxe-6.12"), "rxe0"); !errors.Is(err, os.ErrNotExist) ||
+		!strings.Contains(err.Error(), "/dev/infiniband/uverbs0") {
+		t.Errorf("Open(rxe0) without dev/ = %v, want ENOENT naming /dev/infiniband/uverbs0", err)
+	}
+	if _, err := Open(mustFS(t, t.TempDir()), "rxe0"); !errors.Is(err, sysfs.ErrNoVerbsDevice) {
+		t.Errorf("Open without ib_uverbs = %v, want sysfs.ErrNoVerbsDevice", err)
+	}
+}
+
+// A regular file where the char device should be is refused before any
+// command is written to it.
+func TestOpenChecksTheDeviceNumber(t *testing.T) {
+	root := t.TempDir()
+	if err := os.CopyFS(root, os.DirFS("../sysfs/testdata/rxe-6.12")); err != nil {
+		t.Skipf("copying the fixture: %v", err)
+	}
+	if err := os.MkdirAll(root+"/dev/infiniband", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(root+"/dev/infiniband/uverbs0", nil, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Open(mustFS(t, root), "rxe0")
+	if err == nil || !strings.Contains(err.Error(), "is not character device 231:192") {
+		t.Errorf("Open with a regular file = %v, want a device number error", err)
+	}
+}

@@ -1,0 +1,194 @@
+// Package uverbs talks to an RDMA device's user verbs character device,
+// /dev/infiniband/uverbsN, through the kernel's legacy write() ABI
+// (include/uapi/rdma/ib_user_verbs.h) in pure Go: no cgo, no libibverbs.
+// It does what ibv_open_device, ibv_query_device and ibv_query_port do
+// (`ibv_devinfo -v`), which is the only general way to learn a port's MTU.
+//
+// A command is one write(2) of a header, the core request and the driver's
+// request data; the kernel copies the core response and the driver's
+// response data to a user buffer named in the request. Context.execute does
+// this for every command, so further commands (ALLOC_PD, CREATE_CQ, ...)
+// are a request struct, a response struct and a method.
+//
+// GET_CONTEXT, the first command, carries driver-specific data. Drivers
+// that need none (rxe, siw, mlx4, ...) are supported; mlx5, which requires
+// request data, is refused with an *UnsupportedDriverError.
+package uverbs
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Context is an open uverbs device with a user context (ibv_context).
+// Its methods are safe for concurrent use.
+type Context struct {
+	name    string // "uverbs0 (rxe0)", for errors
+	fd      int
+	asyncFD int
+	// NumCompVectors is the number of completion vectors of the device.
+	NumCompVectors int
+
+	mu    sync.Mutex
+	arena []byte // one page outside the Go heap for responses
+	// write is write(2) on fd; tests replace it with a fake kernel.
+	write func(b []byte) (int, error)
+}
+
+// The response half of the arena. A driver that copies more response data
+// than it was given room for (ib_copy_to_udata does not clamp) still writes
+// inside the page.
+const (
+	arenaSize     = 4096
+	maxResponse   = arenaSize / 2
+	driverOutRoom = 1024 // driver response data allowed for GET_CONTEXT
+)
+
+func newContext(name string, fd int) (*Context, error) {
+	arena, err := unix.Mmap(-1, 0, arenaSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return nil, fmt.Errorf("%s: allocating the response buffer: %w", name, err)
+	}
+	c := &Context{name: name, fd: fd, asyncFD: -1, arena: arena}
+	c.write = func(b []byte) (int, error) { return unix.Write(c.fd, b) }
+	return c, nil
+}
+
+// Close releases the context and everything created in it, and closes the
+// device.
+func (c *Context) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var errs []error
+	if c.asyncFD >= 0 {
+		errs = append(errs, unix.Close(c.asyncFD))
+		c.asyncFD = -1
+	}
+	if c.fd >= 0 {
+		errs = append(errs, unix.Close(c.fd))
+		c.fd = -1
+	}
+	if c.arena != nil {
+		errs = append(errs, unix.Munmap(c.arena))
+		c.arena = nil
+	}
+	return errors.Join(errs...)
+}
+
+// responder is a request that names its response buffer.
+type responder interface{ setResponse(addr uint64) }
+
+// CommandError is a uverbs command the kernel refused.
+type CommandError struct {
+	Device  string // "uverbs0 (rxe0)"
+	Command string // "QUERY_PORT"
+	Err     error  // the errno
+}
+
+func (e *CommandError) Error() string {
+	return fmt.Sprintf("%s: %s: %v", e.Device, e.Command, e.Err)
+}
+
+func (e *CommandError) Unwrap() error { return e.Err }
+
+// execute runs one command: req (a pointer to a request struct) and
+// driverIn are sent; the kernel's response is decoded into resp (a pointer
+// to a response struct, or nil) and its driver response data copied into
+// driverOut.
+func (c *Context) execute(command uint32, req any, driverIn []byte, resp any, driverOut []byte) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.arena == nil {
+		return &CommandError{Device: c.name, Command: commandNames[command], Err: os.ErrClosed}
+	}
+	respSize := len(driverOut)
+	if resp != nil {
+		respSize += binary.Size(resp)
+	}
+	if respSize > maxResponse {
+		return fmt.Errorf("uverbs: %s response of %d bytes exceeds %d", commandNames[command], respSize, maxResponse)
+	}
+	out := c.arena[arenaSize-maxResponse:][:respSize]
+	clear(out)
+	if r, ok := req.(responder); ok {
+		r.setResponse(uint64(uintptr(unsafe.Pointer(unsafe.SliceData(out)))))
+	}
+	msg, err := encodeCommand(command, req, driverIn, respSize)
+	if err != nil {
+		return err
+	}
+	n, err := c.write(msg)
+	if err != nil {
+		return &CommandError{Device: c.name, Command: commandNames[command], Err: err}
+	}
+	if n != len(msg) {
+		return &CommandError{Device: c.name, Command: commandNames[command],
+			Err: fmt.Errorf("short write: %d of %d bytes", n, len(msg))}
+	}
+	if resp != nil {
+		coreSize, err := binary.Decode(out, binary.NativeEndian, resp)
+		if err != nil {
+			return fmt.Errorf("uverbs: decoding %s response: %w", commandNames[command], err)
+		}
+		out = out[coreSize:]
+	}
+	copy(driverOut, out)
+	return nil
+}
+
+// encodeCommand returns the write() buffer of a command: the header, the
+// core request, then the driver's request data. respSize is the size of
+// the response buffer (core and driver response). Both sizes must be whole
+// 32-bit words, the unit of the header.
+func encodeCommand(command uint32, req any, driverIn []byte, respSize int) ([]byte, error) {
+	size := binary.Size(cmdHdr{}) + binary.Size(req) + len(driverIn)
+	if size%4 != 0 || respSize%4 != 0 || size/4 > 0xffff || respSize/4 > 0xffff {
+		return nil, fmt.Errorf("uverbs: %s: request of %d and response of %d bytes are not encodable in 32-bit words",
+			commandNames[command], size, respSize)
+	}
+	hdr := cmdHdr{Command: command, InWords: uint16(size / 4), OutWords: uint16(respSize / 4)}
+	msg := make([]byte, 0, size)
+	msg, err := binary.Append(msg, binary.NativeEndian, hdr)
+	if err != nil {
+		return nil, err
+	}
+	if msg, err = binary.Append(msg, binary.NativeEndian, req); err != nil {
+		return nil, err
+	}
+	return append(msg, driverIn...), nil
+}
+
+// getContext creates the user context (ibv_open_device): the device accepts
+// no other command before it. The driver gets no request data and room for
+// its response data.
+func (c *Context) getContext() error {
+	var resp getContextResp
+	var driverOut [driverOutRoom]byte
+	if err := c.execute(cmdGetContext, &getContextReq{}, nil, &resp, driverOut[:]); err != nil {
+		return err
+	}
+	c.asyncFD = int(resp.AsyncFD)
+	c.NumCompVectors = int(resp.NumCompVectors)
+	return nil
+}
+
+// QueryDevice returns the device's attributes (ibv_query_device).
+func (c *Context) QueryDevice() (DeviceAttr, error) {
+	var attr DeviceAttr
+	err := c.execute(cmdQueryDevice, &queryDeviceReq{}, nil, &attr, nil)
+	return attr, err
+}
+
+// QueryPort returns the attributes of port number port, from 1
+// (ibv_query_port).
+func (c *Context) QueryPort(port uint8) (PortAttr, error) {
+	var attr PortAttr
+	err := c.execute(cmdQueryPort, &queryPortReq{PortNum: port}, nil, &attr, nil)
+	return attr, err
+}
