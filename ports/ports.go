@@ -1,0 +1,292 @@
+// Package ports answers "is every port up, at the right width, speed and
+// MTU?": it merges what RDMA netlink says about a port (state, physical
+// state, netdev, LIDs — `rdma link`) with what sysfs says (rate, hence width
+// and speed, and link layer — `ibstatus`) and what the uverbs QUERY_PORT
+// command says (active and max MTU — `ibv_devinfo`), in one Port.
+package ports
+
+import (
+	"fmt"
+
+	"github.com/grdma/grdma/nldev"
+	"github.com/grdma/grdma/sysfs"
+	"github.com/grdma/grdma/uverbs"
+)
+
+// Port is one port of an RDMA device.
+type Port struct {
+	Device    string // the RDMA device, e.g. "mlx5_0" (rdma's ifname)
+	DevIndex  uint32 // the device's netlink index; 0 without netlink
+	Port      uint32
+	State     nldev.PortState
+	PhysState nldev.PhysState
+	LinkLayer string // "InfiniBand", "Ethernet"
+
+	Width Width
+	Speed Speed
+	// RateDeciGbps is the nominal rate (lanes × per-lane rate) in tenths of
+	// Gb/s, as sysfs rate gives it: 1000 for 4X EDR.
+	RateDeciGbps int
+
+	ActiveMTU uverbs.MTU
+	MaxMTU    uverbs.MTU
+	MTUSource MTUSource
+	// MTUNote says why the MTU is not from verbs (the uverbs error).
+	MTUNote string
+
+	Netdev      string // the netdev of a RoCE port (or IPoIB, if netlink names one)
+	NetdevIndex uint32 // from netlink; 0 without
+	NetdevMTU   int    // 0 when the netdev is not visible in /sys/class/net
+
+	// InfiniBand addressing; zero on RoCE.
+	LID          uint32
+	SMLID        uint32
+	LMC          uint8
+	SubnetPrefix uint64 // from netlink
+	CapFlags     uint64
+}
+
+// RateGbps returns the nominal rate in Gb/s.
+func (p Port) RateGbps() float64 { return float64(p.RateDeciGbps) / 10 }
+
+// Netlink is what this package needs of RDMA netlink; *nldev.Client has it.
+type Netlink interface {
+	// Devices lists the devices (RDMA_NLDEV_CMD_GET dump).
+	Devices() ([]nldev.Device, error)
+	// Ports lists the ports of a device (RDMA_NLDEV_CMD_PORT_GET dump).
+	Ports(devIndex uint32) ([]nldev.Port, error)
+}
+
+var _ Netlink = (*nldev.Client)(nil)
+
+// PortQuerier answers QUERY_PORT for one device; *uverbs.Context is one.
+type PortQuerier interface {
+	QueryPort(port uint8) (uverbs.PortAttr, error)
+	Close() error
+}
+
+var _ PortQuerier = (*uverbs.Context)(nil)
+
+// Reader reads ports.
+type Reader struct {
+	Sysfs sysfs.FS
+	// Netlink, when set, lists the devices and ports and gives their
+	// state and netdev: it sees what the caller's network namespace may
+	// see. Without it, sysfs alone is read.
+	Netlink Netlink
+	// OpenVerbs opens the uverbs device of an RDMA device; nil means
+	// uverbs.Open on Sysfs.
+	OpenVerbs func(dev string) (PortQuerier, error)
+}
+
+// NotFoundError means the device or port asked for does not exist.
+type NotFoundError struct {
+	Device string
+	Port   uint32 // 0 when the device is missing
+}
+
+func (e *NotFoundError) Error() string {
+	if e.Port == 0 {
+		return fmt.Sprintf("device %s not found", e.Device)
+	}
+	return fmt.Sprintf("port %s/%d not found", e.Device, e.Port)
+}
+
+// Read returns the ports of device dev ("" for all devices), or only port
+// port of it (0 for all ports), ordered by device name and port number.
+// Equivalent to `grdma port show [DEV[/PORT]]`. A device that vanishes while
+// being read is left out, unless it is the one asked for.
+func (r *Reader) Read(dev string, port uint32) ([]Port, error) {
+	devices, err := r.listDevices()
+	if err != nil {
+		return nil, err
+	}
+	var result []Port
+	found := false
+	for _, d := range devices {
+		if dev != "" && d.name != dev {
+			continue
+		}
+		found = true
+		ports, err := r.readDevice(d, port)
+		if sysfs.IsGone(err) && dev == "" {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		result = append(result, ports...)
+	}
+	if dev != "" && !found {
+		return nil, &NotFoundError{Device: dev}
+	}
+	return result, nil
+}
+
+// device is a device to read: its name, and with netlink its index.
+type device struct {
+	name  string
+	index uint32
+}
+
+func (r *Reader) listDevices() ([]device, error) {
+	var devices []device
+	if r.Netlink == nil {
+		names, err := r.Sysfs.DeviceNames()
+		if err != nil {
+			return nil, err
+		}
+		for _, name := range names {
+			devices = append(devices, device{name: name})
+		}
+		return devices, nil
+	}
+	nl, err := r.Netlink.Devices()
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range nl {
+		devices = append(devices, device{name: d.Name, index: d.Index})
+	}
+	return devices, nil
+}
+
+// readDevice reads the ports of one device (only number want, unless 0).
+func (r *Reader) readDevice(d device, want uint32) ([]Port, error) {
+	sysDev, err := r.Sysfs.Device(d.name)
+	if err != nil {
+		return nil, err
+	}
+	ports, err := r.basePorts(d, sysDev)
+	if err != nil {
+		return nil, err
+	}
+	if want != 0 {
+		ports = filterPort(ports, want)
+		if len(ports) == 0 {
+			return nil, &NotFoundError{Device: d.name, Port: want}
+		}
+	}
+	for i := range ports {
+		if err := r.addSysfs(&ports[i], sysDev); err != nil {
+			return nil, err
+		}
+	}
+	r.addMTU(ports, sysDev.Driver)
+	return ports, nil
+}
+
+func filterPort(ports []Port, want uint32) []Port {
+	for _, p := range ports {
+		if p.Port == want {
+			return []Port{p}
+		}
+	}
+	return nil
+}
+
+// basePorts lists the ports of a device with what netlink says of them,
+// or, without netlink, sysfs.
+func (r *Reader) basePorts(d device, sysDev sysfs.Device) ([]Port, error) {
+	var ports []Port
+	if r.Netlink == nil {
+		for _, n := range sysDev.Ports {
+			sp, err := r.Sysfs.Port(d.name, n)
+			if err != nil {
+				return nil, err
+			}
+			ports = append(ports, Port{Device: d.name, Port: n, State: sp.State, PhysState: sp.PhysState,
+				LID: sp.LID, SMLID: sp.SMLID, LMC: sp.LMC, CapFlags: uint64(sp.CapMask)})
+		}
+		return ports, nil
+	}
+	nlPorts, err := r.Netlink.Ports(d.index)
+	if err != nil {
+		return nil, err
+	}
+	for _, np := range nlPorts {
+		ports = append(ports, Port{Device: d.name, DevIndex: d.index, Port: np.Index, State: np.State,
+			PhysState: np.PhysState, Netdev: np.Netdev, NetdevIndex: np.NetdevIndex,
+			LID: np.LID, SMLID: np.SMLID, LMC: np.LMC, SubnetPrefix: np.SubnetPrefix, CapFlags: np.CapFlags})
+	}
+	return ports, nil
+}
+
+// addSysfs fills in the link layer, width, speed and rate, the netdev when
+// netlink did not name one, and the netdev's MTU.
+func (r *Reader) addSysfs(p *Port, sysDev sysfs.Device) error {
+	sp, err := r.Sysfs.Port(p.Device, p.Port)
+	if err != nil {
+		return err
+	}
+	p.LinkLayer = sp.LinkLayer
+	if sp.Rate.Lanes != 0 {
+		p.Width = WidthFromLanes(sp.Rate.Lanes)
+		p.Speed, _ = ParseSpeed(sp.Rate.Speed)
+		p.RateDeciGbps = sp.Rate.DeciGbps
+	}
+	if p.Netdev == "" && p.LinkLayer == sysfs.LinkLayerEthernet {
+		if p.Netdev, err = r.roceNetdev(p, sysDev); err != nil {
+			return err
+		}
+	}
+	if p.Netdev != "" {
+		mtu, err := r.Sysfs.NetdevMTU(p.Netdev)
+		switch {
+		case err == nil:
+			p.NetdevMTU = mtu
+		case !sysfs.IsGone(err):
+			return err
+		}
+	}
+	return nil
+}
+
+// roceNetdev finds a RoCE port's netdev without netlink: the parent of a
+// software device, else the netdev of GID 0, the port's default GID.
+func (r *Reader) roceNetdev(p *Port, sysDev sysfs.Device) (string, error) {
+	if sysDev.Parent != "" {
+		return sysDev.Parent, nil
+	}
+	g, err := r.Sysfs.GIDAttr(p.Device, p.Port, 0)
+	return g.Netdev, err
+}
+
+// addMTU fills in the MTUs of a device's ports from QUERY_PORT, or for
+// RoCE ports derives them from the netdev MTU when the uverbs device
+// cannot be used (no permission, ib_uverbs not loaded, unsupported driver).
+func (r *Reader) addMTU(ports []Port, driver string) {
+	if len(ports) == 0 {
+		return
+	}
+	open := r.OpenVerbs
+	if open == nil {
+		open = func(dev string) (PortQuerier, error) { return uverbs.Open(r.Sysfs, dev) }
+	}
+	verbs, openErr := open(ports[0].Device)
+	if openErr == nil {
+		defer verbs.Close()
+	}
+	for i := range ports {
+		p := &ports[i]
+		err := openErr
+		if err == nil {
+			var attr uverbs.PortAttr
+			if attr, err = verbs.QueryPort(uint8(p.Port)); err == nil {
+				p.ActiveMTU, p.MaxMTU, p.MTUSource = attr.ActiveMTU, attr.MaxMTU, MTUFromVerbs
+				if p.Width == 0 { // sysfs could not print the rate
+					p.Width, p.Speed = Width(attr.ActiveWidth), Speed(attr.ActiveSpeed)
+					p.RateDeciGbps = p.Width.Lanes() * p.Speed.LaneDeciGbps()
+				}
+				continue
+			}
+		}
+		p.MTUNote = err.Error()
+		if p.LinkLayer == sysfs.LinkLayerEthernet && p.NetdevMTU > 0 {
+			p.ActiveMTU = min(DeriveRoCEActiveMTU(driver, p.NetdevMTU), roceMaxMTU)
+			p.MaxMTU, p.MTUSource = roceMaxMTU, MTUDerived
+		} else {
+			p.MTUSource = MTUUnknown
+		}
+	}
+}

@@ -1,0 +1,350 @@
+package ports
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"golang.org/x/sys/unix"
+
+	"github.com/grdma/grdma/nldev"
+	"github.com/grdma/grdma/sysfs"
+	"github.com/grdma/grdma/uverbs"
+)
+
+const (
+	hcaRoot = "../sysfs/testdata/hca"
+	rxeRoot = "../sysfs/testdata/rxe-6.12"
+)
+
+func mustFS(t testing.TB, root string) sysfs.FS {
+	t.Helper()
+	f, err := sysfs.NewFS(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// ignoreNote leaves the wording of uverbs errors to the uverbs tests.
+var ignoreNote = cmpopts.IgnoreFields(Port{}, "MTUNote")
+
+// Without netlink and uverbs (the fixtures have no /dev), everything comes
+// from sysfs and the RoCE MTUs are derived.
+func TestReadSysfsOnly(t *testing.T) {
+	r := &Reader{Sysfs: mustFS(t, hcaRoot)}
+	got, err := r.Read("", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Port{{
+		Device: "mlx5_0", Port: 1, State: nldev.PortActive, PhysState: nldev.PhysLinkUp, LinkLayer: "Ethernet",
+		Width: Width4X, Speed: SpeedEDR, RateDeciGbps: 1000,
+		ActiveMTU: uverbs.MTU4096, MaxMTU: uverbs.MTU4096, MTUSource: MTUDerived, // 9000 - 96
+		Netdev: "ens1f0np0", NetdevMTU: 9000, CapFlags: 0x04010000,
+	}, {
+		Device: "mlx5_1", Port: 1, State: nldev.PortDown, PhysState: nldev.PhysDisabled, LinkLayer: "Ethernet",
+		Width: Width4X, Speed: SpeedQDR, RateDeciGbps: 400,
+		ActiveMTU: uverbs.MTU1024, MaxMTU: uverbs.MTU4096, MTUSource: MTUDerived, // 1500 - 96
+		Netdev: "ens1f1np1", NetdevMTU: 1500, CapFlags: 0x04010000,
+	}, {
+		Device: "mlx5_2", Port: 1, State: nldev.PortActive, PhysState: nldev.PhysLinkUp, LinkLayer: "InfiniBand",
+		Width: Width4X, Speed: SpeedHDR, RateDeciGbps: 2000,
+		MTUSource: MTUUnknown, // IB: only verbs know the negotiated MTU
+		LID: 5, SMLID: 1, CapFlags: 0xa651e848,
+	}} // mlx5_3 vanished after being listed
+	if diff := cmp.Diff(want, got, ignoreNote); diff != "" {
+		t.Errorf("Read mismatch (-want +got):\n%s", diff)
+	}
+	for _, p := range got {
+		if !strings.Contains(p.MTUNote, "driver mlx5_core not supported") {
+			t.Errorf("%s MTUNote = %q, want the uverbs error", p.Device, p.MTUNote)
+		}
+	}
+	if got[2].RateGbps() != 200 {
+		t.Errorf("RateGbps() = %v, want 200", got[2].RateGbps())
+	}
+}
+
+// The captured rxe tree, read without verbs, agrees with the ibv_devinfo -v
+// captured in the same guest: the derived MTU is the kernel's.
+func TestReadCapturedRxeAgreesWithIbvDevinfo(t *testing.T) {
+	for _, kernel := range []string{"6.1", "6.12"} {
+		t.Run(kernel, func(t *testing.T) {
+			root := "../sysfs/testdata/rxe-" + kernel
+			got, err := (&Reader{Sysfs: mustFS(t, root)}).Read("rxe0", 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != 1 {
+				t.Fatalf("Read(rxe0, 1) = %d ports", len(got))
+			}
+			p := got[0]
+			dev := parseIbvDevinfo(t, root+"/tools/ibv_devinfo-v.txt")
+			want := map[string]string{
+				"state":        fmt.Sprintf("PORT_%s (%d)", p.State, p.State),
+				"max_mtu":      fmt.Sprintf("%s (%d)", p.MaxMTU, p.MaxMTU),
+				"active_mtu":   fmt.Sprintf("%s (%d)", p.ActiveMTU, p.ActiveMTU),
+				"link_layer":   p.LinkLayer,
+				"active_width": fmt.Sprintf("%s (%d)", p.Width, p.Width),
+				"active_speed": fmt.Sprintf("%.1f Gbps (%d)", float64(p.Speed.LaneDeciGbps())/10, p.Speed),
+				"phys_state":   fmt.Sprintf("%s (%d)", p.PhysState, p.PhysState),
+			}
+			for key, w := range want {
+				if dev[key] != w {
+					t.Errorf("%s: ibv_devinfo %q, grdma %q", key, dev[key], w)
+				}
+			}
+			if p.MTUSource != MTUDerived || p.Netdev != "veth0" || p.NetdevMTU != 1500 {
+				t.Errorf("port = %+v, want derived from veth0's MTU 1500", p)
+			}
+		})
+	}
+}
+
+// parseIbvDevinfo reads the "key: value" lines of the first port of an
+// ibv_devinfo -v output.
+func parseIbvDevinfo(t *testing.T, name string) map[string]string {
+	f, err := os.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fields := map[string]string{}
+	line := regexp.MustCompile(`^\t\t\t(\w+):\t+(.*)$`)
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if m := line.FindStringSubmatch(s.Text()); m != nil {
+			fields[m[1]] = m[2]
+		}
+	}
+	return fields
+}
+
+type fakeNetlink struct {
+	devices []nldev.Device
+	ports   map[uint32][]nldev.Port
+}
+
+func (f *fakeNetlink) Devices() ([]nldev.Device, error) { return f.devices, nil }
+
+func (f *fakeNetlink) Ports(index uint32) ([]nldev.Port, error) {
+	if ports, ok := f.ports[index]; ok {
+		return ports, nil
+	}
+	return nil, errors.New("no such device index")
+}
+
+// hcaNetlink is what netlink would say on the hca node; mlx5_3 is still
+// listed, but gone from sysfs by the time it is read.
+var hcaNetlink = &fakeNetlink{
+	devices: []nldev.Device{{Index: 1, Name: "mlx5_0"}, {Index: 3, Name: "mlx5_2"}, {Index: 4, Name: "mlx5_3"}},
+	ports: map[uint32][]nldev.Port{
+		1: {{DevIndex: 1, DevName: "mlx5_0", Index: 1, State: nldev.PortActive, PhysState: nldev.PhysLinkUp,
+			NetdevIndex: 4, Netdev: "ens1f0np0"}},
+		3: {{DevIndex: 3, DevName: "mlx5_2", Index: 1, State: nldev.PortActive, PhysState: nldev.PhysLinkUp,
+			LID: 5, SMLID: 1, SubnetPrefix: 0xfe80000000000000, CapFlags: 0xa651e848}},
+		4: {{DevIndex: 4, DevName: "mlx5_3", Index: 1, State: nldev.PortActive, PhysState: nldev.PhysLinkUp}},
+	},
+}
+
+type fakeVerbs struct {
+	ports  map[uint8]uverbs.PortAttr
+	closed bool
+}
+
+func (f *fakeVerbs) QueryPort(port uint8) (uverbs.PortAttr, error) {
+	if attr, ok := f.ports[port]; ok {
+		return attr, nil
+	}
+	return uverbs.PortAttr{}, &uverbs.CommandError{Device: "uverbs9", Command: "QUERY_PORT", Err: unix.EINVAL}
+}
+
+func (f *fakeVerbs) Close() error { f.closed = true; return nil }
+
+func TestReadNetlinkAndVerbs(t *testing.T) {
+	opened := map[string]*fakeVerbs{}
+	r := &Reader{
+		Sysfs:   mustFS(t, hcaRoot),
+		Netlink: hcaNetlink,
+		OpenVerbs: func(dev string) (PortQuerier, error) {
+			v := &fakeVerbs{ports: map[uint8]uverbs.PortAttr{
+				1: {ActiveMTU: uverbs.MTU2048, MaxMTU: uverbs.MTU4096, ActiveWidth: 2, ActiveSpeed: 32},
+			}}
+			opened[dev] = v
+			return v, nil
+		},
+	}
+	got, err := r.Read("", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Port{{
+		Device: "mlx5_0", DevIndex: 1, Port: 1, State: nldev.PortActive, PhysState: nldev.PhysLinkUp, LinkLayer: "Ethernet",
+		Width: Width4X, Speed: SpeedEDR, RateDeciGbps: 1000,
+		ActiveMTU: uverbs.MTU2048, MaxMTU: uverbs.MTU4096, MTUSource: MTUFromVerbs,
+		Netdev: "ens1f0np0", NetdevIndex: 4, NetdevMTU: 9000,
+	}, {
+		Device: "mlx5_2", DevIndex: 3, Port: 1, State: nldev.PortActive, PhysState: nldev.PhysLinkUp, LinkLayer: "InfiniBand",
+		Width: Width4X, Speed: SpeedHDR, RateDeciGbps: 2000,
+		ActiveMTU: uverbs.MTU2048, MaxMTU: uverbs.MTU4096, MTUSource: MTUFromVerbs,
+		LID: 5, SMLID: 1, SubnetPrefix: 0xfe80000000000000, CapFlags: 0xa651e848,
+	}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Read mismatch (-want +got):\n%s", diff)
+	}
+	for dev, v := range opened {
+		if !v.closed {
+			t.Errorf("uverbs of %s left open", dev)
+		}
+	}
+	if _, ok := opened["mlx5_3"]; ok {
+		t.Error("uverbs of the vanished mlx5_3 was opened")
+	}
+}
+
+// Width and speed come from verbs when sysfs cannot print the rate, and a
+// port whose QUERY_PORT fails falls back alone.
+func TestReadVerbsFallbacks(t *testing.T) {
+	r := &Reader{
+		Sysfs: mustFS(t, rxeRoot),
+		OpenVerbs: func(dev string) (PortQuerier, error) {
+			return &fakeVerbs{}, nil // every QUERY_PORT fails
+		},
+	}
+	got, err := r.Read("rxe0", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := got[0]; p.MTUSource != MTUDerived || p.ActiveMTU != uverbs.MTU1024 || !strings.Contains(p.MTUNote, "QUERY_PORT") {
+		t.Errorf("port = %+v, want an MTU derived after QUERY_PORT failed", p)
+	}
+
+	r.OpenVerbs = func(string) (PortQuerier, error) {
+		return nil, &os.PathError{Op: "open", Path: "/dev/infiniband/uverbs0", Err: unix.EACCES}
+	}
+	got, err = r.Read("rxe0", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := got[0]; p.MTUNote != "open /dev/infiniband/uverbs0: permission denied" || p.MTUSource != MTUDerived {
+		t.Errorf("port = %+v, want derived with the permission error as note", p)
+	}
+}
+
+func TestReadNotFound(t *testing.T) {
+	r := &Reader{Sysfs: mustFS(t, hcaRoot)}
+	var nf *NotFoundError
+	if _, err := r.Read("mlx5_9", 0); !errors.As(err, &nf) || err.Error() != "device mlx5_9 not found" {
+		t.Errorf("Read(mlx5_9) = %v", err)
+	}
+	if _, err := r.Read("mlx5_0", 2); !errors.As(err, &nf) || err.Error() != "port mlx5_0/2 not found" {
+		t.Errorf("Read(mlx5_0/2) = %v", err)
+	}
+	// Asked for by name, a device that vanished is an error, not silence.
+	if _, err := r.Read("mlx5_3", 0); !sysfs.IsGone(err) {
+		t.Errorf("Read(mlx5_3) = %v, want an error for which sysfs.IsGone is true", err)
+	}
+	got, err := r.Read("mlx5_2", 1)
+	if err != nil || len(got) != 1 || got[0].Device != "mlx5_2" {
+		t.Errorf("Read(mlx5_2, 1) = %v, %v", got, err)
+	}
+}
+
+func TestDeriveRoCEActiveMTU(t *testing.T) {
+	tests := []struct {
+		driver    string
+		netdevMTU int
+		want      uverbs.MTU
+	}{
+		{"rxe", 1500, uverbs.MTU1024}, // captured: ibv_devinfo active_mtu 1024
+		{"rxe", 9000, uverbs.MTU4096}, // captured
+		{"rxe", 4200, uverbs.MTU4096}, // captured
+		{"rxe", 4176, uverbs.MTU4096},
+		{"rxe", 4175, uverbs.MTU2048},
+		{"rxe", 300, uverbs.MTU256}, // rxe_set_mtu's floor
+		{"mlx5_core", 1500, uverbs.MTU1024},
+		{"mlx5_core", 4192, uverbs.MTU4096},
+		{"mlx5_core", 4191, uverbs.MTU2048},
+		{"mlx5_core", 9000, uverbs.MTU4096},
+		{"mlx5_core", 352, uverbs.MTU256},
+		{"mlx5_core", 351, 0},
+	}
+	for _, tt := range tests {
+		if got := DeriveRoCEActiveMTU(tt.driver, tt.netdevMTU); got != tt.want {
+			t.Errorf("DeriveRoCEActiveMTU(%s, %d) = %v, want %v", tt.driver, tt.netdevMTU, got, tt.want)
+		}
+	}
+}
+
+// The captured MTU sweep: ibv_devinfo at netdev MTU 1500, 4200 and 9000
+// against the rule.
+func TestDeriveMatchesCapturedSweep(t *testing.T) {
+	for _, mtu := range []int{1500, 4200, 9000} {
+		dev := parseIbvDevinfo(t, rxeRoot+"/tools/ibv_devinfo-v-mtu"+strconv.Itoa(mtu)+".txt")
+		m := DeriveRoCEActiveMTU("rxe", mtu)
+		if want := fmt.Sprintf("%s (%d)", m, m); dev["active_mtu"] != want {
+			t.Errorf("netdev MTU %d: ibv_devinfo active_mtu %q, derived %q", mtu, dev["active_mtu"], want)
+		}
+	}
+}
+
+func TestWidthAndSpeed(t *testing.T) {
+	widths := map[Width]string{Width1X: "1X", Width2X: "2X", Width4X: "4X", Width8X: "8X", Width12X: "12X", 3: ""}
+	for w, name := range widths {
+		if w.String() != name {
+			t.Errorf("Width(%d).String() = %q, want %q", w, w.String(), name)
+		}
+		if name != "" && WidthFromLanes(w.Lanes()) != w {
+			t.Errorf("WidthFromLanes(%d) = %v, want %v", w.Lanes(), WidthFromLanes(w.Lanes()), w)
+		}
+	}
+	if WidthFromLanes(3) != 0 {
+		t.Error("WidthFromLanes(3) is a width")
+	}
+	tests := []struct {
+		name string
+		want Speed
+		deci int
+	}{
+		{"SDR", SpeedSDR, 25}, {"", SpeedSDR, 25}, {"DDR", SpeedDDR, 50}, {"QDR", SpeedQDR, 100},
+		{"FDR10", SpeedFDR10, 100}, {"FDR", SpeedFDR, 140}, {"EDR", SpeedEDR, 250},
+		{"HDR", SpeedHDR, 500}, {"NDR", SpeedNDR, 1000}, {"XDR", SpeedXDR, 2000},
+	}
+	for _, tt := range tests {
+		s, ok := ParseSpeed(tt.name)
+		if !ok || s != tt.want || s.LaneDeciGbps() != tt.deci || (tt.name != "" && s.String() != tt.name) {
+			t.Errorf("ParseSpeed(%q) = %v (%d), %v", tt.name, s, s.LaneDeciGbps(), ok)
+		}
+	}
+	if _, ok := ParseSpeed("GDR"); ok {
+		t.Error("ParseSpeed(GDR) succeeded")
+	}
+	if Speed(512).String() != "" || Speed(512).LaneDeciGbps() != 0 {
+		t.Error("an unknown speed code has a name or rate")
+	}
+}
+
+func Example() {
+	fsys, err := sysfs.NewFS("../sysfs/testdata/rxe-6.12")
+	if err != nil {
+		panic(err)
+	}
+	r := &Reader{Sysfs: fsys} // and Netlink: an *nldev.Client on a live system
+	ports, err := r.Read("", 0)
+	if err != nil {
+		panic(err)
+	}
+	for _, p := range ports {
+		fmt.Printf("%s/%d %s %s %s %s %g Gb/s, MTU %s (%s from %s %d)\n", p.Device, p.Port, p.State, p.PhysState,
+			p.Width, p.Speed, p.RateGbps(), p.ActiveMTU, p.MTUSource, p.Netdev, p.NetdevMTU)
+	}
+	// Output: rxe0/1 ACTIVE LINK_UP 1X FDR10 10 Gb/s, MTU 1024 (derived from veth0 1500)
+}
