@@ -58,7 +58,7 @@ func TestReadSysfsOnly(t *testing.T) {
 		Device: "mlx5_2", Port: 1, State: nldev.PortActive, PhysState: nldev.PhysLinkUp, LinkLayer: "InfiniBand",
 		Width: Width4X, Speed: SpeedHDR, RateDeciGbps: 2000,
 		MTUSource: MTUUnknown, // IB: only verbs know the negotiated MTU
-		LID: 5, SMLID: 1, CapFlags: 0xa651e848,
+		LID:       5, SMLID: 1, CapFlags: 0xa651e848,
 	}} // mlx5_3 vanished after being listed
 	if diff := cmp.Diff(want, got, ignoreNote); diff != "" {
 		t.Errorf("Read mismatch (-want +got):\n%s", diff)
