@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -123,7 +124,7 @@ func (b *Bed) Boot(ctx context.Context, g *Guest, opt BootOptions) (*Result, err
 	sc := bufio.NewScanner(stdout)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
-		line := strings.TrimRight(sc.Text(), "\r")
+		line := ansi.ReplaceAllString(strings.TrimRight(sc.Text(), "\r"), "")
 		if m, ok := strings.CutPrefix(line, "e2e-mark: "); ok {
 			marks[strings.Fields(m + " ")[0]] = time.Now()
 		}
@@ -158,6 +159,9 @@ func (b *Bed) Boot(ctx context.Context, g *Guest, opt BootOptions) (*Result, err
 	}
 	return r, nil
 }
+
+// ansi matches the terminal escapes SeaBIOS writes to the serial port.
+var ansi = regexp.MustCompile(`\x1b(\[[0-9;?]*[A-Za-z]|c)`)
 
 // sweep removes run directories left behind by killed runs.
 func sweep(dir string, age time.Duration) {

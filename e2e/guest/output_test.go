@@ -22,6 +22,9 @@ var outputCommands = [][]string{
 // the same state, with 1 and with 16 devices (made with rdma, so this does
 // not depend on grdma's link add).
 func TestOutputMatchesRdma(t *testing.T) {
+	if v, err := rdmaVersion(); err == nil {
+		t.Logf("reference: iproute2 rdma %d.%d", v.Major, v.Minor)
+	}
 	for _, n := range []int{1, 16} {
 		t.Run(fmt.Sprintf("%d_devices", n), func(t *testing.T) {
 			cleanRDMA(t)
