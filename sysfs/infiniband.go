@@ -71,18 +71,24 @@ func (f FS) Devices() ([]Device, error) {
 	if err != nil {
 		return nil, err
 	}
-	devices := make([]Device, 0, len(names))
+	return readEach(names, f.Device)
+}
+
+// readEach reads every name with read, leaving out those that vanish
+// (IsGone) and stopping at any other error.
+func readEach[T any](names []string, read func(name string) (T, error)) ([]T, error) {
+	all := make([]T, 0, len(names))
 	for _, name := range names {
-		d, err := f.Device(name)
+		v, err := read(name)
 		if IsGone(err) {
 			continue
 		}
 		if err != nil {
 			return nil, err
 		}
-		devices = append(devices, d)
+		all = append(all, v)
 	}
-	return devices, nil
+	return all, nil
 }
 
 // Device reads the device attributes of class/infiniband/name. An error for

@@ -2,6 +2,7 @@ package sysfs
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -399,4 +400,85 @@ func TestNetdev(t *testing.T) {
 	if _, err := f.NetdevMTU("eth9"); !IsGone(err) {
 		t.Errorf("NetdevMTU(eth9) = %v, want an error for which IsGone is true", err)
 	}
+}
+
+// The captured rxe: a software device with a parent netdev and no device
+// link, an empty fw_ver, 1024 GID slots of which 3 are used.
+func TestCapturedRxe(t *testing.T) {
+	for _, kernel := range []string{"6.1", "6.12"} {
+		t.Run(kernel, func(t *testing.T) {
+			f := mustFS(t, "testdata/rxe-"+kernel)
+			devices, err := f.Devices()
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := devices[0]
+			if len(devices) != 1 || d.Name != "rxe0" || d.Driver != "rxe" || d.Parent != "veth0" ||
+				d.FWVersion != "" || d.NodeDesc != "rxe" || d.NodeType != nldev.NodeCA || !cmp.Equal(d.Ports, []uint32{1}) {
+				t.Errorf("Devices() = %+v", devices)
+			}
+			p, err := f.Port("rxe0", 1)
+			want := Port{Number: 1, State: nldev.PortActive, PhysState: nldev.PhysLinkUp,
+				Rate: Rate{DeciGbps: 100, Lanes: 1, Speed: "FDR10"}, LinkLayer: LinkLayerEthernet, CapMask: 0x10000}
+			if err != nil || p != want {
+				t.Errorf("Port(rxe0, 1) = %+v, %v; want %+v", p, err, want)
+			}
+			gids, err := f.GIDAttrs("rxe0", 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			used := 0
+			for _, g := range gids {
+				if g.GID != ZeroGID {
+					used++
+					if g.Type != GIDTypeRoCEv2 || g.Netdev != "veth0" {
+						t.Errorf("GID %+v, want RoCE v2 on veth0", g)
+					}
+				}
+			}
+			if len(gids) != 1024 || used != 3 {
+				t.Errorf("GIDAttrs: %d slots, %d used; want 1024, 3", len(gids), used)
+			}
+			v, err := f.VerbsDeviceFor("rxe0")
+			if want := (VerbsDevice{Name: "uverbs0", IBDev: "rxe0", ABIVersion: 2, Major: 231, Minor: 192}); err != nil || v != want {
+				t.Errorf("VerbsDeviceFor(rxe0) = %+v, %v", v, err)
+			}
+			if pk, err := f.PKeys("rxe0", 1); err != nil || !cmp.Equal(pk, []uint16{0xffff}) {
+				t.Errorf("PKeys = %#x, %v", pk, err)
+			}
+		})
+	}
+}
+
+func ExampleFS_Port() {
+	f, err := NewFS("testdata/rxe-6.12") // "/" on a live system
+	if err != nil {
+		panic(err)
+	}
+	p, err := f.Port("rxe0", 1)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(p.State, p.PhysState, p.LinkLayer, p.Rate, p.Rate.Lanes, p.Rate.Speed)
+	// Output: ACTIVE LINK_UP Ethernet 10 Gb/sec (1X FDR10) 1 FDR10
+}
+
+func ExampleFS_GIDAttrs() {
+	f, err := NewFS("testdata/hca")
+	if err != nil {
+		panic(err)
+	}
+	gids, err := f.GIDAttrs("mlx5_0", 1)
+	if err != nil {
+		panic(err)
+	}
+	for _, g := range gids[:5] {
+		fmt.Printf("%d %s %q %q\n", g.Index, g.GID, g.Type, g.Netdev)
+	}
+	// Output:
+	// 0 fe80:0000:0000:0000:0e42:a1ff:fe12:3456 "IB/RoCE v1" "ens1f0np0"
+	// 1 fe80:0000:0000:0000:0e42:a1ff:fe12:3456 "RoCE v2" "ens1f0np0"
+	// 2 0000:0000:0000:0000:0000:ffff:c0a8:0a01 "IB/RoCE v1" "ens1f0np0"
+	// 3 0000:0000:0000:0000:0000:ffff:c0a8:0a01 "RoCE v2" "ens1f0np0"
+	// 4 0000:0000:0000:0000:0000:0000:0000:0000 "" ""
 }

@@ -3,6 +3,7 @@ package sysfs
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -35,21 +36,9 @@ func (f FS) VerbsDevices() ([]VerbsDevice, error) {
 	if err != nil {
 		return nil, err
 	}
-	var devices []VerbsDevice
-	for _, name := range names {
-		if !strings.HasPrefix(name, "uverbs") {
-			continue // abi_version
-		}
-		d, err := f.VerbsDevice(name)
-		if IsGone(err) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		devices = append(devices, d)
-	}
-	return devices, nil
+	names = slices.DeleteFunc(names, func(name string) bool { return !strings.HasPrefix(name, "uverbs") }) // abi_version
+	slices.Sort(names)
+	return readEach(names, f.VerbsDevice)
 }
 
 // VerbsDevice reads class/infiniband_verbs/name.

@@ -1,0 +1,53 @@
+package sysfs
+
+import (
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// PMACounter is one InfiniBand PMA port counter (ports/P/counters/NAME).
+type PMACounter struct {
+	Name  string
+	Value uint64
+}
+
+// pmaWords are the PMA data counters the kernel reports in 4-byte words.
+var pmaWords = map[string]bool{
+	"port_xmit_data": true, "port_rcv_data": true,
+	"port_xmit_data_64": true, "port_rcv_data_64": true,
+}
+
+// PMACounters reads the PMA counters of a port, sorted by name, with the
+// data counters (port_xmit_data, port_rcv_data) converted from 4-byte
+// words to bytes. Counters the device cannot read ("N/A (no PMA)", EINVAL)
+// are left out; a port without a counters/ directory (rxe, RoCE on many
+// drivers) has none. Equivalent to `perfquery` without MADs.
+func (f FS) PMACounters(dev string, port uint32) ([]PMACounter, error) {
+	dir := path.Join("sys/class/infiniband", dev, "ports", strconv.FormatUint(uint64(port), 10), "counters")
+	entries, err := f.ReadDir(dir)
+	if err != nil {
+		if IsGone(err) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	var out []PMACounter
+	for _, e := range entries {
+		s, err := f.ReadAttr(path.Join(strings.TrimPrefix(dir, "sys/"), e.Name()))
+		if err != nil {
+			continue // unreadable counters are absent, as for the kernel
+		}
+		v, err := strconv.ParseUint(strings.TrimSpace(s), 10, 64)
+		if err != nil {
+			continue // "N/A (no PMA)"
+		}
+		if pmaWords[e.Name()] {
+			v *= 4
+		}
+		out = append(out, PMACounter{Name: e.Name(), Value: v})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
