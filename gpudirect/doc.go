@@ -80,8 +80,8 @@
 //     probe that ran must not have been refused on every device.
 //
 // Without the probe a true dmabuf verdict rests on kallsyms, which cannot
-// see whether the NIC driver implements dma-buf MRs (rxe does not; mlx5
-// needs ODP); the reason says the probe did not run. Only CUDA's
+// see whether the NIC driver implements dma-buf MRs (mlx5, for one,
+// refuses them without ODP); the reason says the probe did not run. Only CUDA's
 // CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED speaks for the GPU model (Turing
 // or newer) and CUDA version (11.7+); this package does not load CUDA.
 //
