@@ -176,14 +176,41 @@ func TestReadTable(t *testing.T) {
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("ReadTable(%s, 1) mismatch (-want +got):\n%s", tt.dev, diff)
 			}
-			all, err := ReadDevice(mustFS(t, tt.root), tt.dev)
-			if err != nil || !cmp.Equal(all, got) {
-				t.Errorf("ReadDevice(%s) = %v, %v; want the port's table", tt.dev, all, err)
+			tables, err := ReadTables(mustFS(t, tt.root), tt.dev, 0)
+			if want := []Table{{tt.dev, 1, got}}; err != nil || !cmp.Equal(tables, want) {
+				t.Errorf("ReadTables(%s) = %v, %v; want %v", tt.dev, tables, err, want)
 			}
 		})
 	}
-	if _, err := ReadDevice(mustFS(t, hcaRoot), "mlx5_3"); !sysfs.IsGone(err) {
-		t.Errorf("ReadDevice(mlx5_3) = %v, want an error for which sysfs.IsGone is true", err)
+}
+
+func TestReadTables(t *testing.T) {
+	fsys := mustFS(t, hcaRoot)
+	tables, err := ReadTables(fsys, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, tb := range tables {
+		got = append(got, fmt.Sprintf("%s/%d:%d", tb.Device, tb.Port, len(tb.Entries)))
+	}
+	// mlx5_3 vanished after being listed
+	if want := []string{"mlx5_0/1:10", "mlx5_1/1:2", "mlx5_2/1:1"}; !cmp.Equal(got, want) {
+		t.Errorf("ReadTables() = %v, want %v", got, want)
+	}
+	var nf *sysfs.NotFoundError
+	for _, tt := range []struct {
+		dev  string
+		port uint32
+		want string
+	}{
+		{"mlx5_3", 0, "RDMA device mlx5_3 not found"},
+		{"mlx5_9", 1, "RDMA device mlx5_9 not found"},
+		{"mlx5_0", 2, "RDMA device mlx5_0 has no port 2"},
+	} {
+		if _, err := ReadTables(fsys, tt.dev, tt.port); !errors.As(err, &nf) || err.Error() != tt.want {
+			t.Errorf("ReadTables(%s, %d) = %v, want %q", tt.dev, tt.port, err, tt.want)
+		}
 	}
 }
 
@@ -332,17 +359,17 @@ func writeBigDevice(tb testing.TB, root string, ports, slots int) {
 	}
 }
 
-// BenchmarkReadDevice reads the GID tables of a 4-port device with 256 GID
+// BenchmarkReadTables reads the GID tables of a 4-port device with 256 GID
 // slots per port (64 populated), the size of a ConnectX RoCE table.
-func BenchmarkReadDevice(b *testing.B) {
+func BenchmarkReadTables(b *testing.B) {
 	root := b.TempDir()
 	writeBigDevice(b, root, 4, 256)
 	fsys := mustFS(b, root)
 	b.ReportAllocs()
 	for b.Loop() {
-		entries, err := ReadDevice(fsys, "mlx5_0")
-		if err != nil || len(entries) != 4*64 {
-			b.Fatalf("ReadDevice = %d entries, %v", len(entries), err)
+		tables, err := ReadTables(fsys, "mlx5_0", 0)
+		if err != nil || len(tables) != 4 || len(tables[3].Entries) != 64 {
+			b.Fatalf("ReadTables = %v, %v", tables, err)
 		}
 	}
 }
@@ -350,11 +377,11 @@ func BenchmarkReadDevice(b *testing.B) {
 func TestBigDevice(t *testing.T) {
 	root := t.TempDir()
 	writeBigDevice(t, root, 4, 256)
-	entries, err := ReadDevice(mustFS(t, root), "mlx5_0")
-	if err != nil || len(entries) != 256 {
-		t.Fatalf("ReadDevice = %d entries, %v; want 256", len(entries), err)
+	tables, err := ReadTables(mustFS(t, root), "mlx5_0", 0)
+	if err != nil || len(tables) != 4 {
+		t.Fatalf("ReadTables = %d tables, %v; want 4", len(tables), err)
 	}
-	last := entries[len(entries)-1]
+	last := tables[3].Entries[len(tables[3].Entries)-1]
 	if last.Port != 4 || last.Index != 252 || last.Netdev != "eth4" || !strings.HasSuffix(last.GID.String(), "10.4.0.252") {
 		t.Errorf("last entry = %v", last)
 	}

@@ -71,21 +71,51 @@ func ReadTable(fsys sysfs.FS, dev string, port uint32) ([]Entry, error) {
 	return entries, nil
 }
 
-// ReadDevice reads the GID tables of every port of device dev.
-func ReadDevice(fsys sysfs.FS, dev string) ([]Entry, error) {
-	ports, err := fsys.PortNumbers(dev)
+// Table is the GID table of one port.
+type Table struct {
+	Device  string
+	Port    uint32
+	Entries []Entry
+}
+
+// ReadTables reads the GID tables of port of device dev, of every port of
+// dev (port 0), or of every port of every device (dev ""), skipping
+// devices that vanish meanwhile unless dev names them. Equivalent to
+// `show_gids [DEV [PORT]]`.
+func ReadTables(fsys sysfs.FS, dev string, port uint32) ([]Table, error) {
+	refs, err := fsys.ListPorts(dev, port)
 	if err != nil {
 		return nil, err
 	}
-	var entries []Entry
-	for _, port := range ports {
-		table, err := ReadTable(fsys, dev, port)
+	var tables []Table
+	for len(refs) > 0 {
+		n := 1 // the ports of one device
+		for n < len(refs) && refs[n].Device == refs[0].Device {
+			n++
+		}
+		devTables, err := readTables(fsys, refs[:n])
+		switch {
+		case sysfs.IsGone(err) && dev == "":
+		case err != nil:
+			return nil, err
+		default:
+			tables = append(tables, devTables...)
+		}
+		refs = refs[n:]
+	}
+	return tables, nil
+}
+
+func readTables(fsys sysfs.FS, refs []sysfs.PortRef) ([]Table, error) {
+	tables := make([]Table, 0, len(refs))
+	for _, ref := range refs {
+		entries, err := ReadTable(fsys, ref.Device, ref.Port)
 		if err != nil {
 			return nil, err
 		}
-		entries = append(entries, table...)
+		tables = append(tables, Table{Device: ref.Device, Port: ref.Port, Entries: entries})
 	}
-	return entries, nil
+	return tables, nil
 }
 
 // Family is an address family of RoCE GIDs.

@@ -6,8 +6,6 @@
 package ports
 
 import (
-	"fmt"
-
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/sysfs"
 	"github.com/grdma/grdma/uverbs"
@@ -79,23 +77,11 @@ type Reader struct {
 	OpenVerbs func(dev string) (PortQuerier, error)
 }
 
-// NotFoundError means the device or port asked for does not exist.
-type NotFoundError struct {
-	Device string
-	Port   uint32 // 0 when the device is missing
-}
-
-func (e *NotFoundError) Error() string {
-	if e.Port == 0 {
-		return fmt.Sprintf("device %s not found", e.Device)
-	}
-	return fmt.Sprintf("port %s/%d not found", e.Device, e.Port)
-}
-
 // Read returns the ports of device dev ("" for all devices), or only port
 // port of it (0 for all ports), ordered by device name and port number.
 // Equivalent to `grdma port show [DEV[/PORT]]`. A device that vanishes while
-// being read is left out, unless it is the one asked for.
+// being read is left out, unless it is the one asked for; a device or port
+// that does not exist is a *sysfs.NotFoundError.
 func (r *Reader) Read(dev string, port uint32) ([]Port, error) {
 	devices, err := r.listDevices()
 	if err != nil {
@@ -118,7 +104,7 @@ func (r *Reader) Read(dev string, port uint32) ([]Port, error) {
 		result = append(result, ports...)
 	}
 	if dev != "" && !found {
-		return nil, &NotFoundError{Device: dev}
+		return nil, &sysfs.NotFoundError{Device: dev}
 	}
 	return result, nil
 }
@@ -164,7 +150,7 @@ func (r *Reader) readDevice(d device, want uint32) ([]Port, error) {
 	if want != 0 {
 		ports = filterPort(ports, want)
 		if len(ports) == 0 {
-			return nil, &NotFoundError{Device: d.name, Port: want}
+			return nil, &sysfs.NotFoundError{Device: d.name, Port: want}
 		}
 	}
 	for i := range ports {

@@ -241,11 +241,11 @@ func TestReadVerbsFallbacks(t *testing.T) {
 
 func TestReadNotFound(t *testing.T) {
 	r := &Reader{Sysfs: mustFS(t, hcaRoot)}
-	var nf *NotFoundError
-	if _, err := r.Read("mlx5_9", 0); !errors.As(err, &nf) || err.Error() != "device mlx5_9 not found" {
+	var nf *sysfs.NotFoundError
+	if _, err := r.Read("mlx5_9", 0); !errors.As(err, &nf) || err.Error() != "RDMA device mlx5_9 not found" {
 		t.Errorf("Read(mlx5_9) = %v", err)
 	}
-	if _, err := r.Read("mlx5_0", 2); !errors.As(err, &nf) || err.Error() != "port mlx5_0/2 not found" {
+	if _, err := r.Read("mlx5_0", 2); !errors.As(err, &nf) || err.Error() != "RDMA device mlx5_0 has no port 2" {
 		t.Errorf("Read(mlx5_0/2) = %v", err)
 	}
 	// Asked for by name, a device that vanished is an error, not silence.

@@ -357,3 +357,60 @@ func ParseGUID(s string) (uint64, error) {
 func (f FS) LinkLayer(dev string, port uint32) (string, error) {
 	return f.ReadAttr(portDir(dev, port) + "/link_layer")
 }
+
+// NotFoundError means that a device or port asked for by name does not
+// exist.
+type NotFoundError struct {
+	Device string
+	Port   uint32 // 0 when the device is missing
+}
+
+func (e *NotFoundError) Error() string {
+	if e.Port == 0 {
+		return fmt.Sprintf("RDMA device %s not found", e.Device)
+	}
+	return fmt.Sprintf("RDMA device %s has no port %d", e.Device, e.Port)
+}
+
+// PortRef names a port of a device.
+type PortRef struct {
+	Device string
+	Port   uint32
+}
+
+// ListPorts lists the ports that dev and port name, by device name and port
+// number: port of dev, every port of dev (port 0), or every port of every
+// device (dev ""), the DEV[/PORT] argument of rdma. Devices that vanish
+// while being listed are left out unless dev names them; a missing device
+// or port asked for is a *NotFoundError.
+func (f FS) ListPorts(dev string, port uint32) ([]PortRef, error) {
+	devices := []string{dev}
+	if dev == "" {
+		var err error
+		if devices, err = f.DeviceNames(); err != nil {
+			return nil, err
+		}
+	}
+	var refs []PortRef
+	for _, d := range devices {
+		numbers, err := f.PortNumbers(d)
+		switch {
+		case IsGone(err) && dev == "":
+			continue
+		case IsGone(err):
+			return nil, &NotFoundError{Device: d}
+		case err != nil:
+			return nil, err
+		}
+		if port != 0 {
+			if !slices.Contains(numbers, port) {
+				return nil, &NotFoundError{Device: d, Port: port}
+			}
+			numbers = []uint32{port}
+		}
+		for _, n := range numbers {
+			refs = append(refs, PortRef{Device: d, Port: n})
+		}
+	}
+	return refs, nil
+}

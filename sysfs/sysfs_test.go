@@ -482,3 +482,29 @@ func ExampleFS_GIDAttrs() {
 	// 3 0000:0000:0000:0000:0000:ffff:c0a8:0a01 "RoCE v2" "ens1f0np0"
 	// 4 0000:0000:0000:0000:0000:0000:0000:0000 "" ""
 }
+
+func TestListPorts(t *testing.T) {
+	f := mustFS(t, hcaRoot)
+	all, err := f.ListPorts("", 0)
+	want := []PortRef{{"mlx5_0", 1}, {"mlx5_1", 1}, {"mlx5_2", 1}} // not the vanished mlx5_3
+	if err != nil || !cmp.Equal(all, want) {
+		t.Errorf("ListPorts() = %v, %v; want %v", all, err, want)
+	}
+	one, err := f.ListPorts("mlx5_2", 1)
+	if err != nil || !cmp.Equal(one, want[2:]) {
+		t.Errorf("ListPorts(mlx5_2, 1) = %v, %v", one, err)
+	}
+	var nf *NotFoundError
+	for _, tt := range []struct {
+		dev  string
+		port uint32
+		want string
+	}{
+		{"mlx5_3", 0, "RDMA device mlx5_3 not found"},
+		{"mlx5_0", 2, "RDMA device mlx5_0 has no port 2"},
+	} {
+		if _, err := f.ListPorts(tt.dev, tt.port); !errors.As(err, &nf) || err.Error() != tt.want {
+			t.Errorf("ListPorts(%s, %d) = %v, want %q", tt.dev, tt.port, err, tt.want)
+		}
+	}
+}

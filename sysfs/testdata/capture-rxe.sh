@@ -14,9 +14,12 @@ set -x
 mkdir -p $T
 uname -r >/out/uname.txt
 
+# The devices of testdata/nldev's recordings: rxe0 on veth0, rxe1 on veth1.
 $IP addr add 10.9.0.1/24 dev veth0
 $IP -6 addr add fd00:9::1/64 dev veth0 nodad
+$IP addr add 10.9.1.1/24 dev veth1
 $RDMA link add rxe0 type rxe netdev veth0
+$RDMA link add rxe1 type rxe netdev veth1
 sleep 2
 set +x
 
