@@ -159,10 +159,10 @@ func TestReadTable(t *testing.T) {
 		root: hcaRoot, dev: "mlx5_2",
 		want: []Entry{{1, 0, mustParse(t, "fe80::c42:a103:ab:cdef"), TypeIB, ""}},
 	}, {
-		// captured: rxe has only RoCE v2 GIDs, 3 of 1024 slots used
+		// captured: rxe has only RoCE v2 GIDs, here 3 of 1024 slots used
 		root: rxeRoot, dev: "rxe0",
 		want: []Entry{
-			{1, 0, mustParse(t, "fe80::ec15:66ff:feb6:665"), TypeRoCEv2, "veth0"},
+			{1, 0, mustParse(t, "fe80::4c9c:e2ff:fed0:bcea"), TypeRoCEv2, "veth0"},
 			{1, 1, mustParse(t, "::ffff:10.9.0.1"), TypeRoCEv2, "veth0"},
 			{1, 2, mustParse(t, "fd00:9::1"), TypeRoCEv2, "veth0"},
 		},
@@ -272,7 +272,7 @@ func TestSelectNoMatch(t *testing.T) {
 		t.Fatalf("Select = %v, want a *NoMatchError", err)
 	}
 	want := "no RoCE v1 IPv4 GID on netdev veth0; the table has: " +
-		"0 fe80::ec15:66ff:feb6:665 RoCE v2 veth0, 1 ::ffff:10.9.0.1 RoCE v2 veth0, 2 fd00:9::1 RoCE v2 veth0"
+		"0 fe80::4c9c:e2ff:fed0:bcea RoCE v2 veth0, 1 ::ffff:10.9.0.1 RoCE v2 veth0, 2 fd00:9::1 RoCE v2 veth0"
 	if err.Error() != want {
 		t.Errorf("error = %q\nwant    %q", err, want)
 	}

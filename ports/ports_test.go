@@ -87,7 +87,7 @@ func TestReadCapturedRxeAgreesWithIbvDevinfo(t *testing.T) {
 				t.Fatalf("Read(rxe0, 1) = %d ports", len(got))
 			}
 			p := got[0]
-			dev := parseIbvDevinfo(t, root+"/tools/ibv_devinfo-v.txt")
+			dev := parseIbvDevinfo(t, root+"/tools/ibv_devinfo-v.txt", "rxe0")
 			want := map[string]string{
 				"state":        fmt.Sprintf("PORT_%s (%d)", p.State, p.State),
 				"max_mtu":      fmt.Sprintf("%s (%d)", p.MaxMTU, p.MaxMTU),
@@ -109,9 +109,9 @@ func TestReadCapturedRxeAgreesWithIbvDevinfo(t *testing.T) {
 	}
 }
 
-// parseIbvDevinfo reads the "key: value" lines of the first port of an
-// ibv_devinfo -v output.
-func parseIbvDevinfo(t *testing.T, name string) map[string]string {
+// parseIbvDevinfo reads the "key: value" lines of the (first) port of
+// device dev in an ibv_devinfo -v output.
+func parseIbvDevinfo(t *testing.T, name, dev string) map[string]string {
 	f, err := os.Open(name)
 	if err != nil {
 		t.Fatal(err)
@@ -120,10 +120,17 @@ func parseIbvDevinfo(t *testing.T, name string) map[string]string {
 	fields := map[string]string{}
 	line := regexp.MustCompile(`^\t\t\t(\w+):\t+(.*)$`)
 	s := bufio.NewScanner(f)
+	inDev := false
 	for s.Scan() {
-		if m := line.FindStringSubmatch(s.Text()); m != nil {
+		if hca, ok := strings.CutPrefix(s.Text(), "hca_id:\t"); ok {
+			inDev = hca == dev
+		}
+		if m := line.FindStringSubmatch(s.Text()); inDev && m != nil {
 			fields[m[1]] = m[2]
 		}
+	}
+	if len(fields) == 0 {
+		t.Fatalf("%s: no port of %s", name, dev)
 	}
 	return fields
 }
@@ -288,7 +295,7 @@ func TestDeriveRoCEActiveMTU(t *testing.T) {
 // against the rule.
 func TestDeriveMatchesCapturedSweep(t *testing.T) {
 	for _, mtu := range []int{1500, 4200, 9000} {
-		dev := parseIbvDevinfo(t, rxeRoot+"/tools/ibv_devinfo-v-mtu"+strconv.Itoa(mtu)+".txt")
+		dev := parseIbvDevinfo(t, rxeRoot+"/tools/ibv_devinfo-v-mtu"+strconv.Itoa(mtu)+".txt", "rxe0")
 		m := DeriveRoCEActiveMTU("rxe", mtu)
 		if want := fmt.Sprintf("%s (%d)", m, m); dev["active_mtu"] != want {
 			t.Errorf("netdev MTU %d: ibv_devinfo active_mtu %q, derived %q", mtu, dev["active_mtu"], want)
@@ -346,5 +353,7 @@ func Example() {
 		fmt.Printf("%s/%d %s %s %s %s %g Gb/s, MTU %s (%s from %s %d)\n", p.Device, p.Port, p.State, p.PhysState,
 			p.Width, p.Speed, p.RateGbps(), p.ActiveMTU, p.MTUSource, p.Netdev, p.NetdevMTU)
 	}
-	// Output: rxe0/1 ACTIVE LINK_UP 1X FDR10 10 Gb/s, MTU 1024 (derived from veth0 1500)
+	// Output:
+	// rxe0/1 ACTIVE LINK_UP 1X FDR10 10 Gb/s, MTU 1024 (derived from veth0 1500)
+	// rxe1/1 ACTIVE LINK_UP 1X FDR10 10 Gb/s, MTU 1024 (derived from veth1 1500)
 }

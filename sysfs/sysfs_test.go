@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -402,8 +403,8 @@ func TestNetdev(t *testing.T) {
 	}
 }
 
-// The captured rxe: a software device with a parent netdev and no device
-// link, an empty fw_ver, 1024 GID slots of which 3 are used.
+// The captured rxe devices: software devices with a parent netdev and no
+// device link, an empty fw_ver, 1024 GID slots, only RoCE v2 GIDs.
 func TestCapturedRxe(t *testing.T) {
 	for _, kernel := range []string{"6.1", "6.12"} {
 		t.Run(kernel, func(t *testing.T) {
@@ -412,39 +413,45 @@ func TestCapturedRxe(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			d := devices[0]
-			if len(devices) != 1 || d.Name != "rxe0" || d.Driver != "rxe" || d.Parent != "veth0" ||
-				d.FWVersion != "" || d.NodeDesc != "rxe" || d.NodeType != nldev.NodeCA || !cmp.Equal(d.Ports, []uint32{1}) {
-				t.Errorf("Devices() = %+v", devices)
+			if len(devices) != 2 {
+				t.Fatalf("Devices() = %+v, want rxe0 and rxe1", devices)
 			}
-			p, err := f.Port("rxe0", 1)
-			want := Port{Number: 1, State: nldev.PortActive, PhysState: nldev.PhysLinkUp,
-				Rate: Rate{DeciGbps: 100, Lanes: 1, Speed: "FDR10"}, LinkLayer: LinkLayerEthernet, CapMask: 0x10000}
-			if err != nil || p != want {
-				t.Errorf("Port(rxe0, 1) = %+v, %v; want %+v", p, err, want)
-			}
-			gids, err := f.GIDAttrs("rxe0", 1)
-			if err != nil {
-				t.Fatal(err)
-			}
-			used := 0
-			for _, g := range gids {
-				if g.GID != ZeroGID {
-					used++
-					if g.Type != GIDTypeRoCEv2 || g.Netdev != "veth0" {
-						t.Errorf("GID %+v, want RoCE v2 on veth0", g)
+			for i, d := range devices {
+				name, netdev := "rxe"+strconv.Itoa(i), "veth"+strconv.Itoa(i)
+				if d.Name != name || d.Driver != "rxe" || d.Parent != netdev || d.FWVersion != "" || d.NodeDesc != "rxe" ||
+					d.NodeType != nldev.NodeCA || d.NodeGUID == 0 || !cmp.Equal(d.Ports, []uint32{1}) {
+					t.Errorf("Devices()[%d] = %+v", i, d)
+				}
+				p, err := f.Port(name, 1)
+				want := Port{Number: 1, State: nldev.PortActive, PhysState: nldev.PhysLinkUp,
+					Rate: Rate{DeciGbps: 100, Lanes: 1, Speed: "FDR10"}, LinkLayer: LinkLayerEthernet, CapMask: 0x10000}
+				if err != nil || p != want {
+					t.Errorf("Port(%s, 1) = %+v, %v; want %+v", name, p, err, want)
+				}
+				gids, err := f.GIDAttrs(name, 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				used := 0
+				for _, g := range gids {
+					if g.GID != ZeroGID {
+						used++
+						if g.Type != GIDTypeRoCEv2 || g.Netdev != netdev {
+							t.Errorf("%s GID %+v, want RoCE v2 on %s", name, g, netdev)
+						}
 					}
 				}
-			}
-			if len(gids) != 1024 || used != 3 {
-				t.Errorf("GIDAttrs: %d slots, %d used; want 1024, 3", len(gids), used)
-			}
-			v, err := f.VerbsDeviceFor("rxe0")
-			if want := (VerbsDevice{Name: "uverbs0", IBDev: "rxe0", ABIVersion: 2, Major: 231, Minor: 192}); err != nil || v != want {
-				t.Errorf("VerbsDeviceFor(rxe0) = %+v, %v", v, err)
-			}
-			if pk, err := f.PKeys("rxe0", 1); err != nil || !cmp.Equal(pk, []uint16{0xffff}) {
-				t.Errorf("PKeys = %#x, %v", pk, err)
+				// rxe0: link-local, 10.9.0.1, fd00:9::1; rxe1: link-local, 10.9.1.1
+				if wantUsed := 3 - i; len(gids) != 1024 || used != wantUsed {
+					t.Errorf("%s GIDAttrs: %d slots, %d used; want 1024, %d", name, len(gids), used, wantUsed)
+				}
+				v, err := f.VerbsDeviceFor(name)
+				if err != nil || v.ABIVersion != 2 || v.Major != 231 || !strings.HasPrefix(v.Name, "uverbs") {
+					t.Errorf("VerbsDeviceFor(%s) = %+v, %v", name, v, err)
+				}
+				if pk, err := f.PKeys(name, 1); err != nil || !cmp.Equal(pk, []uint16{0xffff}) {
+					t.Errorf("PKeys = %#x, %v", pk, err)
+				}
 			}
 		})
 	}
