@@ -99,6 +99,12 @@ func (j *jsonWriter) int(v int64) {
 	j.w.WriteString(strconv.FormatInt(v, 10))
 }
 
+// raw writes an already formatted JSON number.
+func (j *jsonWriter) raw(v string) {
+	j.eor()
+	j.w.WriteString(v)
+}
+
 func (j *jsonWriter) bool(v bool) {
 	j.eor()
 	j.w.WriteString(strconv.FormatBool(v))

@@ -171,6 +171,20 @@ func (p *Printer) Int(m Mode, key, format string, v int64) {
 	}
 }
 
+// Float prints a number with a fraction: JSON in the shortest exact form,
+// text with the given decimals.
+func (p *Printer) Float(m Mode, key, format string, v float64, decimals int) {
+	switch {
+	case p.toJSON(m):
+		if key != "" {
+			p.j.name(key)
+		}
+		p.j.raw(strconv.FormatFloat(v, 'f', -1, 64))
+	case p.toText(m):
+		p.text(format, strconv.FormatFloat(v, 'f', decimals, 64))
+	}
+}
+
 // OnOff prints a boolean: JSON true/false, text "on"/"off".
 func (p *Printer) OnOff(m Mode, key, format string, on bool) {
 	switch {

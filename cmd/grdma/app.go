@@ -7,6 +7,7 @@ import (
 
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/output"
+	"github.com/grdma/grdma/sysfs"
 )
 
 // version and commit are set at build time with -ldflags -X.
@@ -72,6 +73,11 @@ func (a *app) close() {
 		a.client.Close()
 		a.client = nil
 	}
+}
+
+// sysfs returns the reader of /sys and /proc below --sysfs-root.
+func (a *app) sysfs() (sysfs.FS, error) {
+	return sysfs.NewFS(a.opts.sysfsRoot)
 }
 
 // printer returns an output printer for one command.

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"fmt"
-
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/output"
 	"github.com/spf13/cobra"
@@ -61,38 +59,43 @@ func (a *app) linkShow(args *argv) error {
 	if err != nil {
 		return err
 	}
+	if want.Port != 0 {
+		refs, err := selectPorts(devs, want)
+		if err != nil {
+			return err
+		}
+		port, err := c.Port(refs[0].dev.Index, want.Port)
+		if err != nil {
+			return err
+		}
+		return a.printPorts([]nldev.Port{port})
+	}
 	if want.Dev != "" {
 		d, err := nldev.FindDevice(devs, want.Dev)
 		if err != nil {
 			return err
 		}
-		if want.Port > d.NumPorts {
-			return fmt.Errorf("RDMA device %s has no port %d (it has %d)", d.Name, want.Port, d.NumPorts)
-		}
 		devs = []nldev.Device{d}
 	}
-	p := a.printer()
-	p.StartList()
-	defer p.Flush()
+	var ports []nldev.Port
 	for _, d := range devs {
-		var ports []nldev.Port
-		if want.Port != 0 {
-			port, err := c.Port(d.Index, want.Port)
-			if err != nil {
-				p.EndList()
-				return err
-			}
-			ports = []nldev.Port{port}
-		} else if ports, err = c.Ports(d.Index); err != nil {
-			p.EndList()
+		dp, err := c.Ports(d.Index)
+		if err != nil {
 			return err
 		}
-		for i := range ports {
-			renderPort(p, &ports[i], a.opts.details > 0)
-		}
+		ports = append(ports, dp...)
+	}
+	return a.printPorts(ports)
+}
+
+func (a *app) printPorts(ports []nldev.Port) error {
+	p := a.printer()
+	p.StartList()
+	for i := range ports {
+		renderPort(p, &ports[i], a.opts.details > 0)
 	}
 	p.EndList()
-	return nil
+	return p.Flush()
 }
 
 // renderPort prints one port as rdma link does (rdma/link.c).

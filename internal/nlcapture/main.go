@@ -38,6 +38,11 @@ func main() {
 		{fmt.Sprintf("port_dump_dev%d", *dev), nldev.CmdPortGet, unix.NLM_F_DUMP, u32(nldev.AttrDevIndex, uint32(*dev))},
 		{fmt.Sprintf("port_doit_dev%d_port%d", *dev, *port), nldev.CmdPortGet, 0, append(u32(nldev.AttrDevIndex, uint32(*dev)), u32(nldev.AttrPortIndex, uint32(*port))...)},
 		{"sys_get", nldev.CmdSysGet, 0, nil},
+		{fmt.Sprintf("stat_get_dev%d_port%d", *dev, *port), nldev.CmdStatGet, 0, append(u32(nldev.AttrDevIndex, uint32(*dev)), u32(nldev.AttrPortIndex, uint32(*port))...)},
+		{fmt.Sprintf("stat_status_dev%d_port%d", *dev, *port), nldev.CmdStatGetStatus, 0, append(u32(nldev.AttrDevIndex, uint32(*dev)), u32(nldev.AttrPortIndex, uint32(*port))...)},
+		{fmt.Sprintf("stat_qp_mode_dev%d_port%d", *dev, *port), nldev.CmdStatGet, 0, concat(
+			u32(nldev.AttrDevIndex, uint32(*dev)), u32(nldev.AttrPortIndex, uint32(*port)),
+			u32(nldev.AttrStatMode, nldev.CounterModeManual), u32(nldev.AttrStatRes, uint32(nldev.AttrResQP)))},
 		{"get_doit_bad_index", nldev.CmdGet, 0, u32(nldev.AttrDevIndex, 4242)},
 	}
 	if *linkName != "" {
@@ -120,6 +125,14 @@ func attr(t nldev.Attr, v []byte) []byte {
 
 func u32(t nldev.Attr, v uint32) []byte {
 	return attr(t, binary.NativeEndian.AppendUint32(nil, v))
+}
+
+func concat(parts ...[]byte) []byte {
+	var b []byte
+	for _, p := range parts {
+		b = append(b, p...)
+	}
+	return b
 }
 
 func str(t nldev.Attr, s string) []byte { return attr(t, append([]byte(s), 0)) }

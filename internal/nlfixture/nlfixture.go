@@ -51,6 +51,9 @@ type Request struct {
 	Dump bool
 	Dev  int64
 	Port int64
+	// StatMode is set when a STAT request carries STAT_MODE (a mode query
+	// or change rather than counters).
+	StatMode bool
 }
 
 // Kernel answers requests from a directory of recordings. Requests that
@@ -81,6 +84,9 @@ func (k *Kernel) Standard() *Kernel {
 		k.On(Request{Cmd: nldev.CmdGet, Dev: dev, Port: -1}, fmt.Sprintf("get_doit_dev%d.bin", dev))
 		k.On(Request{Cmd: nldev.CmdPortGet, Dump: true, Dev: dev, Port: -1}, fmt.Sprintf("port_dump_dev%d.bin", dev))
 		k.On(Request{Cmd: nldev.CmdPortGet, Dev: dev, Port: 1}, fmt.Sprintf("port_doit_dev%d_port1.bin", dev))
+		k.On(Request{Cmd: nldev.CmdStatGet, Dev: dev, Port: 1}, fmt.Sprintf("stat_get_dev%d_port1.bin", dev))
+		k.On(Request{Cmd: nldev.CmdStatGetStatus, Dev: dev, Port: 1}, fmt.Sprintf("stat_status_dev%d_port1.bin", dev))
+		k.On(Request{Cmd: nldev.CmdStatGet, Dev: dev, Port: 1, StatMode: true}, fmt.Sprintf("stat_qp_mode_dev%d_port1.bin", dev))
 	}
 	return k
 }
@@ -123,6 +129,8 @@ func Describe(m netlink.Message) (Request, error) {
 			r.Dev = int64(ad.Uint32())
 		case nldev.AttrPortIndex:
 			r.Port = int64(ad.Uint32())
+		case nldev.AttrStatMode:
+			r.StatMode = true
 		}
 	}
 	return r, ad.Err()

@@ -1,0 +1,501 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/grdma/grdma/nldev"
+	"github.com/grdma/grdma/output"
+	"github.com/grdma/grdma/promfile"
+	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
+)
+
+// statOptions are the options only stat takes.
+type statOptions struct {
+	interval time.Duration
+	count    int
+	pma      bool
+	textfile string
+}
+
+func (a *app) statCommand() *cobra.Command {
+	var so statOptions
+	cmd := &cobra.Command{
+		Use: `stat [show|list] [link DEV[/PORT]] [-i INTERVAL [-c COUNT]] [--pma]
+  stat mode [supported] [link DEV[/PORT]]
+  stat set link DEV/PORT optional-counters NAME[,NAME...]
+  stat unset link DEV/PORT optional-counters
+  stat qp mode [link DEV[/PORT]]
+  stat qp set link DEV/PORT auto {type|pid|type,pid} on [optional-counters on|off] | auto off
+  stat qp bind link DEV/PORT lqpn QPN [cntn COUNTER]
+  stat qp unbind link DEV/PORT cntn COUNTER lqpn QPN
+  stat export --textfile PATH`,
+		Aliases: []string{"statistic"},
+		Short:   "Show and manage RDMA hardware counters",
+		Long: `Show every hardware counter a port's driver reports (rxe, mlx5, any driver),
+as rdma statistic does; with -i, per-second rates computed from the
+difference between samples (a counter that went backwards was reset and
+counts from zero); with --pma, the InfiniBand PMA counters of sysfs
+(ports/P/counters; port_xmit_data and port_rcv_data converted from 4-byte
+words to bytes). Manage optional counters and how QPs are bound to
+counters. "stat export" writes all counters and port states in the
+Prometheus text format for node_exporter's textfile collector, atomically.
+Text and JSON of the commands rdma has match rdma statistic.`,
+		Example: `  grdma stat
+  grdma -j stat show link rxe0/1
+  grdma stat show -i 1s -c 10
+  grdma -j stat show link mlx5_0/1 -i 5s
+  grdma stat mode supported
+  grdma stat set link mlx5_0/1 optional-counters cc_rx_ce_pkts,cc_rx_cnp_pkts
+  grdma stat qp set link mlx5_0/1 auto type on
+  grdma stat export --textfile /var/lib/node_exporter/textfile/rdma.prom`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.stat(cmd, newArgv(args, "grdma stat help"), &so)
+		},
+	}
+	f := cmd.Flags()
+	f.DurationVarP(&so.interval, "interval", "i", 0, "with show: print per-second rates every `INTERVAL` (e.g. 1s)")
+	f.IntVarP(&so.count, "count", "c", 0, "with -i: stop after `N` samples (default: run until interrupted)")
+	f.BoolVar(&so.pma, "pma", false, "with show: print the InfiniBand PMA counters of sysfs instead")
+	f.StringVar(&so.textfile, "textfile", "", "with export: write to `PATH` (atomically)")
+	return cmd
+}
+
+func (a *app) stat(cmd *cobra.Command, args *argv, so *statOptions) error {
+	verb, err := args.keyword("command", "show", "show", "list", "mode", "set", "unset", "qp", "export", "help")
+	if err != nil {
+		return err
+	}
+	if verb != "show" && verb != "list" && (so.interval != 0 || so.count != 0 || so.pma) {
+		return usagef(args.help, "-i, -c and --pma go with stat show")
+	}
+	if verb != "export" && so.textfile != "" {
+		return usagef(args.help, "--textfile goes with stat export")
+	}
+	switch verb {
+	case "mode":
+		return a.statMode(args)
+	case "set":
+		return a.statSetOptional(args, true)
+	case "unset":
+		return a.statSetOptional(args, false)
+	case "qp":
+		return a.statQP(args)
+	case "export":
+		return a.statExport(args, so.textfile)
+	case "help":
+		return cmd.Help()
+	}
+	return a.statShow(args, so)
+}
+
+// statPorts resolves "link DEV[/PORT]" to ports.
+func (a *app) statPorts(args *argv) (*nldev.Client, []portRef, error) {
+	want, err := args.linkArg()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := args.done(); err != nil {
+		return nil, nil, err
+	}
+	c, err := a.nl()
+	if err != nil {
+		return nil, nil, err
+	}
+	devs, err := c.Devices()
+	if err != nil {
+		return nil, nil, err
+	}
+	refs, err := selectPorts(devs, want)
+	return c, refs, err
+}
+
+// readCounters reads the counters of each port. A port without counters
+// (siw, for one) is skipped with a note when the user asked for every port,
+// unlike rdma, which stops the whole listing at it; asked for by name, it
+// is an error.
+func (a *app) readCounters(c *nldev.Client, refs []portRef, one bool) ([]nldev.PortCounters, error) {
+	out := make([]nldev.PortCounters, 0, len(refs))
+	for _, r := range refs {
+		pc, err := c.PortCounters(r.dev.Index, r.port)
+		if err != nil {
+			if !one && (errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOPNOTSUPP)) {
+				fmt.Fprintf(a.stderr, "grdma: %s/%d has no hardware counters, skipped\n", r.dev.Name, r.port)
+				continue
+			}
+			return out, err
+		}
+		out = append(out, pc)
+	}
+	return out, nil
+}
+
+func (a *app) statShow(args *argv, so *statOptions) error {
+	c, refs, err := a.statPorts(args)
+	if err != nil {
+		return err
+	}
+	one := len(refs) == 1
+	if so.pma {
+		return a.statShowPMA(refs)
+	}
+	if so.interval != 0 {
+		return a.statRates(c, refs, one, so)
+	}
+	if so.count != 0 {
+		return usagef(args.help, "-c needs -i")
+	}
+	counters, err := a.readCounters(c, refs, one)
+	p := a.printer()
+	p.StartList()
+	for i := range counters {
+		renderCounters(p, &counters[i])
+	}
+	p.EndList()
+	if ferr := p.Flush(); err == nil {
+		err = ferr
+	}
+	return err
+}
+
+// renderCounters prints one port's counters as rdma statistic show does
+// (rdma/stat.c): the link, then one "name value" per line. No ifindex in
+// JSON, as in rdma.
+func renderCounters(p *output.Printer, pc *nldev.PortCounters) {
+	p.OpenObject("")
+	p.String(output.Any, "ifname", "link %s/", pc.DevName)
+	p.Uint(output.Any, "port", "%s ", uint64(pc.Port))
+	for _, ctr := range pc.Counters {
+		p.Text(p.SL() + "    ")
+		p.Uint(output.JSONOnly, ctr.Name, "", ctr.Value)
+		p.Text(fmt.Sprintf("%s %d ", ctr.Name, ctr.Value))
+	}
+	p.CloseObject()
+	p.Newline()
+}
+
+// statRates prints per-second counter rates every interval: text blocks,
+// or one JSON object per port and sample (JSON lines, for streaming).
+func (a *app) statRates(c *nldev.Client, refs []portRef, one bool, so *statOptions) error {
+	if so.interval < 10*time.Millisecond {
+		return usagef("grdma stat help", "interval %s is too short (10ms at least)", so.interval)
+	}
+	prev, err := a.readCounters(c, refs, one)
+	if err != nil {
+		return err
+	}
+	prevAt := time.Now()
+	ticker := time.NewTicker(so.interval)
+	defer ticker.Stop()
+	for n := 0; so.count == 0 || n < so.count; n++ {
+		<-ticker.C
+		cur, err := a.readCounters(c, refs, one)
+		if err != nil {
+			return err
+		}
+		now := time.Now()
+		secs := now.Sub(prevAt).Seconds()
+		p := a.printer()
+		for i := range cur {
+			if old := findPortCounters(prev, &cur[i]); old != nil {
+				renderRates(p, old, &cur[i], now, secs)
+			}
+		}
+		if err := p.Flush(); err != nil {
+			return err
+		}
+		prev, prevAt = cur, now
+	}
+	return nil
+}
+
+func findPortCounters(list []nldev.PortCounters, pc *nldev.PortCounters) *nldev.PortCounters {
+	for i := range list {
+		if list[i].DevIndex == pc.DevIndex && list[i].Port == pc.Port {
+			return &list[i]
+		}
+	}
+	return nil
+}
+
+// CounterRate is the per-second rate of a counter between two samples;
+// a counter below its previous value was reset and counts from zero.
+func counterRate(old, cur uint64, secs float64) float64 {
+	delta := cur - old
+	if cur < old {
+		delta = cur
+	}
+	return float64(delta) / secs
+}
+
+func renderRates(p *output.Printer, old, cur *nldev.PortCounters, at time.Time, secs float64) {
+	p.StartPlain()
+	p.OpenObject("")
+	p.String(output.JSONOnly, "time", "", at.UTC().Format(time.RFC3339Nano))
+	p.String(output.Any, "ifname", "link %s/", cur.DevName)
+	p.Uint(output.Any, "port", "%s ", uint64(cur.Port))
+	p.Float(output.Any, "interval", "interval %ss ", secs, 3)
+	for _, ctr := range cur.Counters {
+		var before uint64
+		for _, o := range old.Counters {
+			if o.Name == ctr.Name {
+				before = o.Value
+			}
+		}
+		p.Text(p.SL() + "    ")
+		p.Float(output.Any, ctr.Name, ctr.Name+" %s/s ", counterRate(before, ctr.Value, secs), 1)
+	}
+	p.CloseObject()
+	p.EndPlain() // ends the JSON line
+	if !p.JSON() {
+		p.Newline()
+	}
+}
+
+func (a *app) statMode(args *argv) error {
+	supported := false
+	if !args.empty() && strings.HasPrefix("supported", args.words[0]) && args.words[0] != "" && !strings.HasPrefix("link", args.words[0]) {
+		args.next()
+		supported = true
+	} else if !args.empty() && args.words[0] == "show" {
+		args.next()
+	}
+	c, refs, err := a.statPorts(args)
+	if err != nil {
+		return err
+	}
+	p := a.printer()
+	p.StartList()
+	for _, r := range refs {
+		st, err := c.CounterStatus(r.dev.Index, r.port)
+		if err != nil {
+			p.EndList()
+			p.Flush()
+			return err
+		}
+		renderOptionalCounters(p, &st, supported)
+	}
+	p.EndList()
+	return p.Flush()
+}
+
+// renderOptionalCounters prints a port's optional counters (enabled ones,
+// or with supported all of them) as rdma statistic mode does; ports without
+// any print nothing.
+func renderOptionalCounters(p *output.Printer, st *nldev.PortCounters, supported bool) {
+	key := "optional-counters"
+	if supported {
+		key = "supported optional-counters"
+	}
+	first := true
+	for _, ctr := range st.Counters {
+		if !ctr.Optional || !(supported || ctr.Enabled) {
+			continue
+		}
+		if first {
+			p.OpenObject("")
+			p.String(output.Any, "ifname", "link %s/", st.DevName)
+			p.Uint(output.Any, "port", "%s ", uint64(st.Port))
+			p.OpenArray(output.Any, key, key)
+			p.Text(" ")
+			first = false
+		} else {
+			p.Text(",")
+		}
+		p.Text(p.SL() + "    ")
+		p.String(output.Any, "", "%s", ctr.Name)
+	}
+	if !first {
+		p.CloseArray(output.JSONOnly, "")
+		p.CloseObject()
+		p.Newline()
+	}
+}
+
+// strictPort parses "link DEV/PORT" where a port is required.
+func (a *app) strictPort(args *argv, what string) (*nldev.Client, portRef, error) {
+	want, err := args.linkArg()
+	if err != nil {
+		return nil, portRef{}, err
+	}
+	if want.Port == 0 {
+		return nil, portRef{}, usagef(args.help, "%s needs link DEV/PORT", what)
+	}
+	c, err := a.nl()
+	if err != nil {
+		return nil, portRef{}, err
+	}
+	devs, err := c.Devices()
+	if err != nil {
+		return nil, portRef{}, err
+	}
+	refs, err := selectPorts(devs, want)
+	if err != nil {
+		return nil, portRef{}, err
+	}
+	return c, refs[0], nil
+}
+
+// statSetOptional handles "set link D/P optional-counters A,B" (enable)
+// and "unset link D/P optional-counters".
+func (a *app) statSetOptional(args *argv, set bool) error {
+	verb := "unset"
+	if set {
+		verb = "set"
+	}
+	if args.empty() {
+		return usagef(args.help, "stat %s needs link DEV/PORT optional-counters", verb)
+	}
+	// Validate the whole line before talking to the kernel.
+	words := args.words
+	if len(words) < 3 {
+		return usagef(args.help, "stat %s needs link DEV/PORT optional-counters", verb)
+	}
+	tail := newArgv(words[2:], args.help)
+	if _, err := tail.keyword("parameter", "", "optional-counters"); err != nil {
+		return err
+	}
+	var names []string
+	if set {
+		list, err := tail.value("optional counter names, comma separated")
+		if err != nil {
+			return err
+		}
+		names = strings.Split(list, ",")
+	}
+	if err := tail.done(); err != nil {
+		return err
+	}
+	args.words = words[:2]
+	c, r, err := a.strictPort(args, "stat "+verb)
+	if err != nil {
+		return err
+	}
+	var indexes []uint32
+	if set {
+		st, err := c.CounterStatus(r.dev.Index, r.port)
+		if err != nil {
+			return err
+		}
+		var optional []string
+		byName := map[string]uint32{}
+		for _, ctr := range st.Counters {
+			if ctr.Optional {
+				byName[ctr.Name] = ctr.Index
+				optional = append(optional, ctr.Name)
+			}
+		}
+		for _, n := range names {
+			i, ok := byName[n]
+			if !ok {
+				if len(optional) == 0 {
+					return fmt.Errorf("%s/%d has no optional counters", r.dev.Name, r.port)
+				}
+				return fmt.Errorf("%s is not an optional counter of %s/%d (optional counters: %s)", n, r.dev.Name, r.port, strings.Join(optional, ", "))
+			}
+			indexes = append(indexes, i)
+		}
+	}
+	return c.SetOptionalCounters(r.dev.Index, r.port, indexes)
+}
+
+// statExport writes every port's counters and state in the Prometheus
+// text format, to a temporary file renamed over the target.
+func (a *app) statExport(args *argv, path string) error {
+	if err := args.done(); err != nil {
+		return err
+	}
+	if path == "" {
+		return usagef(args.help, "stat export needs --textfile PATH")
+	}
+	c, err := a.nl()
+	if err != nil {
+		return err
+	}
+	sys, err := a.sysfs()
+	if err != nil {
+		return err
+	}
+	snap, err := promfile.Collect(c, sys)
+	if err != nil {
+		return err
+	}
+	var buf bytes.Buffer
+	if err := snap.WriteText(&buf); err != nil {
+		return err
+	}
+	return writeFileAtomic(path, buf.Bytes())
+}
+
+// statShowPMA prints the sysfs PMA counters in the layout of stat show.
+func (a *app) statShowPMA(refs []portRef) error {
+	sys, err := a.sysfs()
+	if err != nil {
+		return err
+	}
+	p := a.printer()
+	p.StartList()
+	for _, r := range refs {
+		pma, err := sys.PMACounters(r.dev.Name, r.port)
+		if err != nil {
+			p.EndList()
+			p.Flush()
+			return err
+		}
+		if len(pma) == 0 {
+			fmt.Fprintf(a.stderr, "grdma: %s/%d has no PMA counters in sysfs\n", r.dev.Name, r.port)
+			continue
+		}
+		pc := nldev.PortCounters{DevIndex: r.dev.Index, DevName: r.dev.Name, Port: r.port}
+		for _, c := range pma {
+			pc.Counters = append(pc.Counters, nldev.Counter{Name: c.Name, Value: c.Value})
+		}
+		renderCounters(p, &pc)
+	}
+	p.EndList()
+	return p.Flush()
+}
+
+// writeFileAtomic replaces path with data so that a reader never sees a
+// half-written file: write a temporary file beside it, sync, rename.
+func writeFileAtomic(path string, data []byte) error {
+	dir, base := splitPath(path)
+	f, err := os.CreateTemp(dir, "."+base+".tmp*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp, 0o644)
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+	}
+	return err
+}
+
+func splitPath(path string) (dir, base string) {
+	i := strings.LastIndex(path, "/")
+	if i < 0 {
+		return ".", path
+	}
+	if i == 0 {
+		return "/", path[1:]
+	}
+	return path[:i], path[i+1:]
+}

@@ -1,0 +1,109 @@
+// Package promfile writes RDMA port metrics in the Prometheus text
+// exposition format, for node_exporter's textfile collector: every hardware
+// counter by name (generic: rxe, mlx5, any driver), port state, physical
+// state and rate. Names follow Prometheus conventions: base units, _total
+// for counters, labels device, port and counter.
+package promfile
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/grdma/grdma/nldev"
+	"github.com/grdma/grdma/sysfs"
+)
+
+// Port holds the metrics of one port.
+type Port struct {
+	Device    string
+	Port      uint32
+	State     nldev.PortState
+	PhysState nldev.PhysState
+	// RateBytesPerSecond is the signalling rate from sysfs; 0 when unknown.
+	RateBytesPerSecond float64
+	Counters           []nldev.Counter
+}
+
+// Snapshot is the metrics of every port at one moment.
+type Snapshot struct {
+	Ports []Port
+}
+
+// Collect reads every port of every device: state over netlink, counters
+// with STAT_GET (ports without counters have none), rate from sysfs.
+func Collect(c *nldev.Client, sys sysfs.FS) (*Snapshot, error) {
+	devs, err := c.Devices()
+	if err != nil {
+		return nil, err
+	}
+	var s Snapshot
+	for _, d := range devs {
+		ports, err := c.Ports(d.Index)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range ports {
+			m := Port{Device: d.Name, Port: p.Index, State: p.State, PhysState: p.PhysState}
+			if pc, err := c.PortCounters(d.Index, p.Index); err == nil {
+				m.Counters = pc.Counters
+			}
+			if sp, err := sys.Port(d.Name, p.Index); err == nil {
+				m.RateBytesPerSecond = float64(sp.Rate.DeciGbps) * 1e8 / 8
+			}
+			s.Ports = append(s.Ports, m)
+		}
+	}
+	return &s, nil
+}
+
+// metric families, in output order.
+var families = []struct {
+	name, typ, help string
+	value           func(p *Port) (float64, bool)
+}{
+	{"grdma_port_state", "gauge", "Logical port state (1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE, 5 ACTIVE_DEFER).",
+		func(p *Port) (float64, bool) { return float64(p.State), true }},
+	{"grdma_port_active", "gauge", "1 when the port is ACTIVE.",
+		func(p *Port) (float64, bool) { return boolValue(p.State == nldev.PortActive), true }},
+	{"grdma_port_physical_state", "gauge", "Physical port state (2 POLLING, 3 DISABLED, 5 LINK_UP, ...).",
+		func(p *Port) (float64, bool) { return float64(p.PhysState), true }},
+	{"grdma_port_rate_bytes_per_second", "gauge", "Signalling rate of the port (sysfs ports/P/rate).",
+		func(p *Port) (float64, bool) { return p.RateBytesPerSecond, p.RateBytesPerSecond > 0 }},
+}
+
+func boolValue(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// WriteText writes the snapshot in the Prometheus text format.
+func (s *Snapshot) WriteText(w io.Writer) error {
+	bw := bufio.NewWriter(w)
+	for _, f := range families {
+		fmt.Fprintf(bw, "# HELP %s %s\n# TYPE %s %s\n", f.name, f.help, f.name, f.typ)
+		for i := range s.Ports {
+			p := &s.Ports[i]
+			if v, ok := f.value(p); ok {
+				fmt.Fprintf(bw, "%s{device=%s,port=\"%d\"} %v\n", f.name, quote(p.Device), p.Port, v)
+			}
+		}
+	}
+	const counter = "grdma_port_hw_counter_total"
+	fmt.Fprintf(bw, "# HELP %s Hardware counter of an RDMA port, named as its driver names it (rdma statistic show).\n# TYPE %s counter\n", counter, counter)
+	for i := range s.Ports {
+		p := &s.Ports[i]
+		for _, c := range p.Counters {
+			fmt.Fprintf(bw, "%s{device=%s,port=\"%d\",counter=%s} %d\n", counter, quote(p.Device), p.Port, quote(c.Name), c.Value)
+		}
+	}
+	return bw.Flush()
+}
+
+// quote writes a label value with the text format's escapes.
+func quote(s string) string {
+	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(s) + `"`
+}
