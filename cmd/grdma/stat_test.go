@@ -118,7 +118,7 @@ func TestCounterRate(t *testing.T) {
 	}{
 		{100, 300, 2, 100},
 		{100, 100, 1, 0},
-		{1000, 40, 1, 40},                      // reset: counts from zero
+		{1000, 40, 1, 40},                          // reset: counts from zero
 		{math.MaxUint64 - 1, math.MaxUint64, 1, 1}, // no float overflow on large values
 	}
 	for _, c := range cases {
