@@ -73,7 +73,7 @@ Exit status: 0 success, 1 the operation failed, 2 the command line was wrong.`,
 	f.StringVar(&a.opts.sysfsRoot, "sysfs-root", os.Getenv("GRDMA_SYSFS_ROOT"), "read /sys and /proc below `DIR` (default /, or $GRDMA_SYSFS_ROOT)")
 	root.Flags().BoolVarP(&a.opts.version, "version", "V", false, "print the version and exit")
 
-	root.AddCommand(a.devCommand(), a.linkCommand(), a.sysCommand(), a.statCommand())
+	root.AddCommand(a.devCommand(), a.linkCommand(), a.sysCommand(), a.statCommand(), a.portCommand(), a.gidCommand())
 	return root
 }
 

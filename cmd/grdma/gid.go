@@ -1,0 +1,189 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/grdma/grdma/gid"
+	"github.com/grdma/grdma/output"
+	"github.com/spf13/cobra"
+)
+
+func (a *app) gidCommand() *cobra.Command {
+	var quiet bool
+	cmd := &cobra.Command{
+		Use:   "gid [show|list [DEV[/PORT]] [type v1|v2|ib] [ipv4|ipv6] [netdev NAME]]",
+		Short: "Show GID tables and choose a GID index",
+		Long: `Show the populated GID table entries of RDMA ports, as show_gids does (DEV
+PORT INDEX GID IPv4 VER DEV), optionally only those of a type, an address
+family or a netdev.
+
+With -q, print for each port only the GID index a job should use among the
+matching ones (for NCCL_IB_GID_INDEX, UCX_IB_GID_INDEX, ...): the first in
+table order, a routable (IPv4 or global IPv6) GID before a link-local one.
+It fails, naming what the port has, when none matches.`,
+		Example: `  grdma gid
+  grdma gid show mlx5_0/1 type v2 ipv4
+  grdma -j gid show rxe0
+  NCCL_IB_GID_INDEX=$(grdma gid show mlx5_0/1 type v2 ipv4 netdev eth0 -q)`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.gid(cmd, newArgv(args, "grdma gid help"), quiet)
+		},
+	}
+	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "print only the chosen GID index of each port")
+	return cmd
+}
+
+func (a *app) gid(cmd *cobra.Command, args *argv, quiet bool) error {
+	verb, err := args.keyword("command", "show", "show", "list", "help")
+	if err != nil {
+		return err
+	}
+	if verb == "help" {
+		return cmd.Help()
+	}
+	want, criteria, err := parseGIDArgs(args)
+	if err != nil {
+		return err
+	}
+	fsys, err := a.sysfs()
+	if err != nil {
+		return err
+	}
+	tables, err := gid.ReadTables(fsys, want.Dev, want.Port)
+	if err != nil {
+		return err
+	}
+	if quiet {
+		return a.printChosenGIDs(tables, criteria)
+	}
+	var entries []gidRow
+	for _, t := range tables {
+		for _, e := range gid.Filter(t.Entries, criteria) {
+			entries = append(entries, gidRow{dev: t.Device, Entry: e})
+		}
+	}
+	p := a.printer()
+	if p.JSON() {
+		p.StartList()
+		for _, e := range entries {
+			renderGIDJSON(p, e)
+		}
+		p.EndList()
+	} else {
+		renderShowGIDs(p, entries)
+	}
+	return p.Flush()
+}
+
+// parseGIDArgs parses [DEV[/PORT]] [type v1|v2|ib] [ipv4|ipv6] [netdev NAME].
+func parseGIDArgs(args *argv) (devPort, gid.Criteria, error) {
+	var want devPort
+	var c gid.Criteria
+	if !args.empty() && !isGIDKeyword(args.words[0]) {
+		var err error
+		if want, err = args.parseDevPort(args.next()); err != nil {
+			return want, c, err
+		}
+	}
+	for !args.empty() {
+		kw, err := args.keyword("gid show parameter", "", "type", "ipv4", "ipv6", "netdev")
+		if err != nil {
+			return want, c, err
+		}
+		switch kw {
+		case "type":
+			v, err := args.value("type value (v1, v2 or ib)")
+			if err != nil {
+				return want, c, err
+			}
+			if c.Type, err = gid.ParseType(v); err != nil {
+				return want, c, usagef(args.help, "%v", err)
+			}
+		case "ipv4":
+			c.Family = gid.IPv4
+		case "ipv6":
+			c.Family = gid.IPv6
+		case "netdev":
+			if c.Netdev, err = args.value("netdev name"); err != nil {
+				return want, c, err
+			}
+		}
+	}
+	return want, c, nil
+}
+
+// isGIDKeyword tells a filter keyword (or a prefix of one) from a device
+// name in the first argument.
+func isGIDKeyword(word string) bool {
+	for _, k := range []string{"type", "ipv4", "ipv6", "netdev"} {
+		if len(word) >= 2 && len(word) <= len(k) && k[:len(word)] == word {
+			return true
+		}
+	}
+	return false
+}
+
+// printChosenGIDs prints, one per line, the index gid.Select chooses in
+// each table. A port without a match is an error when it is the only
+// port; among several, the ports with a match are enough.
+func (a *app) printChosenGIDs(tables []gid.Table, c gid.Criteria) error {
+	var errs []error
+	found := 0
+	for _, t := range tables {
+		e, err := gid.Select(t.Entries, c)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s/%d: %w", t.Device, t.Port, err))
+			continue
+		}
+		found++
+		fmt.Fprintln(a.stdout, e.Index)
+	}
+	if found == 0 {
+		if len(errs) == 0 {
+			return errors.New("no RDMA port")
+		}
+		return errors.Join(errs...)
+	}
+	return nil
+}
+
+// gidRow is an entry with its device, as the table prints it.
+type gidRow struct {
+	dev string
+	gid.Entry
+}
+
+// renderShowGIDs prints the table of mlnx-tools' show_gids, byte for byte.
+func renderShowGIDs(p *output.Printer, rows []gidRow) {
+	p.Text("DEV\tPORT\tINDEX\tGID\t\t\t\t\tIPv4  \t\tVER\tDEV\n")
+	p.Text("---\t----\t-----\t---\t\t\t\t\t------------  \t---\t---\n")
+	for _, r := range rows {
+		ipv4 := "\t"
+		if v4, ok := r.IPv4(); ok {
+			ipv4 = v4 + "  "
+		}
+		p.Text(r.dev + "\t" + strconv.FormatUint(uint64(r.Port), 10) + "\t" + strconv.Itoa(r.Index) + "\t" +
+			r.GID.SysfsString() + "\t" + ipv4 + "\t" + r.Type.Version() + "\t" + r.Netdev + "\n")
+	}
+	p.Text("n_gids_found=" + strconv.Itoa(len(rows)) + "\n")
+}
+
+// renderGIDJSON prints one entry as a JSON object.
+func renderGIDJSON(p *output.Printer, r gidRow) {
+	p.OpenObject("")
+	p.String(output.JSONOnly, "ifname", "", r.dev)
+	p.Uint(output.JSONOnly, "port", "", uint64(r.Port))
+	p.Uint(output.JSONOnly, "index", "", uint64(r.Index))
+	p.String(output.JSONOnly, "gid", "", r.GID.String())
+	if v4, ok := r.IPv4(); ok {
+		p.String(output.JSONOnly, "ipv4", "", v4)
+	}
+	p.String(output.JSONOnly, "type", "", r.Type.String())
+	if r.Netdev != "" {
+		p.String(output.JSONOnly, "netdev", "", r.Netdev)
+	}
+	p.CloseObject()
+	p.Newline()
+}
