@@ -128,9 +128,12 @@ func hex4(a, b int) string { return strconv.FormatInt(int64(0x10000|a<<8|b), 16)
 
 // pingpong runs ibv_rc_pingpong server and client (to 127.0.0.1) on one
 // rxe device, which loops back to itself; both must exit 0.
-func pingpong(t *testing.T, dev string, gid int) {
+func pingpong(t *testing.T, dev string, gid int) { t.Helper(); pingpongN(t, dev, gid, 100) }
+
+// pingpongN runs n ibv_rc_pingpong iterations (safe to call from a goroutine).
+func pingpongN(t *testing.T, dev string, gid, n int) {
 	t.Helper()
-	args := []string{"-d", dev, "-g", strconv.Itoa(gid), "-n", "100"}
+	args := []string{"-d", dev, "-g", strconv.Itoa(gid), "-n", strconv.Itoa(n)}
 	server := make(chan result, 1)
 	go func() { server <- run(layout.IbvRcPingpong, args...) }()
 	// The client gives up at once if nobody listens on TCP 18515 (0x4853).

@@ -1,0 +1,128 @@
+//go:build e2eguest
+
+package guest
+
+import (
+	"encoding/json"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/grdma/grdma/e2e/layout"
+	"github.com/grdma/grdma/internal/rdmacompat"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// TestStat: after ibv_rc_pingpong traffic, grdma stat prints what rdma
+// statistic prints; -i shows non-zero rates while traffic runs; the
+// Prometheus export parses and names every counter.
+func TestStat(t *testing.T) {
+	cleanRDMA(t)
+	ip(t, "addr", "add", rxeAddr+"/24", "dev", "veth0")
+	t.Cleanup(func() { run(layout.IP, "addr", "del", rxeAddr+"/24", "dev", "veth0") })
+	addRxe(t, "rxe0", "veth0")
+	addRxe(t, "rxe1", "veth1")
+	gid := ipv4GID(t, "rxe0", rxeAddr)
+	pingpong(t, "rxe0", gid)
+
+	t.Run("MatchesRdma", func(t *testing.T) {
+		for _, args := range [][]string{
+			{"-j", "stat", "show"}, {"-j", "stat", "show", "link", "rxe0/1"},
+			{"stat", "qp", "mode"}, {"-j", "stat", "qp", "mode"}, {"stat", "mode", "supported"},
+		} {
+			if msg := compareOutputs(grdma(), args...); msg != "" {
+				t.Error(msg)
+			}
+		}
+		// rdma before 6.7 printed the counters on one line unless -p; its
+		// -p layout is current rdma's default, which grdma prints.
+		want := must(t, layout.Rdma, "-p", "stat", "show")
+		got := must(t, grdma(), "stat", "show")
+		ver, err := rdmaVersion()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := rdmacompat.DiffText(want.stdout, got.stdout, ver); d != "" {
+			t.Errorf("grdma stat show differs from rdma -p stat show:\n%s", d)
+		}
+	})
+
+	t.Run("RatesWhileTrafficRuns", func(t *testing.T) {
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() { defer wg.Done(); pingpongN(t, "rxe0", gid, 3000) }()
+		defer wg.Wait()
+		// Let the pair connect before sampling.
+		if !eventually(20*time.Second, func() bool { return listening(0x4853) }) {
+			t.Fatal("pingpong server never listened")
+		}
+		r := must(t, grdma(), "-j", "stat", "show", "link", "rxe0/1", "-i", "300ms", "-c", "3")
+		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+		if len(lines) != 3 {
+			t.Fatalf("want 3 JSON lines:\n%s", r)
+		}
+		busy := 0
+		for _, l := range lines {
+			var sample map[string]any
+			if err := json.Unmarshal([]byte(l), &sample); err != nil {
+				t.Fatalf("line %q: %v", l, err)
+			}
+			if rate, _ := sample["sent_pkts"].(float64); rate > 0 {
+				busy++
+			}
+		}
+		if busy == 0 {
+			t.Errorf("no sample shows a non-zero sent_pkts rate while traffic ran:\n%s", r.stdout)
+		}
+		t.Logf("rates:\n%s", r.stdout)
+	})
+
+	t.Run("PrometheusExport", func(t *testing.T) {
+		path := t.TempDir() + "/rdma.prom"
+		must(t, grdma(), "stat", "export", "--textfile", path)
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		parser := expfmt.NewTextParser(model.LegacyValidation)
+		fams, err := parser.TextToMetricFamilies(f)
+		if err != nil {
+			t.Fatalf("Prometheus cannot parse the export: %v", err)
+		}
+		// Every counter rdma shows is exported, with its value.
+		var ports []map[string]any
+		if err := json.Unmarshal([]byte(must(t, layout.Rdma, "-j", "stat", "show").stdout), &ports); err != nil {
+			t.Fatal(err)
+		}
+		exported := map[string]bool{}
+		for _, m := range fams["grdma_port_hw_counter_total"].GetMetric() {
+			l := map[string]string{}
+			for _, p := range m.GetLabel() {
+				l[p.GetName()] = p.GetValue()
+			}
+			exported[l["device"]+"/"+l["port"]+"/"+l["counter"]] = true
+		}
+		n := 0
+		for _, p := range ports {
+			for k := range p {
+				if k == "ifname" || k == "port" {
+					continue
+				}
+				n++
+				if key := p["ifname"].(string) + "/1/" + k; !exported[key] {
+					t.Errorf("counter %s not exported", key)
+				}
+			}
+		}
+		if n == 0 || len(exported) != n {
+			t.Errorf("rdma shows %d counters, the export has %d", n, len(exported))
+		}
+		if g := fams["grdma_port_rate_bytes_per_second"]; g == nil || len(g.GetMetric()) != 2 {
+			t.Errorf("no port rate for both ports: %v", g)
+		}
+	})
+}
