@@ -386,3 +386,18 @@ func TestBigDevice(t *testing.T) {
 		t.Errorf("last entry = %v", last)
 	}
 }
+
+// BenchmarkReadTablesLive reads every GID table of the running kernel
+// (rxe: 1024 slots per port); skipped where there is no RDMA device.
+func BenchmarkReadTablesLive(b *testing.B) {
+	fsys := mustFS(b, "/")
+	if names, _ := fsys.DeviceNames(); len(names) == 0 {
+		b.Skip("no RDMA device on this machine")
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ReadTables(fsys, "", 0); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
