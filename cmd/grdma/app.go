@@ -28,11 +28,13 @@ type globalOptions struct {
 	json      bool
 	pretty    bool
 	details   int // -d, -dd
+	raw       bool
 	oneline   bool
 	force     bool
 	batch     string
 	version   bool
 	sysfsRoot string
+	netns     string
 }
 
 // app holds what commands share: options, streams, and the netlink client,
@@ -43,7 +45,7 @@ type app struct {
 	stdout io.Writer
 	stderr io.Writer
 
-	dial   func() (*nldev.Client, error)
+	dial   func() (*nldev.Client, error) // tests replace it; nil dials the kernel
 	client *nldev.Client
 }
 
@@ -52,14 +54,37 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *app {
 		stdin:  stdin,
 		stdout: stdout,
 		stderr: stderr,
-		dial:   func() (*nldev.Client, error) { return nldev.Dial(nil) },
 	}
+}
+
+// nlConfig is the netlink configuration of -n NETNS; call done once the
+// socket is open.
+func (a *app) nlConfig() (cfg *nldev.Config, done func(), err error) {
+	if a.opts.netns == "" {
+		return nil, func() {}, nil
+	}
+	f, err := openNetNS(a.opts.netns)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &nldev.Config{NetNS: int(f.Fd())}, func() { f.Close() }, nil
 }
 
 // nl returns the RDMA netlink client, dialling it on first use.
 func (a *app) nl() (*nldev.Client, error) {
 	if a.client == nil {
-		c, err := a.dial()
+		dial := a.dial
+		if dial == nil {
+			dial = func() (*nldev.Client, error) {
+				cfg, done, err := a.nlConfig()
+				if err != nil {
+					return nil, err
+				}
+				defer done()
+				return nldev.Dial(cfg)
+			}
+		}
+		c, err := dial()
 		if err != nil {
 			return nil, err
 		}
@@ -93,6 +118,12 @@ type usageError struct {
 
 func (e *usageError) Error() string { return e.msg }
 
+// cannotRunError is a command that cannot run here at all (a kernel
+// without the feature); it exits 2.
+type cannotRunError struct{ error }
+
+func (e *cannotRunError) Unwrap() error { return e.error }
+
 func usagef(help, format string, args ...any) error {
 	return &usageError{msg: fmt.Sprintf(format, args...), help: help}
 }
@@ -105,7 +136,11 @@ func (a *app) report(err error) int {
 	var ue *usageError
 	var ia *nldev.InvalidArgumentError
 	var silent *silentError
+	var cannot *cannotRunError
 	switch {
+	case errors.As(err, &cannot):
+		fmt.Fprintf(a.stderr, "grdma: %s\n", cannot.error)
+		return exitUsage
 	case errors.As(err, &silent):
 		return exitFailed
 	case errors.As(err, &ue):

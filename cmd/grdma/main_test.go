@@ -108,22 +108,7 @@ func TestGolden(t *testing.T) {
 				if code != 0 {
 					t.Fatalf("exit %d: %s", code, stderr)
 				}
-				golden := filepath.Join("testdata", "golden", name+".out")
-				if *update {
-					if err := os.MkdirAll(filepath.Dir(golden), 0o755); err != nil {
-						t.Fatal(err)
-					}
-					if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-						t.Fatal(err)
-					}
-				}
-				want, err := os.ReadFile(golden)
-				if err != nil {
-					t.Fatalf("%v (run go test -update to create it)", err)
-				}
-				if got != string(want) {
-					t.Errorf("output changed:\n%s", rdmacompat.Diff(strings.Split(string(want), "\n"), strings.Split(got, "\n")))
-				}
+				checkGolden(t, name, got)
 			})
 		}
 	}

@@ -67,13 +67,15 @@ Exit status: 0 success, 1 the operation failed, 2 the command line was wrong.`,
 	f.BoolVarP(&a.opts.json, "json", "j", false, "print JSON")
 	f.BoolVarP(&a.opts.pretty, "pretty", "p", false, "indent JSON output")
 	f.CountVarP(&a.opts.details, "details", "d", "print details (-dd: driver details)")
+	f.BoolVarP(&a.opts.raw, "raw", "r", false, "res show qp|cq|mr|srq: print the driver's raw description of each object")
 	f.BoolVarP(&a.opts.oneline, "oneline", "o", false, "print each record on one line, continuations joined by \\")
 	f.BoolVarP(&a.opts.force, "force", "f", false, "with --batch: go on after a failing command")
 	f.StringVarP(&a.opts.batch, "batch", "b", "", "run the commands of `FILE` (- for standard input), one per line")
 	f.StringVar(&a.opts.sysfsRoot, "sysfs-root", os.Getenv("GRDMA_SYSFS_ROOT"), "read /sys and /proc below `DIR` (default /, or $GRDMA_SYSFS_ROOT)")
+	f.StringVarP(&a.opts.netns, "netns", "n", "", "talk to the RDMA netlink of network namespace `NETNS` (a name in /run/netns, a path, or a PID)")
 	root.Flags().BoolVarP(&a.opts.version, "version", "V", false, "print the version and exit")
 
-	root.AddCommand(a.devCommand(), a.linkCommand(), a.sysCommand(), a.statCommand(), a.portCommand(), a.gidCommand())
+	root.AddCommand(a.devCommand(), a.linkCommand(), a.sysCommand(), a.statCommand(), a.monitorCommand(), a.portCommand(), a.gidCommand(), a.resCommand())
 	return root
 }
 

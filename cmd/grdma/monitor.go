@@ -1,0 +1,98 @@
+package main
+
+import (
+	"errors"
+
+	"github.com/grdma/grdma/nldev"
+	"github.com/grdma/grdma/output"
+	"github.com/spf13/cobra"
+)
+
+func (a *app) monitorCommand() *cobra.Command {
+	var count int
+	cmd := &cobra.Command{
+		Use:   "monitor [--count N]",
+		Short: "Print RDMA device events as they happen",
+		Long: `Print RDMA netlink events: devices registered, unregistered and renamed,
+netdevs attached to, detached from and renamed under ports. Text matches
+rdma monitor; with -j each event is one JSON object on its own line (with
+rdma's keys), so the stream can be read line by line. Needs a kernel that
+sends these events (Linux 6.13, or a backport); elsewhere grdma says so and
+exits 2. Unprivileged users may listen.`,
+		Example: `  grdma monitor
+  grdma -j monitor --count 1     # wait for one event`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := newArgv(args, "grdma monitor --help").done(); err != nil {
+				return err
+			}
+			return a.monitor(count)
+		},
+	}
+	cmd.Flags().IntVar(&count, "count", 0, "exit after `N` events (default: run until interrupted)")
+	return cmd
+}
+
+func (a *app) monitor(count int) error {
+	c, err := a.nl()
+	if err != nil {
+		return err
+	}
+	cfg, done, err := a.nlConfig()
+	if err != nil {
+		return err
+	}
+	m, err := c.Monitor(cfg)
+	done()
+	if errors.Is(err, nldev.ErrMonitorUnsupported) {
+		return &cannotRunError{err}
+	}
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	for seen := 0; count == 0 || seen < count; {
+		events, err := m.Receive()
+		if err != nil {
+			return err
+		}
+		p := a.printer()
+		for i := range events {
+			renderEvent(p, &events[i])
+			if seen++; count != 0 && seen == count {
+				break
+			}
+		}
+		if err := p.Flush(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// renderEvent prints an event as rdma monitor does (rdma/monitor.c), or
+// as one JSON line with rdma's keys.
+func renderEvent(p *output.Printer, e *nldev.Event) {
+	p.StartPlain()
+	p.OpenObject("")
+	p.String(output.Any, "event_type", "%s\t", "["+e.Type.String()+"]")
+	if e.Has(nldev.AttrDevIndex) {
+		p.Uint(output.Any, "rdma_index", "dev %s", uint64(e.DevIndex))
+	}
+	if e.Has(nldev.AttrDevName) {
+		p.String(output.Any, "rdma_dev", " %s", e.DevName)
+	}
+	if e.Has(nldev.AttrPortIndex) {
+		p.Uint(output.Any, "port", " port %s", uint64(e.Port))
+	}
+	if e.Has(nldev.AttrNetdevIndex) {
+		p.Uint(output.Any, "netdev_idx", " netdev %s", uint64(e.NetdevIndex))
+	}
+	if e.Has(nldev.AttrNetdevName) {
+		p.String(output.Any, "netdev_name", " %s", e.Netdev)
+	}
+	p.CloseObject()
+	p.EndPlain()
+	if !p.JSON() {
+		p.Newline()
+	}
+}
