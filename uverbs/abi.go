@@ -11,12 +11,36 @@ const (
 	cmdGetContext  = 0 // IB_USER_VERBS_CMD_GET_CONTEXT
 	cmdQueryDevice = 1 // IB_USER_VERBS_CMD_QUERY_DEVICE
 	cmdQueryPort   = 2 // IB_USER_VERBS_CMD_QUERY_PORT
+
+	// The objects of a verbs probe (pd.go, cq.go, qp.go, mr.go).
+	cmdAllocPD   = 3  // IB_USER_VERBS_CMD_ALLOC_PD
+	cmdDeallocPD = 4  // IB_USER_VERBS_CMD_DEALLOC_PD
+	cmdRegMR     = 9  // IB_USER_VERBS_CMD_REG_MR
+	cmdDeregMR   = 13 // IB_USER_VERBS_CMD_DEREG_MR
+	cmdCreateCQ  = 18 // IB_USER_VERBS_CMD_CREATE_CQ
+	cmdDestroyCQ = 20 // IB_USER_VERBS_CMD_DESTROY_CQ
+	cmdCreateQP  = 24 // IB_USER_VERBS_CMD_CREATE_QP
+	cmdQueryQP   = 25 // IB_USER_VERBS_CMD_QUERY_QP
+	cmdModifyQP  = 26 // IB_USER_VERBS_CMD_MODIFY_QP
+	cmdDestroyQP = 27 // IB_USER_VERBS_CMD_DESTROY_QP
+	cmdPostSend  = 28 // IB_USER_VERBS_CMD_POST_SEND
 )
 
 var commandNames = map[uint32]string{
 	cmdGetContext:  "GET_CONTEXT",
 	cmdQueryDevice: "QUERY_DEVICE",
 	cmdQueryPort:   "QUERY_PORT",
+	cmdAllocPD:     "ALLOC_PD",
+	cmdDeallocPD:   "DEALLOC_PD",
+	cmdRegMR:       "REG_MR",
+	cmdDeregMR:     "DEREG_MR",
+	cmdCreateCQ:    "CREATE_CQ",
+	cmdDestroyCQ:   "DESTROY_CQ",
+	cmdCreateQP:    "CREATE_QP",
+	cmdQueryQP:     "QUERY_QP",
+	cmdModifyQP:    "MODIFY_QP",
+	cmdDestroyQP:   "DESTROY_QP",
+	cmdPostSend:    "POST_SEND",
 }
 
 // The Go structs below mirror the kernel's field for field, reserved

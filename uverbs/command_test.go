@@ -217,11 +217,11 @@ func mustFS(t *testing.T, root string) sysfs.FS {
 
 func TestOpenErrors(t *testing.T) {
 	hca := mustFS(t, "../sysfs/testdata/hca")
-	var ud *UnsupportedDriverError
-	if _, err := Open(hca, "mlx5_0"); !errors.As(err, &ud) || ud.Driver != "mlx5_core" {
-		t.Errorf("Open(mlx5_0) = %v, want an *UnsupportedDriverError for mlx5_core", err)
-	} else if want := "mlx5_0: driver mlx5_core not supported: GET_CONTEXT needs struct mlx5_ib_alloc_ucontext_req"; err.Error() != want {
-		t.Errorf("error = %q, want %q", err, want)
+	// mlx5 is supported (Open sends its context request): the modelled
+	// tree has no dev/, so opening the char device fails.
+	if _, err := Open(hca, "mlx5_0"); !errors.Is(err, os.ErrNotExist) ||
+		!strings.Contains(err.Error(), "/dev/infiniband/uverbs0") {
+		t.Errorf("Open(mlx5_0) without dev/ = %v, want ENOENT naming /dev/infiniband/uverbs0", err)
 	}
 	if _, err := Open(hca, "mlx5_3"); !errors.Is(err, sysfs.ErrNoVerbsDevice) {
 		t.Errorf("Open(mlx5_3) = %v, want sysfs.ErrNoVerbsDevice", err)

@@ -26,10 +26,11 @@ func (e *UnsupportedDriverError) Error() string {
 	return fmt.Sprintf("%s: driver %s not supported: %s", e.Device, driver, e.Reason)
 }
 
-// driversNeedingRequestData are drivers whose GET_CONTEXT fails without
-// driver request data, by the name sysfs gives their driver.
-var driversNeedingRequestData = map[string]string{
-	"mlx5_core": "GET_CONTEXT needs struct mlx5_ib_alloc_ucontext_req",
+// contextRequests are GET_CONTEXT with the driver request data of the
+// drivers that need some, by the name sysfs gives their driver; the others
+// get none.
+var contextRequests = map[string]func(*Context) error{
+	mlx5Driver: (*Context).getMlx5Context,
 }
 
 // Open opens the uverbs device of RDMA device ibdev and creates a user
@@ -59,10 +60,6 @@ func Open(fsys sysfs.FS, ibdev string) (*Context, error) {
 	if err != nil {
 		return nil, err
 	}
-	if reason, ok := driversNeedingRequestData[dev.Driver]; ok {
-		return nil, &UnsupportedDriverError{Device: ibdev, Driver: dev.Driver, Reason: reason}
-	}
-
 	name := "dev/infiniband/" + vd.Name
 	fd, err := unix.Open(fsys.Path(name), unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -83,7 +80,11 @@ func Open(fsys sysfs.FS, ibdev string) (*Context, error) {
 		unix.Close(fd)
 		return nil, err
 	}
-	if err := c.getContext(); err != nil {
+	getContext := (*Context).getContext
+	if request, ok := contextRequests[dev.Driver]; ok {
+		getContext = request
+	}
+	if err := getContext(c); err != nil {
 		c.Close()
 		if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOPNOTSUPP) {
 			return nil, &UnsupportedDriverError{Device: ibdev, Driver: dev.Driver,

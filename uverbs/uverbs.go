@@ -11,8 +11,14 @@
 // are a request struct, a response struct and a method.
 //
 // GET_CONTEXT, the first command, carries driver-specific data. Drivers
-// that need none (rxe, siw, mlx4, ...) are supported; mlx5, which requires
-// request data, is refused with an *UnsupportedDriverError.
+// that need none (rxe, siw, mlx4, ...) are supported, and so is mlx5,
+// whose request Open sends; a driver that refuses GET_CONTEXT without its
+// request data is reported with an *UnsupportedDriverError.
+//
+// Beyond the device and port queries, the package creates the objects of
+// a verbs probe (pd.go, cq.go, qp.go, mr.go) with the driver data of rxe,
+// including its shared queues (rxe.go), and of mlx5's control path
+// (mlx5.go).
 package uverbs
 
 import (

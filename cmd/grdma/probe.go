@@ -1,0 +1,327 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/grdma/grdma/output"
+	"github.com/grdma/grdma/verbsprobe"
+	"github.com/spf13/cobra"
+)
+
+// probeRequest is a parsed probe command line.
+type probeRequest struct {
+	target  devPort
+	options verbsprobe.Options
+	count   int
+}
+
+// maxProbeCount bounds count: each probe takes milliseconds.
+const maxProbeCount = 1_000_000
+
+func (a *app) probeCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "probe DEV[/PORT] [gid-index N] [traffic] [count N]",
+		Short: "Prove that a device can run an RC queue pair, and carry traffic",
+		Long: `Run the verbs path of an RDMA device port (1 unless given) through the kernel's
+uverbs interface, without libibverbs: open the device, allocate a protection
+domain, a completion queue and an RC queue pair, connect the queue pair to
+itself (RESET, INIT, RTR, RTS) and confirm RTS with QUERY_QP. On RoCE the
+queue pair's address is the GID the gid selector chooses (RoCE v2 IPv4
+first) unless gid-index is given; on InfiniBand it is the port's LID.
+
+With traffic, register a memory region and send through the queue pair:
+a SEND into a posted receive, an RDMA WRITE, and an RDMA READ of what was
+written, verifying every byte. Everything is torn down in order, also on
+failure; an interrupted probe leaves nothing behind either.
+
+Each step is printed with its time; a failure names the step, the errno
+and its likely cause. With count, the probe runs N times (stopping at the
+first failure) and the times are summarized as min, median and max.
+
+rxe (Soft-RoCE) is probed fully; mlx5 up to a queue pair in RTS (no
+traffic); other drivers up to the protection domain, then reported as not
+supported.
+
+Exit status: 0 every step passed, 1 a step failed (or the driver is not
+supported), 2 the command line was wrong.`,
+		Example: `  grdma probe rxe0
+  grdma probe rxe0/1 traffic
+  grdma probe mlx5_0 gid-index 3
+  grdma -j probe rxe0 traffic count 200`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 && args[0] == "help" {
+				return cmd.Help()
+			}
+			req, err := parseProbe(newArgv(args, "grdma probe help"))
+			if err != nil {
+				return err
+			}
+			return a.probe(req)
+		},
+	}
+}
+
+func parseProbe(args *argv) (probeRequest, error) {
+	if args.empty() {
+		return probeRequest{}, usagef(args.help, "probe needs a device: DEV[/PORT]")
+	}
+	target, err := args.parseDevPort(args.next())
+	if err != nil {
+		return probeRequest{}, err
+	}
+	req := probeRequest{target: target, count: 1,
+		options: verbsprobe.Options{Device: target.Dev, Port: target.Port, GIDIndex: verbsprobe.AutoGID}}
+	for !args.empty() {
+		kw, err := args.keyword("argument", "", "gid-index", "traffic", "count")
+		if err != nil {
+			return probeRequest{}, err
+		}
+		switch kw {
+		case "traffic":
+			req.options.Traffic = true
+		case "gid-index":
+			if req.options.GIDIndex, err = args.number("gid-index", 0, math.MaxUint8); err != nil {
+				return probeRequest{}, err
+			}
+		case "count":
+			if req.count, err = args.number("count", 1, maxProbeCount); err != nil {
+				return probeRequest{}, err
+			}
+		}
+	}
+	return req, nil
+}
+
+// number consumes a decimal value of a keyword within [lo, hi].
+func (a *argv) number(what string, lo, hi int) (int, error) {
+	v, err := a.value(what + " value")
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < lo || n > hi {
+		return 0, usagef(a.help, "%s must be a number from %d to %d, not %q", what, lo, hi, v)
+	}
+	return n, nil
+}
+
+func (a *app) probe(req probeRequest) error {
+	fsys, err := a.sysfs()
+	if err != nil {
+		return err
+	}
+	req.options.Sysfs = fsys
+	// Ctrl-C stops the probe between steps; the teardown still runs.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	results := verbsprobe.Repeat(ctx, req.options, req.count)
+	last := results[len(results)-1]
+
+	p := a.printer()
+	if p.JSON() {
+		p.StartPlain()
+		renderProbeJSON(p, last, results, req.count)
+		p.EndPlain()
+	} else {
+		renderProbeText(p, last, results, req.count)
+	}
+	if err := p.Flush(); err != nil {
+		return err
+	}
+	return probeError(last, len(results), req.count)
+}
+
+// probeError is what a probe that did not pass exits with.
+func probeError(r *verbsprobe.Result, runs, count int) error {
+	target := fmt.Sprintf("%s/%d", r.Device, r.Port)
+	run := ""
+	if count > 1 {
+		run = fmt.Sprintf(" (run %d of %d)", runs, count)
+	}
+	if s := r.Failed(); s != nil {
+		msg := fmt.Sprintf("probe %s failed at %s%s: %v", target, s.Name, run, s.Err.Err)
+		if s.Err.Cause != "" {
+			msg += "\n  likely cause: " + s.Err.Cause
+		}
+		return fmt.Errorf("%s", msg)
+	}
+	if r.Unsupported != "" {
+		return fmt.Errorf("probe %s%s: %s", target, run, r.Unsupported)
+	}
+	return nil
+}
+
+// renderProbeText prints the steps of r as a checklist, and with count
+// the timing summary of all runs.
+func renderProbeText(p *output.Printer, r *verbsprobe.Result, results []*verbsprobe.Result, count int) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "probe %s/%d", r.Device, r.Port)
+	var about []string
+	if r.Driver != "" {
+		about = append(about, "driver "+r.Driver)
+	}
+	if r.VerbsDevice != "" {
+		about = append(about, r.VerbsDevice)
+	}
+	if r.GIDIndex >= 0 {
+		about = append(about, fmt.Sprintf("GID %d %s", r.GIDIndex, r.GID))
+	} else if r.LID != 0 {
+		about = append(about, fmt.Sprintf("LID %#x", r.LID))
+	}
+	if r.QPN != 0 {
+		about = append(about, fmt.Sprintf("qpn %d", r.QPN))
+	}
+	if len(about) > 0 {
+		fmt.Fprintf(&b, " (%s)", strings.Join(about, ", "))
+	}
+	if count > 1 {
+		fmt.Fprintf(&b, ", run %d of %d", len(results), count)
+	}
+	b.WriteString("\n")
+	for _, s := range r.Steps {
+		mark := "ok"
+		if !s.OK {
+			mark = "FAIL"
+		}
+		fmt.Fprintf(&b, "  [%-4s] %-15s %9s", mark, s.Name, formatDuration(s.Duration))
+		switch {
+		case s.Err != nil:
+			fmt.Fprintf(&b, "  %v", s.Err.Err)
+			if name := s.Err.ErrnoName(); name != "" {
+				fmt.Fprintf(&b, " (%s)", name)
+			}
+			if s.Err.Cause != "" {
+				fmt.Fprintf(&b, "\n  %-23s likely cause: %s", "", s.Err.Cause)
+			}
+		case s.Detail != "":
+			fmt.Fprintf(&b, "  %s", s.Detail)
+		}
+		b.WriteString("\n")
+	}
+	switch {
+	case r.Failed() != nil:
+		fmt.Fprintf(&b, "FAIL at %s\n", r.Failed().Name)
+	case r.Unsupported != "":
+		fmt.Fprintf(&b, "NOT SUPPORTED: %s\n", r.Unsupported)
+	case r.Traffic:
+		fmt.Fprintf(&b, "PASS: RC queue pair in RTS, SEND, RDMA WRITE and RDMA READ verified (%s)\n", formatDuration(r.Duration()))
+	default:
+		fmt.Fprintf(&b, "PASS: RC queue pair in RTS (%s)\n", formatDuration(r.Duration()))
+	}
+	if count > 1 {
+		steps, total := verbsprobe.Summarize(results)
+		fmt.Fprintf(&b, "\n%d runs, %d passed\n", len(results), passed(results))
+		fmt.Fprintf(&b, "  %-15s %9s %9s %9s\n", "step", "min", "median", "max")
+		for _, t := range append(steps, total) {
+			fmt.Fprintf(&b, "  %-15s %9s %9s %9s\n", t.Name, formatDuration(t.Min), formatDuration(t.Median), formatDuration(t.Max))
+		}
+	}
+	p.Text(b.String())
+}
+
+func passed(results []*verbsprobe.Result) int {
+	n := 0
+	for _, r := range results {
+		if r.OK() {
+			n++
+		}
+	}
+	return n
+}
+
+// formatDuration prints 812µs, 1.25ms or 2.50s.
+func formatDuration(d time.Duration) string {
+	switch {
+	case d < time.Millisecond:
+		return fmt.Sprintf("%dµs", d.Round(time.Microsecond)/time.Microsecond)
+	case d < time.Second:
+		return fmt.Sprintf("%.2fms", float64(d)/float64(time.Millisecond))
+	}
+	return fmt.Sprintf("%.2fs", d.Seconds())
+}
+
+// usec is a duration in microseconds, to 0.1 µs.
+func usec(d time.Duration) float64 { return math.Round(float64(d)/100) / 10 }
+
+// renderProbeJSON prints r as one object: ifname, port, gid_index, ok and
+// steps as the issue asks, what the probe found, and with count the
+// timing summary of all runs.
+func renderProbeJSON(p *output.Printer, r *verbsprobe.Result, results []*verbsprobe.Result, count int) {
+	p.OpenObject("")
+	p.String(output.JSONOnly, "ifname", "", r.Device)
+	p.Uint(output.JSONOnly, "port", "", uint64(r.Port))
+	p.String(output.JSONOnly, "driver", "", r.Driver)
+	p.String(output.JSONOnly, "uverbs", "", r.VerbsDevice)
+	p.Int(output.JSONOnly, "gid_index", "", int64(r.GIDIndex))
+	if r.GIDIndex >= 0 {
+		p.String(output.JSONOnly, "gid", "", r.GID.String())
+	}
+	if r.LID != 0 {
+		p.Uint(output.JSONOnly, "lid", "", uint64(r.LID))
+	}
+	if r.QPN != 0 {
+		p.Uint(output.JSONOnly, "qpn", "", uint64(r.QPN))
+	}
+	p.OnOff(output.JSONOnly, "traffic", "", r.Traffic)
+	p.OnOff(output.JSONOnly, "ok", "", r.OK())
+	if r.Unsupported != "" {
+		p.String(output.JSONOnly, "unsupported", "", r.Unsupported)
+	}
+	p.Float(output.JSONOnly, "usec", "", usec(r.Duration()), 1)
+	p.OpenArray(output.JSONOnly, "steps", "")
+	for _, s := range r.Steps {
+		p.OpenObject("")
+		p.String(output.JSONOnly, "name", "", s.Name)
+		p.OnOff(output.JSONOnly, "ok", "", s.OK)
+		p.Float(output.JSONOnly, "usec", "", usec(s.Duration), 1)
+		p.String(output.JSONOnly, "detail", "", s.Detail)
+		errText := ""
+		if s.Err != nil {
+			errText = s.Err.Err.Error()
+		}
+		p.String(output.JSONOnly, "error", "", errText)
+		if s.Err != nil {
+			p.String(output.JSONOnly, "errno", "", s.Err.ErrnoName())
+			p.String(output.JSONOnly, "cause", "", s.Err.Cause)
+		}
+		p.CloseObject()
+	}
+	p.CloseArray(output.JSONOnly, "")
+	if count > 1 {
+		p.Uint(output.JSONOnly, "count", "", uint64(count))
+		p.Uint(output.JSONOnly, "runs", "", uint64(len(results)))
+		p.Uint(output.JSONOnly, "passed", "", uint64(passed(results)))
+		steps, total := verbsprobe.Summarize(results)
+		p.OpenObject("timing")
+		p.OpenObject("total")
+		renderTimingJSON(p, total)
+		p.CloseObject()
+		p.OpenArray(output.JSONOnly, "steps", "")
+		for _, t := range steps {
+			p.OpenObject("")
+			p.String(output.JSONOnly, "name", "", t.Name)
+			renderTimingJSON(p, t)
+			p.CloseObject()
+		}
+		p.CloseArray(output.JSONOnly, "")
+		p.CloseObject()
+	}
+	p.CloseObject()
+}
+
+// renderTimingJSON prints the fields of a timing: runs, min_usec,
+// median_usec, max_usec.
+func renderTimingJSON(p *output.Printer, t verbsprobe.Timing) {
+	p.Uint(output.JSONOnly, "runs", "", uint64(t.Runs))
+	p.Float(output.JSONOnly, "min_usec", "", usec(t.Min), 1)
+	p.Float(output.JSONOnly, "median_usec", "", usec(t.Median), 1)
+	p.Float(output.JSONOnly, "max_usec", "", usec(t.Max), 1)
+}

@@ -1,0 +1,424 @@
+package uverbs
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// rxe (Soft-RoCE) user queues live in kernel memory that user space maps
+// from the uverbs device (include/uapi/rdma/rdma_user_rxe.h): the driver
+// answers CREATE_CQ and CREATE_QP with where to mmap each queue, work
+// requests are written into the send and receive queues, completions read
+// from the completion queue, and a POST_SEND without work requests tells
+// the kernel to look at the send queue. This is what librxe does; no
+// other command is needed, and POLL_CQ and POST_RECV are not even enabled
+// for rxe.
+
+// mmapInfo is struct mminfo: the mmap offset and size of one rxe queue on
+// the uverbs device.
+type mmapInfo struct {
+	Offset uint64
+	Size   uint32
+	Pad    uint32
+}
+
+// rxeCreateCQResp is struct rxe_create_cq_resp, CREATE_CQ's driver
+// response data.
+type rxeCreateCQResp struct{ MI mmapInfo }
+
+// rxeCreateQPResp is struct rxe_create_qp_resp, CREATE_QP's driver
+// response data.
+type rxeCreateQPResp struct {
+	RQMI mmapInfo
+	SQMI mmapInfo
+}
+
+// rxeQueueBuf is the header of struct rxe_queue_buf; the queue's elements
+// follow it (data[]). The producer and consumer indexes are on cache lines
+// of their own and always lie in [0, IndexMask].
+type rxeQueueBuf struct {
+	Log2ElemSize  uint32
+	IndexMask     uint32
+	Pad1          [30]uint32
+	ProducerIndex uint32
+	Pad2          [31]uint32
+	ConsumerIndex uint32
+	Pad3          [31]uint32
+}
+
+// Where the fields of rxeQueueBuf are in the mapped queue.
+const (
+	rxeProducerOffset = unsafe.Offsetof(rxeQueueBuf{}.ProducerIndex)
+	rxeConsumerOffset = unsafe.Offsetof(rxeQueueBuf{}.ConsumerIndex)
+	rxeDataOffset     = unsafe.Sizeof(rxeQueueBuf{})
+)
+
+// rxeSendWR is struct rxe_send_wr with the rdma member of its union wr:
+// what the kernel reads of a send work request.
+type rxeSendWR struct {
+	WRID         uint64
+	Reserved     uint32
+	Opcode       uint32
+	SendFlags    uint32
+	Ex           uint32 // immediate data (big-endian) or rkey to invalidate
+	RemoteAddr   uint64
+	RKey         uint32
+	RDMAReserved uint32
+	UnionRest    [104]byte // the larger members of union wr (ud, atomic, mw)
+}
+
+// rxeDMAInfo is struct rxe_dma_info without its flexible SGE array.
+type rxeDMAInfo struct {
+	Length    uint32
+	Resid     uint32
+	CurSGE    uint32
+	NumSGE    uint32
+	SGEOffset uint32
+	Reserved  uint32
+}
+
+// rxeSendWQE is struct rxe_send_wqe, a send queue element; its SGEs
+// follow it.
+type rxeSendWQE struct {
+	WR          rxeSendWR
+	Status      uint32
+	State       uint32
+	IOVA        uint64 // the remote address of an RDMA operation
+	Mask        uint32 // computed by the kernel
+	FirstPSN    uint32
+	LastPSN     uint32
+	AckLength   uint32
+	SSN         uint32
+	HasRdAtomic uint32
+	DMA         rxeDMAInfo
+}
+
+// rxeRecvWQE is struct rxe_recv_wqe, a receive queue element; its SGEs
+// follow it.
+type rxeRecvWQE struct {
+	WRID     uint64
+	Reserved uint32
+	Padding  uint32
+	DMA      rxeDMAInfo
+}
+
+// SGE is a scatter/gather element: Length bytes at Addr in the memory
+// region whose local key is LKey (struct ib_uverbs_sge, struct rxe_sge).
+type SGE struct {
+	Addr   uint64
+	Length uint32
+	LKey   uint32
+}
+
+// WROpcode is what a send work request does (enum ib_wr_opcode).
+type WROpcode uint32
+
+// Send work request opcodes.
+const (
+	WRRDMAWrite        WROpcode = 0
+	WRRDMAWriteWithImm WROpcode = 1
+	WRSend             WROpcode = 2
+	WRSendWithImm      WROpcode = 3
+	WRRDMARead         WROpcode = 4
+)
+
+// SendFlags modify a send work request (enum ib_send_flags).
+type SendFlags uint32
+
+// Send flags.
+const (
+	SendFence     SendFlags = 1 << 0
+	SendSignaled  SendFlags = 1 << 1
+	SendSolicited SendFlags = 1 << 2
+	SendInline    SendFlags = 1 << 3
+)
+
+// SendWR is a send work request (ibv_send_wr): the SGEs are sent (SEND,
+// RDMA WRITE) to, or read (RDMA READ) from, the peer's memory at
+// RemoteAddr with RKey, or its next receive buffer for SEND.
+type SendWR struct {
+	ID         uint64 // returned in the work completion
+	Opcode     WROpcode
+	Flags      SendFlags
+	SGL        []SGE
+	RemoteAddr uint64
+	RKey       uint32
+	ImmData    uint32 // big-endian on the wire, as ibv_send_wr's imm_data
+}
+
+// RecvWR is a receive work request (ibv_recv_wr): where the next incoming
+// SEND goes.
+type RecvWR struct {
+	ID  uint64
+	SGL []SGE
+}
+
+// rxeQueue is one mapped rxe queue: a work queue the user produces into,
+// or a completion queue the kernel produces into.
+type rxeQueue struct {
+	buf       []byte
+	elemShift uint32
+	indexMask uint32
+}
+
+// mmapQueue maps a queue of the uverbs device; tests replace it.
+var mmapQueue = func(fd int, offset int64, size int) ([]byte, error) {
+	return unix.Mmap(fd, offset, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+}
+
+// munmapQueue unmaps what mmapQueue mapped.
+var munmapQueue = unix.Munmap
+
+// mapRxeQueue maps the queue mi describes and checks that its header
+// describes elements of at least minElem bytes within the mapping.
+func (c *Context) mapRxeQueue(what string, mi mmapInfo, minElem uintptr) (*rxeQueue, error) {
+	if mi.Size < uint32(rxeDataOffset) {
+		return nil, fmt.Errorf("%s: rxe %s queue of %d bytes is too small for its header", c.name, what, mi.Size)
+	}
+	buf, err := mmapQueue(c.fd, int64(mi.Offset), int(mi.Size))
+	if err != nil {
+		return nil, fmt.Errorf("%s: mmap of the rxe %s queue (offset %#x, %d bytes): %w", c.name, what, mi.Offset, mi.Size, err)
+	}
+	q := &rxeQueue{
+		buf:       buf,
+		elemShift: binary.NativeEndian.Uint32(buf[unsafe.Offsetof(rxeQueueBuf{}.Log2ElemSize):]),
+		indexMask: binary.NativeEndian.Uint32(buf[unsafe.Offsetof(rxeQueueBuf{}.IndexMask):]),
+	}
+	slots := uint64(q.indexMask) + 1
+	if q.elemShift >= 32 || slots&(slots-1) != 0 || 1<<q.elemShift < uint64(minElem) ||
+		uint64(rxeDataOffset)+slots<<q.elemShift > uint64(len(buf)) {
+		munmapQueue(buf)
+		return nil, fmt.Errorf("%s: rxe %s queue header makes no sense: %d slots of 2^%d bytes in %d bytes",
+			c.name, what, slots, q.elemShift, len(buf))
+	}
+	return q, nil
+}
+
+func (q *rxeQueue) index(offset uintptr) *uint32 {
+	return (*uint32)(unsafe.Pointer(&q.buf[offset]))
+}
+
+func (q *rxeQueue) slot(i uint32) []byte {
+	start := uint64(rxeDataOffset) + uint64(i)<<q.elemShift
+	return q.buf[start : start+1<<q.elemShift]
+}
+
+// nextFree returns the slot a producer fills next, zeroed, or false when
+// the queue is full.
+func (q *rxeQueue) nextFree() ([]byte, bool) {
+	prod := atomic.LoadUint32(q.index(rxeProducerOffset))
+	if atomic.LoadUint32(q.index(rxeConsumerOffset)) == (prod+1)&q.indexMask {
+		return nil, false
+	}
+	s := q.slot(prod & q.indexMask)
+	clear(s)
+	return s, true
+}
+
+// produce hands the slot nextFree returned to the kernel: the atomic store
+// orders the slot's contents before the new index, as librxe's release
+// store does.
+func (q *rxeQueue) produce() {
+	prod := atomic.LoadUint32(q.index(rxeProducerOffset))
+	atomic.StoreUint32(q.index(rxeProducerOffset), (prod+1)&q.indexMask)
+}
+
+// nextFull returns the oldest element the kernel produced, or false when
+// the queue is empty.
+func (q *rxeQueue) nextFull() ([]byte, bool) {
+	cons := atomic.LoadUint32(q.index(rxeConsumerOffset))
+	if atomic.LoadUint32(q.index(rxeProducerOffset)) == cons {
+		return nil, false
+	}
+	return q.slot(cons & q.indexMask), true
+}
+
+// consume gives the element nextFull returned back to the kernel.
+func (q *rxeQueue) consume() {
+	cons := atomic.LoadUint32(q.index(rxeConsumerOffset))
+	atomic.StoreUint32(q.index(rxeConsumerOffset), (cons+1)&q.indexMask)
+}
+
+func (q *rxeQueue) unmap() error {
+	if q == nil || q.buf == nil {
+		return nil
+	}
+	err := munmapQueue(q.buf)
+	q.buf = nil
+	return err
+}
+
+// RxeCQ is an rxe completion queue with its mapped queue.
+type RxeCQ struct {
+	CQ
+	c     *Context
+	queue *rxeQueue
+}
+
+// CreateRxeCQ creates a completion queue of at least cqe entries on an rxe
+// device and maps it. Nothing is left behind on failure.
+func (c *Context) CreateRxeCQ(cqe uint32) (*RxeCQ, error) {
+	var out [unsafe.Sizeof(rxeCreateCQResp{})]byte
+	cq, err := c.CreateCQ(cqe, nil, out[:])
+	if err != nil {
+		return nil, err
+	}
+	var resp rxeCreateCQResp
+	decodeDriverData(out[:], &resp)
+	q, err := c.mapRxeQueue("completion", resp.MI, unsafe.Sizeof(WC{}))
+	if err != nil {
+		return nil, errors.Join(err, c.DestroyCQ(cq))
+	}
+	return &RxeCQ{CQ: cq, c: c, queue: q}, nil
+}
+
+// Poll moves up to len(wcs) completions from the queue into wcs and
+// returns how many (ibv_poll_cq). It makes no system call.
+func (cq *RxeCQ) Poll(wcs []WC) int {
+	n := 0
+	for n < len(wcs) {
+		slot, ok := cq.queue.nextFull()
+		if !ok {
+			break
+		}
+		// The element is a struct rxe_cqe; user completions start with
+		// struct ib_uverbs_wc.
+		if _, err := binary.Decode(slot, binary.NativeEndian, &wcs[n]); err != nil {
+			break // cannot happen: mapRxeQueue checked the element size
+		}
+		cq.queue.consume()
+		n++
+	}
+	return n
+}
+
+// Destroy destroys the completion queue and unmaps it. The kernel keeps
+// the queue's memory until both are done, so it is unmapped even when
+// DESTROY_CQ fails (the object then goes with the context).
+func (cq *RxeCQ) Destroy() error {
+	return errors.Join(cq.c.DestroyCQ(cq.CQ), cq.queue.unmap())
+}
+
+// RxeQP is an rxe queue pair with its mapped send and receive queues.
+type RxeQP struct {
+	QP
+	c  *Context
+	sq *rxeQueue
+	rq *rxeQueue
+}
+
+// CreateRxeQP creates a queue pair on an rxe device and maps its queues
+// (rxe takes no driver request data). Nothing is left behind on failure.
+func (c *Context) CreateRxeQP(init QPInit) (*RxeQP, error) {
+	var out [unsafe.Sizeof(rxeCreateQPResp{})]byte
+	qp, err := c.CreateQP(init, nil, out[:])
+	if err != nil {
+		return nil, err
+	}
+	var resp rxeCreateQPResp
+	decodeDriverData(out[:], &resp)
+	// As librxe: the receive queue first, then the send queue.
+	minRecv := unsafe.Sizeof(rxeRecvWQE{}) + uintptr(init.Cap.MaxRecvSGE)*unsafe.Sizeof(SGE{})
+	rq, err := c.mapRxeQueue("receive", resp.RQMI, minRecv)
+	if err != nil {
+		return nil, errors.Join(err, c.DestroyQP(qp))
+	}
+	minSend := unsafe.Sizeof(rxeSendWQE{}) + uintptr(init.Cap.MaxSendSGE)*unsafe.Sizeof(SGE{})
+	sq, err := c.mapRxeQueue("send", resp.SQMI, minSend)
+	if err != nil {
+		return nil, errors.Join(err, c.DestroyQP(qp), rq.unmap())
+	}
+	return &RxeQP{QP: qp, c: c, sq: sq, rq: rq}, nil
+}
+
+// ErrQueueFull means a work queue has no free slot.
+var ErrQueueFull = errors.New("work queue full")
+
+// PostRecv puts a receive work request on the receive queue
+// (ibv_post_recv). It makes no system call: the kernel takes the request
+// when a SEND arrives.
+func (qp *RxeQP) PostRecv(wr RecvWR) error {
+	if len(wr.SGL) > int(qp.Cap.MaxRecvSGE) {
+		return fmt.Errorf("receive request with %d SGEs; the queue pair takes %d", len(wr.SGL), qp.Cap.MaxRecvSGE)
+	}
+	slot, ok := qp.rq.nextFree()
+	if !ok {
+		return fmt.Errorf("receive queue: %w", ErrQueueFull)
+	}
+	length := sglLength(wr.SGL)
+	wqe := rxeRecvWQE{WRID: wr.ID, DMA: rxeDMAInfo{Length: length, Resid: length, NumSGE: uint32(len(wr.SGL))}}
+	encodeWQE(slot, &wqe, wr.SGL)
+	qp.rq.produce()
+	return nil
+}
+
+// PostSend puts a send work request on the send queue and rings the
+// doorbell (ibv_post_send). The queue pair must be in RTS.
+func (qp *RxeQP) PostSend(wr SendWR) error {
+	if wr.Flags&SendInline != 0 {
+		return fmt.Errorf("inline send requests are not supported")
+	}
+	if len(wr.SGL) > int(qp.Cap.MaxSendSGE) {
+		return fmt.Errorf("send request with %d SGEs; the queue pair takes %d", len(wr.SGL), qp.Cap.MaxSendSGE)
+	}
+	slot, ok := qp.sq.nextFree()
+	if !ok {
+		return fmt.Errorf("send queue: %w", ErrQueueFull)
+	}
+	length := sglLength(wr.SGL)
+	wqe := rxeSendWQE{
+		WR: rxeSendWR{WRID: wr.ID, Opcode: uint32(wr.Opcode), SendFlags: uint32(wr.Flags), Ex: wr.ImmData},
+		// The kernel takes the remote address of RDMA operations from
+		// IOVA; librxe sets both.
+		IOVA: wr.RemoteAddr,
+		DMA:  rxeDMAInfo{Length: length, Resid: length, NumSGE: uint32(len(wr.SGL))},
+	}
+	if wr.Opcode != WRSend && wr.Opcode != WRSendWithImm {
+		wqe.WR.RemoteAddr, wqe.WR.RKey = wr.RemoteAddr, wr.RKey
+	}
+	encodeWQE(slot, &wqe, wr.SGL)
+	qp.sq.produce()
+	return qp.c.RingSendDoorbell(qp.QP)
+}
+
+// Destroy destroys the queue pair and unmaps its queues, even when
+// DESTROY_QP fails.
+func (qp *RxeQP) Destroy() error {
+	return errors.Join(qp.c.DestroyQP(qp.QP), qp.sq.unmap(), qp.rq.unmap())
+}
+
+func sglLength(sgl []SGE) uint32 {
+	var n uint32
+	for _, s := range sgl {
+		n += s.Length
+	}
+	return n
+}
+
+// encodeWQE writes a work queue element and its SGEs into a zeroed slot,
+// which mapRxeQueue made large enough.
+func encodeWQE(slot []byte, wqe any, sgl []SGE) {
+	n, err := binary.Encode(slot, binary.NativeEndian, wqe)
+	if err != nil {
+		panic(err) // the slot is smaller than its header: a bug
+	}
+	for _, s := range sgl {
+		m, err := binary.Encode(slot[n:], binary.NativeEndian, s)
+		if err != nil {
+			panic(err)
+		}
+		n += m
+	}
+}
+
+// decodeDriverData decodes driver response data of a known, fixed size.
+func decodeDriverData(b []byte, v any) {
+	if _, err := binary.Decode(b, binary.NativeEndian, v); err != nil {
+		panic(err) // b was sized from v: a bug
+	}
+}

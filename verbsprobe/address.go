@@ -1,0 +1,169 @@
+package verbsprobe
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/grdma/grdma/gid"
+	"github.com/grdma/grdma/sysfs"
+	"github.com/grdma/grdma/uverbs"
+)
+
+// NoGIDError means the port's GID table has no GID the queue pair can
+// use as its address.
+type NoGIDError struct {
+	Device  string
+	Port    uint32
+	Entries []gid.Entry // the populated table
+}
+
+func (e *NoGIDError) Error() string {
+	if len(e.Entries) == 0 {
+		return fmt.Sprintf("no usable GID on %s/%d: the GID table is empty", e.Device, e.Port)
+	}
+	return fmt.Sprintf("no usable GID on %s/%d; the table has: %s", e.Device, e.Port, describeEntries(e.Entries))
+}
+
+// GIDIndexError means the GID index asked for names no usable GID.
+type GIDIndexError struct {
+	Device  string
+	Port    uint32
+	Index   int
+	Slots   uint32      // the table's size
+	Entries []gid.Entry // the populated table
+}
+
+func (e *GIDIndexError) Error() string {
+	if e.Index >= int(e.Slots) {
+		return fmt.Sprintf("GID index %d is out of range: %s/%d has %d GID slots (0-%d)",
+			e.Index, e.Device, e.Port, e.Slots, int(e.Slots)-1)
+	}
+	have := "the table is empty"
+	if len(e.Entries) > 0 {
+		have = "the table has: " + describeEntries(e.Entries)
+	}
+	return fmt.Sprintf("GID index %d of %s/%d is empty; %s", e.Index, e.Device, e.Port, have)
+}
+
+// NoLIDError means an InfiniBand port has no LID to be addressed by.
+type NoLIDError struct {
+	Device string
+	Port   uint32
+	LID    uint16
+}
+
+func (e *NoLIDError) Error() string {
+	return fmt.Sprintf("port %s/%d has no usable LID (%#x)", e.Device, e.Port, e.LID)
+}
+
+func describeEntries(entries []gid.Entry) string {
+	parts := make([]string, len(entries))
+	for i, e := range entries {
+		parts[i] = e.String()
+	}
+	return strings.Join(parts, ", ")
+}
+
+// addressPreference is the order the gid selector is asked in when no
+// index is given: RoCE v2 over IPv4 (routable, what NCCL and UCX prefer),
+// then other RoCE v2 (global IPv6 before link-local), then anything (RoCE
+// v1).
+var addressPreference = []gid.Criteria{
+	{Type: gid.TypeRoCEv2, Family: gid.IPv4},
+	{Type: gid.TypeRoCEv2},
+	{},
+}
+
+// chooseAddress picks how the queue pair addresses itself: a GID of the
+// port on RoCE (always with a GRH), its LID on InfiniBand unless a GID
+// index is given.
+func (p *prober) chooseAddress() (string, error) {
+	dev, port := p.opts.Device, p.opts.Port
+	ib := p.port.LinkLayer == uverbs.LinkLayerInfiniBand
+	if ib {
+		if p.port.LID == 0 || p.port.LID >= 0xc000 { // unassigned, or multicast/permissive
+			return "", &NoLIDError{Device: dev, Port: port, LID: p.port.LID}
+		}
+		p.res.LID = p.port.LID
+		if p.opts.GIDIndex == AutoGID {
+			return fmt.Sprintf("LID %#x, no GRH", p.res.LID), nil
+		}
+	}
+	var chosen gid.Entry
+	var err error
+	if p.opts.GIDIndex != AutoGID {
+		chosen, err = p.gidAt(p.opts.GIDIndex)
+	} else {
+		chosen, err = p.selectGID()
+	}
+	if err != nil {
+		return "", err
+	}
+	p.res.GIDIndex, p.res.GID = chosen.Index, chosen.GID
+	detail := "GID " + chosen.String()
+	if ib {
+		detail += fmt.Sprintf(", LID %#x", p.res.LID)
+	}
+	return detail, nil
+}
+
+// gidAt returns the populated GID slot index.
+func (p *prober) gidAt(index int) (gid.Entry, error) {
+	if index < int(p.port.GIDTblLen) {
+		e, ok, err := p.readGID(index)
+		if err != nil || ok {
+			return e, err
+		}
+	}
+	entries, err := gid.ReadTable(p.opts.Sysfs, p.opts.Device, p.opts.Port)
+	if err != nil {
+		return gid.Entry{}, err
+	}
+	return gid.Entry{}, &GIDIndexError{Device: p.opts.Device, Port: p.opts.Port, Index: index,
+		Slots: p.port.GIDTblLen, Entries: entries}
+}
+
+// selectGID returns the entry the gid selector chooses by
+// addressPreference. The table is read slot by slot (rxe has 1024, each a
+// sysfs file) only until the first choice of the first preference, the
+// first routable match in table order, turns up.
+func (p *prober) selectGID() (gid.Entry, error) {
+	var entries []gid.Entry
+	for i := range int(p.port.GIDTblLen) {
+		e, ok, err := p.readGID(i)
+		if err != nil {
+			return gid.Entry{}, err
+		}
+		if !ok {
+			continue
+		}
+		if addressPreference[0].Match(e) && !e.GID.IsLinkLocal() {
+			return e, nil
+		}
+		entries = append(entries, e)
+	}
+	for _, c := range addressPreference[1:] {
+		if e, err := gid.Select(entries, c); err == nil {
+			return e, nil
+		}
+	}
+	return gid.Entry{}, &NoGIDError{Device: p.opts.Device, Port: p.opts.Port, Entries: entries}
+}
+
+// readGID reads slot index of the port's GID table; false when it holds
+// no usable GID. It skips what gid.ReadTable skips.
+func (p *prober) readGID(index int) (gid.Entry, bool, error) {
+	a, err := p.opts.Sysfs.GIDAttr(p.opts.Device, p.opts.Port, index)
+	if err != nil || a.GID == sysfs.ZeroGID || a.Type == "" {
+		return gid.Entry{}, false, err
+	}
+	g, err := gid.Parse(a.GID)
+	if err != nil || g.IsEmpty() {
+		return gid.Entry{}, false, err
+	}
+	typ, err := gid.ParseSysfsType(a.Type, p.port.LinkLayer.String())
+	if err != nil {
+		return gid.Entry{}, false, err
+	}
+	return gid.Entry{Port: p.opts.Port, Index: index, GID: g, Type: typ, Netdev: a.Netdev}, true, nil
+}

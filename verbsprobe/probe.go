@@ -1,0 +1,491 @@
+// Package verbsprobe proves that an RDMA device can run a queue pair: it
+// opens the device's uverbs interface (pure Go, no libibverbs), creates a
+// protection domain, a completion queue and a reliable connected queue
+// pair, connects the queue pair to itself (RESET→INIT→RTR→RTS), checks
+// with QUERY_QP that it is ready to send and, with traffic, sends real
+// data through it (SEND, RDMA WRITE, RDMA READ) and verifies every byte.
+// Everything is torn down in order, on every path.
+//
+// Each step is timed and reported; a failure names the step, the errno
+// and its likely cause. rxe (Soft-RoCE) is probed fully. mlx5 is probed
+// up to a queue pair in RTS (its data path would need libmlx5's WQE and
+// doorbell formats). Other drivers are probed up to the protection domain
+// and reported as not supported.
+//
+// The kernel frees everything a process created in its uverbs context when
+// the device is closed, so even a probe that is killed leaves nothing
+// behind.
+package verbsprobe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/grdma/grdma/gid"
+	"github.com/grdma/grdma/sysfs"
+	"github.com/grdma/grdma/uverbs"
+)
+
+// Options says what to probe.
+type Options struct {
+	// Sysfs is the root the device is found under (sysfs.NewFS("/")).
+	Sysfs  sysfs.FS
+	Device string // the RDMA device, e.g. "rxe0"
+	// Port is the port number, from 1; 0 means 1.
+	Port uint32
+	// GIDIndex is the source GID of the queue pair's address. Auto
+	// (-1) chooses with the gid selector: RoCE v2 IPv4 first, then other
+	// RoCE v2, then RoCE v1; on InfiniBand, no GRH (the port's LID).
+	GIDIndex int
+	// Traffic sends data through the queue pair and verifies it.
+	Traffic bool
+	// CompletionTimeout bounds the wait for each operation's
+	// completions; 0 means DefaultCompletionTimeout.
+	CompletionTimeout time.Duration
+}
+
+// AutoGID asks for the GID the selector chooses.
+const AutoGID = -1
+
+// DefaultCompletionTimeout is how long an operation's completions may
+// take. On rxe they take tens of microseconds; a lost packet is retried
+// for about half a second before the queue pair gives up.
+const DefaultCompletionTimeout = 2 * time.Second
+
+// Step names, in the order they run. Every step that runs is reported;
+// the teardown steps run for the objects that exist, whatever failed.
+const (
+	StepOpen        = "open"         // find the uverbs device in sysfs, open it, GET_CONTEXT
+	StepQueryDevice = "query_device" // QUERY_DEVICE
+	StepQueryPort   = "query_port"   // QUERY_PORT; the port must be ACTIVE
+	StepAddress     = "address"      // the GID (RoCE) or LID (InfiniBand) to connect to
+	StepAllocPD     = "alloc_pd"     // ALLOC_PD
+	StepCreateCQ    = "create_cq"    // CREATE_CQ with the driver's queue
+	StepCreateQP    = "create_qp"    // CREATE_QP, RC, with the driver's queues
+	StepInit        = "modify_qp_init"
+	StepRTR         = "modify_qp_rtr" // connected to itself
+	StepRTS         = "modify_qp_rts"
+	StepQueryQP     = "query_qp" // QUERY_QP confirms RTS and the connection
+	StepRegMR       = "reg_mr"   // traffic: REG_MR of mmapped buffers
+	StepSend        = "send"     // a RECV and a SEND, payload verified
+	StepRDMAWrite   = "rdma_write"
+	StepRDMARead    = "rdma_read" // reads back what the write wrote
+	StepDeregMR     = "dereg_mr"
+	StepDestroyQP   = "destroy_qp"
+	StepDestroyCQ   = "destroy_cq"
+	StepDeallocPD   = "dealloc_pd"
+	StepClose       = "close"
+)
+
+// Step is the outcome of one step.
+type Step struct {
+	Name     string
+	OK       bool
+	Duration time.Duration
+	Detail   string     // what it found or made, e.g. "qpn 17"
+	Err      *StepError // nil when OK
+}
+
+// Result is the outcome of a probe.
+type Result struct {
+	Device      string
+	Port        uint32
+	Driver      string // as sysfs names it: "rxe", "mlx5_core", ...
+	VerbsDevice string // "uverbs0"
+	LinkLayer   uverbs.LinkLayer
+	// GIDIndex is the source GID of the queue pair's address, -1 when
+	// the address has none (InfiniBand by LID) or none was chosen yet.
+	GIDIndex int
+	GID      gid.GID
+	LID      uint16
+	QPN      uint32
+	Traffic  bool
+	Steps    []Step
+	// Unsupported says why the probe stopped short without a failure: the
+	// driver's data is unknown to grdma.
+	Unsupported string
+}
+
+// OK reports whether the probe did everything it was asked and every
+// step passed.
+func (r *Result) OK() bool { return r.Failed() == nil && r.Unsupported == "" }
+
+// Failed returns the first step that failed, or nil.
+func (r *Result) Failed() *Step {
+	for i := range r.Steps {
+		if !r.Steps[i].OK {
+			return &r.Steps[i]
+		}
+	}
+	return nil
+}
+
+// Duration is the time of all steps.
+func (r *Result) Duration() time.Duration {
+	var d time.Duration
+	for _, s := range r.Steps {
+		d += s.Duration
+	}
+	return d
+}
+
+// Err returns the first failure, or an *UnsupportedError, or nil.
+func (r *Result) Err() error {
+	if s := r.Failed(); s != nil {
+		return s.Err
+	}
+	if r.Unsupported != "" {
+		return &UnsupportedError{Device: r.Device, Reason: r.Unsupported}
+	}
+	return nil
+}
+
+// UnsupportedError means the probe could not check everything because
+// grdma does not know the driver's data.
+type UnsupportedError struct {
+	Device string
+	Reason string
+}
+
+func (e *UnsupportedError) Error() string { return e.Device + ": " + e.Reason }
+
+// The queue pair's shape: small, one SGE, every send signalled.
+const (
+	queueDepth   = 16
+	cqEntries    = 2 * queueDepth
+	qpAccess     = uverbs.AccessLocalWrite | uverbs.AccessRemoteWrite | uverbs.AccessRemoteRead
+	hopLimit     = 64
+	minRNRTimer  = 12 // 0.64 ms
+	ackTimeout   = 14 // 4.096 µs × 2^14 = 67 ms
+	retryCount   = 7
+	rnrRetry     = 3 // not 7 (infinite): a missing receive surfaces as an error
+	rdAtomicSize = 1 // one outstanding RDMA READ each way
+)
+
+// prober runs one probe; its fields are the objects that exist, which
+// teardown destroys.
+type prober struct {
+	opts   Options
+	res    *Result
+	dev    sysfs.Device
+	c      *uverbs.Context
+	port   uverbs.PortAttr
+	driver driver
+	pd     *uverbs.PD
+	cq     probeCQ
+	qp     probeQP
+	mr     *memoryRegion
+	// startPSN is the first packet sequence number, random (24 bits);
+	// sending to itself, the queue pair's send and receive PSNs are equal.
+	startPSN uint32
+}
+
+// Run probes the device opts names. The result lists every step that ran;
+// ctx stops the probe between steps (the teardown still runs).
+func Run(ctx context.Context, opts Options) *Result {
+	if opts.Port == 0 {
+		opts.Port = 1
+	}
+	if opts.CompletionTimeout == 0 {
+		opts.CompletionTimeout = DefaultCompletionTimeout
+	}
+	p := &prober{
+		opts:     opts,
+		res:      &Result{Device: opts.Device, Port: opts.Port, GIDIndex: AutoGID, Traffic: opts.Traffic},
+		startPSN: rand.Uint32() & 0xffffff,
+	}
+	defer p.teardown()
+	p.run(ctx)
+	return p.res
+}
+
+// stepFunc is one step: it returns what it found or made, or why it
+// failed.
+type stepFunc struct {
+	name string
+	fn   func() (detail string, err error)
+}
+
+func (p *prober) run(ctx context.Context) {
+	if !p.steps(ctx, []stepFunc{
+		{StepOpen, p.open},
+		{StepQueryDevice, p.queryDevice},
+		{StepQueryPort, p.queryPort},
+		{StepAddress, p.chooseAddress},
+		{StepAllocPD, p.allocPD},
+	}) {
+		return
+	}
+	if p.driver == nil {
+		p.res.Unsupported = fmt.Sprintf("driver %s not supported by the probe: its CREATE_CQ and CREATE_QP need driver data grdma does not know (checked up to ALLOC_PD)",
+			p.res.Driver)
+		return
+	}
+	if !p.steps(ctx, []stepFunc{
+		{StepCreateCQ, p.createCQ},
+		{StepCreateQP, p.createQP},
+		{StepInit, p.toInit},
+		{StepRTR, p.toRTR},
+		{StepRTS, p.toRTS},
+		{StepQueryQP, p.queryQP},
+	}) || !p.opts.Traffic {
+		return
+	}
+	t, ok := newTraffic(p)
+	if !ok {
+		p.res.Unsupported = fmt.Sprintf("traffic on driver %s not supported by the probe: it needs the driver's data path (WQE format, doorbells), which grdma does not have; the queue pair reached RTS",
+			p.res.Driver)
+		return
+	}
+	p.steps(ctx, []stepFunc{
+		{StepRegMR, p.regMR},
+		{StepSend, t.send},
+		{StepRDMAWrite, t.rdmaWrite},
+		{StepRDMARead, t.rdmaRead},
+	})
+}
+
+// steps runs steps in order until one fails; it reports whether all
+// passed.
+func (p *prober) steps(ctx context.Context, steps []stepFunc) bool {
+	for _, s := range steps {
+		if !p.step(ctx, s.name, s.fn) {
+			return false
+		}
+	}
+	return true
+}
+
+// step runs and records one step; it reports whether the step passed. A
+// cancelled ctx fails the step before it runs.
+func (p *prober) step(ctx context.Context, name string, fn func() (string, error)) bool {
+	if err := ctx.Err(); err != nil {
+		p.record(name, 0, "", fmt.Errorf("interrupted: %w", err))
+		return false
+	}
+	start := time.Now()
+	detail, err := fn()
+	p.record(name, time.Since(start), detail, err)
+	return err == nil
+}
+
+func (p *prober) record(name string, d time.Duration, detail string, err error) {
+	s := Step{Name: name, OK: err == nil, Duration: d, Detail: detail}
+	if err != nil {
+		s.Err = p.diagnose(name, err)
+	}
+	p.res.Steps = append(p.res.Steps, s)
+}
+
+// teardown destroys what exists, queue pair first (the others cannot go
+// while it uses them), and closes the device, each as a step.
+func (p *prober) teardown() {
+	ctx := context.Background()
+	if p.qp != nil {
+		p.step(ctx, StepDestroyQP, func() (string, error) { return "", p.qp.Destroy() })
+		p.qp = nil
+	}
+	if p.cq != nil {
+		p.step(ctx, StepDestroyCQ, func() (string, error) { return "", p.cq.Destroy() })
+		p.cq = nil
+	}
+	if p.mr != nil {
+		p.step(ctx, StepDeregMR, func() (string, error) { return "", p.mr.release(p.c) })
+		p.mr = nil
+	}
+	if p.pd != nil {
+		p.step(ctx, StepDeallocPD, func() (string, error) { return "", p.c.DeallocPD(*p.pd) })
+		p.pd = nil
+	}
+	if p.c != nil {
+		// Closing also frees whatever a failed destroy left.
+		p.step(ctx, StepClose, func() (string, error) { return "", p.c.Close() })
+		p.c = nil
+	}
+}
+
+func (p *prober) open() (string, error) {
+	var err error
+	if p.dev, err = p.opts.Sysfs.Device(p.opts.Device); err != nil {
+		if sysfs.IsGone(err) {
+			return "", &sysfs.NotFoundError{Device: p.opts.Device}
+		}
+		return "", err
+	}
+	p.res.Driver = p.dev.Driver
+	vd, err := p.opts.Sysfs.VerbsDeviceFor(p.opts.Device)
+	if err != nil {
+		return "", err
+	}
+	p.res.VerbsDevice = vd.Name
+	if p.c, err = uverbs.Open(p.opts.Sysfs, p.opts.Device); err != nil {
+		var ud *uverbs.UnsupportedDriverError
+		if errors.As(err, &ud) {
+			p.res.Unsupported = fmt.Sprintf("driver %s not supported by the probe: %s", p.dev.Driver, ud.Reason)
+		}
+		return "", err
+	}
+	p.driver = drivers[p.dev.Driver]
+	return fmt.Sprintf("/dev/infiniband/%s, driver %s", vd.Name, p.dev.Driver), nil
+}
+
+func (p *prober) queryDevice() (string, error) {
+	attr, err := p.c.QueryDevice()
+	if err != nil {
+		return "", err
+	}
+	if p.opts.Port > uint32(attr.PhysPortCnt) {
+		return "", &sysfs.NotFoundError{Device: p.opts.Device, Port: p.opts.Port}
+	}
+	return fmt.Sprintf("vendor %#x, %d port(s), max_qp_wr %d, max_cqe %d", attr.VendorID, attr.PhysPortCnt, attr.MaxQPWr, attr.MaxCQE), nil
+}
+
+// PortNotActiveError means the port cannot carry traffic.
+type PortNotActiveError struct {
+	Device string
+	Port   uint32
+	State  uint8 // enum ib_port_state
+}
+
+func (e *PortNotActiveError) Error() string {
+	return fmt.Sprintf("port %s/%d is %s, not ACTIVE", e.Device, e.Port, portStateName(e.State))
+}
+
+func portStateName(s uint8) string {
+	names := [...]string{"NOP", "DOWN", "INIT", "ARMED", "ACTIVE", "ACTIVE_DEFER"}
+	if int(s) < len(names) {
+		return names[s]
+	}
+	return fmt.Sprintf("state %d", s)
+}
+
+const portActive = 4 // IB_PORT_ACTIVE
+
+func (p *prober) queryPort() (string, error) {
+	var err error
+	if p.port, err = p.c.QueryPort(uint8(p.opts.Port)); err != nil {
+		return "", err
+	}
+	p.res.LinkLayer = p.port.LinkLayer
+	if p.port.State != portActive {
+		return "", &PortNotActiveError{Device: p.opts.Device, Port: p.opts.Port, State: p.port.State}
+	}
+	return fmt.Sprintf("ACTIVE, %s, active MTU %s", p.port.LinkLayer, p.port.ActiveMTU), nil
+}
+
+func (p *prober) allocPD() (string, error) {
+	pd, err := p.c.AllocPD()
+	if err != nil {
+		return "", err
+	}
+	p.pd = &pd
+	return fmt.Sprintf("pd %d", pd.Handle), nil
+}
+
+func (p *prober) createCQ() (string, error) {
+	var err error
+	if p.cq, err = p.driver.createCQ(p.c, cqEntries); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("cq %d, %d entries", p.cq.cq().Handle, p.cq.cq().CQE), nil
+}
+
+func (p *prober) createQP() (string, error) {
+	cq := p.cq.cq()
+	init := uverbs.QPInit{PD: *p.pd, SendCQ: cq, RecvCQ: cq, Type: uverbs.QPTypeRC, SignalAll: true,
+		Cap: uverbs.QPCap{MaxSendWR: queueDepth, MaxRecvWR: queueDepth, MaxSendSGE: 1, MaxRecvSGE: 1}}
+	var err error
+	if p.qp, err = p.driver.createQP(p.c, init); err != nil {
+		return "", err
+	}
+	qp := p.qp.qp()
+	p.res.QPN = qp.QPN
+	return fmt.Sprintf("RC qpn %d, %d send and %d receive requests", qp.QPN, qp.Cap.MaxSendWR, qp.Cap.MaxRecvWR), nil
+}
+
+func (p *prober) toInit() (string, error) {
+	attr := uverbs.QPAttr{State: uverbs.QPStateInit, PKeyIndex: 0, PortNum: uint8(p.opts.Port), AccessFlags: qpAccess}
+	return "", p.c.ModifyQP(p.qp.qp(), &attr, uverbs.QPAttrsResetToInit)
+}
+
+// pathMTU is the port's active MTU, as ibv_rc_pingpong uses it.
+func (p *prober) pathMTU() uverbs.MTU { return p.port.ActiveMTU }
+
+// addressVector addresses the queue pair itself: its own GID (with a GRH)
+// or its own LID.
+func (p *prober) addressVector() uverbs.AddressVector {
+	av := uverbs.AddressVector{PortNum: uint8(p.opts.Port), DLID: p.res.LID}
+	if p.res.GIDIndex >= 0 {
+		av.IsGlobal, av.DGID, av.SGIDIndex, av.HopLimit = 1, p.res.GID, uint8(p.res.GIDIndex), hopLimit
+	}
+	return av
+}
+
+func (p *prober) toRTR() (string, error) {
+	qp := p.qp.qp()
+	attr := uverbs.QPAttr{State: uverbs.QPStateRTR, PathMTU: p.pathMTU(), DestQPN: qp.QPN, RQPSN: p.startPSN,
+		MaxDestRdAtomic: rdAtomicSize, MinRNRTimer: minRNRTimer, AV: p.addressVector()}
+	if err := p.c.ModifyQP(qp, &attr, uverbs.QPAttrsInitToRTR); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("to qpn %d, path MTU %s", qp.QPN, attr.PathMTU), nil
+}
+
+func (p *prober) toRTS() (string, error) {
+	attr := uverbs.QPAttr{State: uverbs.QPStateRTS, Timeout: ackTimeout, RetryCnt: retryCount, RNRRetry: rnrRetry,
+		SQPSN: p.startPSN, MaxRdAtomic: rdAtomicSize}
+	return "", p.c.ModifyQP(p.qp.qp(), &attr, uverbs.QPAttrsRTRToRTS)
+}
+
+// QPMismatchError means QUERY_QP disagrees with what the probe set.
+type QPMismatchError struct {
+	Attribute string
+	Got, Want string
+}
+
+func (e *QPMismatchError) Error() string {
+	return fmt.Sprintf("QUERY_QP: %s is %s, want %s", e.Attribute, e.Got, e.Want)
+}
+
+func (p *prober) queryQP() (string, error) {
+	qp := p.qp.qp()
+	attr, err := p.c.QueryQP(qp, uverbs.QPAttrAll)
+	if err != nil {
+		return "", err
+	}
+	want := p.addressVector()
+	for _, c := range []struct {
+		name      string
+		got, want any
+	}{
+		{"state", attr.State, uverbs.QPStateRTS},
+		{"dest_qp_num", attr.DestQPN, qp.QPN},
+		{"path_mtu", attr.PathMTU, p.pathMTU()},
+		{"sq_psn", attr.SQPSN, p.startPSN},
+		{"port_num", attr.AV.PortNum, want.PortNum},
+		{"is_global", attr.AV.IsGlobal, want.IsGlobal},
+		{"sgid_index", attr.AV.SGIDIndex, want.SGIDIndex},
+		{"dgid", gid.GID(attr.AV.DGID), gid.GID(want.DGID)},
+	} {
+		if c.got != c.want {
+			return "", &QPMismatchError{Attribute: c.name, Got: fmt.Sprint(c.got), Want: fmt.Sprint(c.want)}
+		}
+	}
+	return fmt.Sprintf("%s, connected to qpn %d", attr.State, attr.DestQPN), nil
+}
+
+// randomPayload fills b with bytes that differ from run to run, so that
+// stale memory cannot pass for a transfer.
+func randomPayload(b []byte) {
+	r := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	for i := 0; i < len(b); i += 8 {
+		v := r.Uint64()
+		for j := i; j < i+8 && j < len(b); j++ {
+			b[j] = byte(v)
+			v >>= 8
+		}
+	}
+}

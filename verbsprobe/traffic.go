@@ -1,0 +1,267 @@
+package verbsprobe
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"runtime"
+	"time"
+
+	"github.com/grdma/grdma/uverbs"
+)
+
+// payloadSize is the bytes each operation moves: more than one path MTU
+// (up to 4096), so that messages are segmented and reassembled.
+const payloadSize = 8192
+
+// The memory region's parts, payloadSize bytes each.
+const (
+	regionSource   = iota // what is sent and written
+	regionReceive         // the SEND lands here
+	regionWritten         // the RDMA WRITE lands here
+	regionReadBack        // the RDMA READ of regionWritten lands here
+	regionCount
+)
+
+// Work request IDs, to tell the completions apart.
+const (
+	wrRecv uint64 = iota + 1
+	wrSend
+	wrWrite
+	wrRead
+)
+
+// memoryRegion is the probe's registered buffer: anonymous memory outside
+// the Go heap.
+type memoryRegion struct {
+	buf []byte
+	mr  uverbs.MR
+}
+
+func (m *memoryRegion) region(i int) []byte {
+	return m.buf[i*payloadSize : (i+1)*payloadSize]
+}
+
+func (m *memoryRegion) sge(i int) uverbs.SGE {
+	return uverbs.SGE{Addr: m.mr.Addr + uint64(i*payloadSize), Length: payloadSize, LKey: m.mr.LKey}
+}
+
+// release deregisters the region, then unmaps it; it stays mapped when
+// DEREG_MR fails, as the device may still use it.
+func (m *memoryRegion) release(c *uverbs.Context) error {
+	if err := c.DeregMR(m.mr); err != nil {
+		return err
+	}
+	return uverbs.FreeBuffer(m.buf)
+}
+
+func (p *prober) regMR() (string, error) {
+	buf, err := uverbs.AllocBuffer(regionCount * payloadSize)
+	if err != nil {
+		return "", err
+	}
+	mr, err := p.c.RegMR(*p.pd, buf, qpAccess)
+	if err != nil {
+		return "", errors.Join(err, uverbs.FreeBuffer(buf))
+	}
+	p.mr = &memoryRegion{buf: buf, mr: mr}
+	return fmt.Sprintf("%d bytes, lkey %#x, rkey %#x", len(buf), mr.LKey, mr.RKey), nil
+}
+
+// traffic sends through the probe's queue pair to itself.
+type traffic struct {
+	p  *prober
+	qp dataPath
+	cq completions
+}
+
+// newTraffic returns the probe's data path, or false when the driver has
+// none grdma knows.
+func newTraffic(p *prober) (*traffic, bool) {
+	qp, ok := p.qp.(dataPath)
+	if !ok {
+		return nil, false
+	}
+	cq, ok := p.cq.(completions)
+	if !ok {
+		return nil, false
+	}
+	return &traffic{p: p, qp: qp, cq: cq}, true
+}
+
+// WCError is a work completion with an error status.
+type WCError struct {
+	WC uverbs.WC
+}
+
+func (e *WCError) Error() string {
+	return fmt.Sprintf("work completion %s (wr %d): %s (status %d, vendor error %#x)",
+		e.WC.Opcode, e.WC.WRID, e.WC.Status, uint32(e.WC.Status), e.WC.VendorErr)
+}
+
+// CompletionTimeoutError means completions did not come in time.
+type CompletionTimeoutError struct {
+	Want, Got int
+	Timeout   time.Duration
+}
+
+func (e *CompletionTimeoutError) Error() string {
+	return fmt.Sprintf("%d of %d completions within %v", e.Got, e.Want, e.Timeout)
+}
+
+// PayloadMismatchError means the data that arrived is not what was sent.
+type PayloadMismatchError struct {
+	Operation string
+	Offset    int // of the first differing byte
+	Got, Want byte
+}
+
+func (e *PayloadMismatchError) Error() string {
+	return fmt.Sprintf("%s payload differs from what was sent at byte %d: %#02x, want %#02x",
+		e.Operation, e.Offset, e.Got, e.Want)
+}
+
+func (t *traffic) send() (string, error) {
+	m := t.p.mr
+	src, dst := m.region(regionSource), m.region(regionReceive)
+	randomPayload(src)
+	clear(dst)
+	if err := t.qp.PostRecv(uverbs.RecvWR{ID: wrRecv, SGL: []uverbs.SGE{m.sge(regionReceive)}}); err != nil {
+		return "", err
+	}
+	if err := t.qp.PostSend(uverbs.SendWR{ID: wrSend, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled,
+		SGL: []uverbs.SGE{m.sge(regionSource)}}); err != nil {
+		return "", err
+	}
+	wcs, err := t.await(2)
+	if err != nil {
+		return "", err
+	}
+	if err := expect(wcs, wrSend, uverbs.WCSend, -1); err != nil {
+		return "", err
+	}
+	if err := expect(wcs, wrRecv, uverbs.WCRecv, payloadSize); err != nil {
+		return "", err
+	}
+	if err := verify("SEND", dst, src); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%d bytes received and verified", payloadSize), nil
+}
+
+func (t *traffic) rdmaWrite() (string, error) {
+	m := t.p.mr
+	src, dst := m.region(regionSource), m.region(regionWritten)
+	randomPayload(src)
+	clear(dst)
+	if err := t.qp.PostSend(uverbs.SendWR{ID: wrWrite, Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled,
+		SGL: []uverbs.SGE{m.sge(regionSource)}, RemoteAddr: m.sge(regionWritten).Addr, RKey: m.mr.RKey}); err != nil {
+		return "", err
+	}
+	wcs, err := t.await(1)
+	if err != nil {
+		return "", err
+	}
+	if err := expect(wcs, wrWrite, uverbs.WCRDMAWrite, -1); err != nil {
+		return "", err
+	}
+	if err := verify("RDMA WRITE", dst, src); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%d bytes written and verified", payloadSize), nil
+}
+
+// rdmaRead reads back over the wire what rdmaWrite wrote.
+func (t *traffic) rdmaRead() (string, error) {
+	m := t.p.mr
+	written, dst := m.region(regionWritten), m.region(regionReadBack)
+	clear(dst)
+	if err := t.qp.PostSend(uverbs.SendWR{ID: wrRead, Opcode: uverbs.WRRDMARead, Flags: uverbs.SendSignaled,
+		SGL: []uverbs.SGE{m.sge(regionReadBack)}, RemoteAddr: m.sge(regionWritten).Addr, RKey: m.mr.RKey}); err != nil {
+		return "", err
+	}
+	wcs, err := t.await(1)
+	if err != nil {
+		return "", err
+	}
+	if err := expect(wcs, wrRead, uverbs.WCRDMARead, payloadSize); err != nil {
+		return "", err
+	}
+	if err := verify("RDMA READ", dst, written); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%d bytes read back and verified", payloadSize), nil
+}
+
+// spinFor is how long await spins before it sleeps between polls:
+// completions on rxe take tens of microseconds, more than a sleep's
+// granularity.
+const spinFor = 10 * time.Millisecond
+
+// await polls the completion queue for n completions, failing on the
+// first error status.
+func (t *traffic) await(n int) ([]uverbs.WC, error) {
+	wcs := make([]uverbs.WC, n)
+	got := 0
+	start := time.Now()
+	for got < n {
+		k := t.cq.Poll(wcs[got:])
+		for _, wc := range wcs[got : got+k] {
+			if wc.Status != uverbs.WCSuccess {
+				return nil, &WCError{WC: wc}
+			}
+		}
+		got += k
+		if got == n {
+			break
+		}
+		switch waited := time.Since(start); {
+		case waited > t.p.opts.CompletionTimeout:
+			return nil, &CompletionTimeoutError{Want: n, Got: got, Timeout: t.p.opts.CompletionTimeout}
+		case waited < spinFor:
+			runtime.Gosched()
+		default:
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
+	return wcs, nil
+}
+
+// UnexpectedCompletionError means a completion is not the one expected.
+type UnexpectedCompletionError struct {
+	WRID    uint64
+	Problem string
+}
+
+func (e *UnexpectedCompletionError) Error() string {
+	return fmt.Sprintf("completion of work request %d: %s", e.WRID, e.Problem)
+}
+
+// expect checks that wcs hold a completion of work request id with the
+// opcode and, unless byteLen is negative, the length.
+func expect(wcs []uverbs.WC, id uint64, opcode uverbs.WCOpcode, byteLen int) error {
+	for _, wc := range wcs {
+		if wc.WRID != id {
+			continue
+		}
+		if wc.Opcode != opcode {
+			return &UnexpectedCompletionError{WRID: id, Problem: fmt.Sprintf("opcode %s, want %s", wc.Opcode, opcode)}
+		}
+		if byteLen >= 0 && wc.ByteLen != uint32(byteLen) {
+			return &UnexpectedCompletionError{WRID: id, Problem: fmt.Sprintf("%d bytes, want %d", wc.ByteLen, byteLen)}
+		}
+		return nil
+	}
+	return &UnexpectedCompletionError{WRID: id, Problem: "missing"}
+}
+
+func verify(operation string, got, want []byte) error {
+	if bytes.Equal(got, want) {
+		return nil
+	}
+	i := 0
+	for got[i] == want[i] {
+		i++
+	}
+	return &PayloadMismatchError{Operation: operation, Offset: i, Got: got[i], Want: want[i]}
+}
