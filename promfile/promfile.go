@@ -107,3 +107,24 @@ func (s *Snapshot) WriteText(w io.Writer) error {
 func quote(s string) string {
 	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(s) + `"`
 }
+
+// CheckResult is one health check outcome to export (see package health).
+type CheckResult struct {
+	Check, Subject string
+	Status         string // PASS, WARN or FAIL
+}
+
+// checkStatusValue maps a status to the gauge value: 0 pass, 1 warn, 2 fail.
+var checkStatusValue = map[string]int{"PASS": 0, "WARN": 1, "FAIL": 2}
+
+// WriteChecks writes health check results as gauges: the status of each
+// check and subject, and when the checks ran.
+func WriteChecks(w io.Writer, results []CheckResult, ranAt float64) error {
+	bw := bufio.NewWriter(w)
+	fmt.Fprint(bw, "# HELP grdma_check_status Outcome of a grdma health check: 0 PASS, 1 WARN, 2 FAIL.\n# TYPE grdma_check_status gauge\n")
+	for _, r := range results {
+		fmt.Fprintf(bw, "grdma_check_status{check=%s,subject=%s} %d\n", quote(r.Check), quote(r.Subject), checkStatusValue[r.Status])
+	}
+	fmt.Fprintf(bw, "# HELP grdma_check_last_run_timestamp_seconds When the checks ran.\n# TYPE grdma_check_last_run_timestamp_seconds gauge\ngrdma_check_last_run_timestamp_seconds %.3f\n", ranAt)
+	return bw.Flush()
+}

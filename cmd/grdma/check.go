@@ -1,0 +1,262 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/grdma/grdma/gid"
+	"github.com/grdma/grdma/gpudirect"
+	"github.com/grdma/grdma/health"
+	"github.com/grdma/grdma/nldev"
+	"github.com/grdma/grdma/ports"
+	"github.com/grdma/grdma/promfile"
+	"github.com/grdma/grdma/sysfs"
+	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
+)
+
+// checkNames are the checks grdma check runs, in this order by default.
+var checkNames = []string{"devices", "ports", "gdr"}
+
+func (a *app) checkCommand() *cobra.Command {
+	var quiet bool
+	var textfile string
+	cmd := &cobra.Command{
+		Use:   "check [devices|ports|gdr]... [state STATE] [min-rate GBPS] [mtu BYTES] [gid-type v1|v2|ib] [netdev-mtu BYTES] [device-count N] [device-names A,B]",
+		Short: "Check node health: RDMA devices, ports, GPUDirect RDMA",
+		Long: `Run health checks and print a PASS/WARN/FAIL table (-j: a JSON object with
+"ok" and "checks"; -q: nothing, the exit status tells). With no check
+named, all run:
+
+  devices  every RDMA device has an accessible uverbs character device;
+           device-count N and device-names A,B set what must exist
+  ports    every port is ACTIVE and LINK_UP (or "state STATE"), and meets
+           min-rate (Gb/s), mtu (active MTU, bytes), gid-type (a GID of that
+           type exists), netdev-mtu
+  gdr      GPUDirect RDMA readiness: peer_mem (nvidia_peermem, PeerDirect)
+           and dma-buf, with huge pages, RLIMIT_MEMLOCK and the IOMMU mode;
+           a node without an NVIDIA driver only warns
+
+WARN does not fail the node. --textfile writes the results as Prometheus
+gauges (atomically) for node_exporter's textfile collector.
+
+Exit status: 0 no check failed, 1 a check failed, 2 the checks could not
+run (bad arguments).`,
+		Example: `  grdma check
+  grdma check ports min-rate 100 mtu 4096 gid-type v2 netdev-mtu 9000
+  grdma -j check gdr
+  grdma check devices device-count 8 -q && echo healthy
+  grdma check --textfile /var/lib/node_exporter/textfile/grdma_check.prom`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.check(newArgv(args, "grdma check --help"), quiet, textfile)
+		},
+	}
+	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "print nothing; the exit status tells")
+	cmd.Flags().StringVar(&textfile, "textfile", "", "also write the results as Prometheus gauges to `PATH`")
+	return cmd
+}
+
+// parseCheckArgs reads check names and expectations.
+func parseCheckArgs(args *argv) (names []string, exp health.Expect, err error) {
+	keywords := append(append([]string{}, checkNames...), "state", "min-rate", "mtu", "gid-type", "netdev-mtu", "device-count", "device-names")
+	number := func(kw, v string) (int, error) {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			return 0, usagef(args.help, "%s must be a positive number, not %q", kw, v)
+		}
+		return n, nil
+	}
+	for !args.empty() {
+		kw, err := args.keyword("check or expectation", "", keywords...)
+		if err != nil {
+			return nil, exp, err
+		}
+		if slices.Contains(checkNames, kw) {
+			names = append(names, kw)
+			continue
+		}
+		v, err := args.value(kw + " value")
+		if err != nil {
+			return nil, exp, err
+		}
+		switch kw {
+		case "state":
+			st, ok := parsePortState(v)
+			if !ok {
+				return nil, exp, usagef(args.help, "unknown port state %q: expected DOWN, INIT, ARMED, ACTIVE", v)
+			}
+			exp.State = st
+		case "min-rate":
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil || f <= 0 {
+				return nil, exp, usagef(args.help, "min-rate must be a positive number of Gb/s, not %q", v)
+			}
+			exp.MinRateGbps = f
+		case "mtu":
+			if exp.ActiveMTU, err = number(kw, v); err != nil {
+				return nil, exp, err
+			}
+			switch exp.ActiveMTU {
+			case 256, 512, 1024, 2048, 4096:
+			default:
+				return nil, exp, usagef(args.help, "mtu must be an IB MTU (256, 512, 1024, 2048, 4096), not %d", exp.ActiveMTU)
+			}
+		case "gid-type":
+			if exp.GIDType, err = gid.ParseType(v); err != nil {
+				return nil, exp, usagef(args.help, "unknown gid-type %q: expected v1, v2, ib", v)
+			}
+		case "netdev-mtu":
+			if exp.NetdevMTU, err = number(kw, v); err != nil {
+				return nil, exp, err
+			}
+		case "device-count":
+			if exp.DeviceCount, err = number(kw, v); err != nil {
+				return nil, exp, err
+			}
+		case "device-names":
+			exp.DeviceNames = strings.Split(v, ",")
+		}
+	}
+	if len(names) == 0 {
+		names = checkNames
+	}
+	return names, exp, nil
+}
+
+func parsePortState(s string) (nldev.PortState, bool) {
+	for st := nldev.PortDown; st <= nldev.PortActiveDefer; st++ {
+		if strings.EqualFold(st.String(), s) {
+			return st, true
+		}
+	}
+	return 0, false
+}
+
+func (a *app) check(args *argv, quiet bool, textfile string) error {
+	names, exp, err := parseCheckArgs(args)
+	if err != nil {
+		return err
+	}
+	sys, err := a.sysfs()
+	if err != nil {
+		return &cannotRunError{fmt.Errorf("cannot read sysfs: %w", err)}
+	}
+	ranAt := time.Now()
+	var results []health.Result
+	for _, name := range names {
+		switch name {
+		case "devices":
+			results = append(results, a.checkDevices(sys, exp)...)
+		case "ports":
+			results = append(results, a.checkPorts(sys, exp)...)
+		case "gdr":
+			results = append(results, health.CheckGDR(gpudirect.Check(sys, gpudirect.Options{})))
+		}
+	}
+	rep := health.Summarize(results)
+	if textfile != "" {
+		if err := writeCheckTextfile(textfile, rep, ranAt); err != nil {
+			return err
+		}
+	}
+	if !quiet {
+		if err := a.printCheckReport(rep); err != nil {
+			return err
+		}
+	}
+	if !rep.OK {
+		return errBatchFailed // failures are in the report already
+	}
+	return nil
+}
+
+// netlinkFailure turns a netlink error into the failed result of a check.
+func netlinkFailure(check string, err error) []health.Result {
+	return []health.Result{{Name: check, Status: health.Fail, Subject: "node", Message: err.Error(), Signals: []health.Signal{}}}
+}
+
+func (a *app) checkDevices(sys sysfs.FS, exp health.Expect) []health.Result {
+	c, err := a.nl()
+	if err != nil {
+		return netlinkFailure("devices", err)
+	}
+	devs, err := c.Devices()
+	if err != nil {
+		return netlinkFailure("devices", err)
+	}
+	in := make([]health.DeviceInput, 0, len(devs))
+	for _, d := range devs {
+		di := health.DeviceInput{Name: d.Name}
+		if vd, err := sys.VerbsDeviceFor(d.Name); err == nil {
+			di.Verbs = "/dev/infiniband/" + vd.Name
+			if err := unix.Access(sys.Path("dev/infiniband/"+vd.Name), unix.R_OK|unix.W_OK); err != nil {
+				di.VerbsErr = err
+			}
+		}
+		in = append(in, di)
+	}
+	return health.CheckDevices(in, exp)
+}
+
+func (a *app) checkPorts(sys sysfs.FS, exp health.Expect) []health.Result {
+	c, err := a.nl()
+	if err != nil {
+		return netlinkFailure("ports", err)
+	}
+	r := ports.Reader{Sysfs: sys, Netlink: c}
+	ps, err := r.Read("", 0)
+	if err != nil && !errors.Is(err, nldev.ErrNoRDMANetlink) {
+		return netlinkFailure("ports", err)
+	}
+	in := make([]health.PortInput, 0, len(ps))
+	for _, p := range ps {
+		pi := health.PortInput{Port: p}
+		if exp.GIDType != 0 {
+			pi.GIDs, _ = gid.ReadTable(sys, p.Device, p.Port)
+		}
+		in = append(in, pi)
+	}
+	return health.CheckPorts(in, exp)
+}
+
+func (a *app) printCheckReport(rep health.Report) error {
+	if a.opts.json {
+		var b []byte
+		var err error
+		if a.opts.pretty {
+			b, err = json.MarshalIndent(rep, "", "    ")
+		} else {
+			b, err = json.Marshal(rep)
+		}
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(a.stdout, "%s\n", b)
+		return err
+	}
+	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "STATUS\tCHECK\tSUBJECT\tMESSAGE")
+	for _, r := range rep.Checks {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Status, r.Name, r.Subject, r.Message)
+	}
+	return tw.Flush()
+}
+
+func writeCheckTextfile(path string, rep health.Report, ranAt time.Time) error {
+	results := make([]promfile.CheckResult, 0, len(rep.Checks))
+	for _, r := range rep.Checks {
+		results = append(results, promfile.CheckResult{Check: r.Name, Subject: r.Subject, Status: string(r.Status)})
+	}
+	var buf bytes.Buffer
+	if err := promfile.WriteChecks(&buf, results, float64(ranAt.UnixMilli())/1000); err != nil {
+		return err
+	}
+	return writeFileAtomic(path, buf.Bytes())
+}

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// checkOn runs grdma check against the recorded 6.12 kernel and the rxe
+// sysfs captured with it.
+func checkOn(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	return runGrdma(t, standardKernel("6.12"), append([]string{"--sysfs-root", sysfsFixture("rxe-6.12"), "check"}, args...)...)
+}
+
+func TestCheckPortsOnRxe(t *testing.T) {
+	out, stderr, code := checkOn(t, "ports")
+	if code != 0 {
+		t.Fatalf("exit %d: %s%s", code, out, stderr)
+	}
+	want := "STATUS  CHECK  SUBJECT  MESSAGE\n" +
+		"PASS    ports  rxe0/1   ACTIVE LINK_UP, 10 Gb/s, MTU 1024 on veth0\n" +
+		"PASS    ports  rxe1/1   ACTIVE LINK_UP, 10 Gb/s, MTU 1024 on veth1\n"
+	if out != want {
+		t.Fatalf("got\n%s\nwant\n%s", out, want)
+	}
+}
+
+func TestCheckExpectationsFail(t *testing.T) {
+	out, _, code := checkOn(t, "-j", "ports", "min-rate", "100", "netdev-mtu", "9000", "gid-type", "v2")
+	var rep struct {
+		OK     bool `json:"ok"`
+		Checks []struct {
+			Name, Status, Subject, Message string
+			Signals                        []map[string]string
+		} `json:"checks"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if code != exitFailed || rep.OK || len(rep.Checks) != 2 {
+		t.Fatalf("exit %d, report %+v", code, rep)
+	}
+	c := rep.Checks[0]
+	// rxe0 has RoCE v2 GIDs; its veth0 MTU is 1500 and rate 10 Gb/s.
+	if c.Status != "FAIL" || c.Subject != "rxe0/1" || c.Message != "rate 10 Gb/s, expected at least 100; netdev veth0 MTU 1500, expected 9000" || len(c.Signals) == 0 {
+		t.Fatalf("check %+v", c)
+	}
+}
+
+func TestCheckQuietAndTextfile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "check.prom")
+	out, stderr, code := checkOn(t, "-q", "ports", "mtu", "4096", "--textfile", path)
+	if code != exitFailed || out != "" || stderr != "" {
+		t.Fatalf("-q: exit %d, stdout %q, stderr %q", code, out, stderr)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	parser := expfmt.NewTextParser(model.LegacyValidation)
+	fams, err := parser.TextToMetricFamilies(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := fams["grdma_check_status"]
+	if st == nil || len(st.GetMetric()) != 2 || st.GetMetric()[0].GetGauge().GetValue() != 2 {
+		t.Fatalf("status gauges: %v", st)
+	}
+	if fams["grdma_check_last_run_timestamp_seconds"] == nil {
+		t.Fatal("no timestamp")
+	}
+}
+
+func TestCheckAllOnRxeNode(t *testing.T) {
+	// No /dev in the capture, no /proc: devices fail (no accessible
+	// uverbs node), gdr only warns (nothing to decide with).
+	out, _, code := checkOn(t)
+	if code != exitFailed {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	for _, line := range []string{"FAIL    devices  rxe0", "PASS    ports    rxe0/1", "WARN    gdr      node"} {
+		if !strings.Contains(out, line) {
+			t.Errorf("no %q in\n%s", line, out)
+		}
+	}
+}
+
+func TestCheckUsage(t *testing.T) {
+	for args, msg := range map[string]string{
+		"ports mtu 1000":         "mtu must be an IB MTU",
+		"ports min-rate fast":    "min-rate must be a positive number",
+		"ports gid-type v3":      `unknown gid-type "v3"`,
+		"ports state UP":         `unknown port state "UP"`,
+		"frob":                   `unknown check or expectation "frob"`,
+		"devices device-count 0": "device-count must be a positive number",
+	} {
+		_, stderr, code := checkOn(t, strings.Fields(args)...)
+		if code != exitUsage || !strings.Contains(stderr, msg) {
+			t.Errorf("check %s: exit %d, stderr %q; want 2 and %q", args, code, stderr, msg)
+		}
+	}
+}

@@ -1,0 +1,123 @@
+package health
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/grdma/grdma/gid"
+	"github.com/grdma/grdma/gpudirect"
+	"github.com/grdma/grdma/nldev"
+	"github.com/grdma/grdma/ports"
+	"github.com/grdma/grdma/uverbs"
+)
+
+// edrPort is a healthy 4X EDR RoCE port.
+func edrPort() ports.Port {
+	return ports.Port{Device: "mlx5_0", Port: 1, State: nldev.PortActive, PhysState: nldev.PhysLinkUp,
+		LinkLayer: "Ethernet", RateDeciGbps: 1000, ActiveMTU: uverbs.MTU4096, MTUSource: ports.MTUFromVerbs,
+		Netdev: "eth2", NetdevMTU: 9000}
+}
+
+func TestCheckPorts(t *testing.T) {
+	v2, _ := gid.ParseType("v2")
+	v2GID := []gid.Entry{{Port: 1, Index: 3, Type: v2, Netdev: "eth2"}}
+	down := edrPort()
+	down.State, down.PhysState = nldev.PortDown, nldev.PhysDisabled
+	tests := []struct {
+		name   string
+		port   ports.Port
+		gids   []gid.Entry
+		exp    Expect
+		status Status
+		msg    string
+	}{
+		{"healthy", edrPort(), v2GID, Expect{MinRateGbps: 100, ActiveMTU: 4096, GIDType: v2, NetdevMTU: 9000}, Pass, "ACTIVE LINK_UP, 100 Gb/s, MTU 4096 on eth2"},
+		{"down", down, nil, Expect{}, Fail, "state DOWN, expected ACTIVE; physical state DISABLED, expected LINK_UP"},
+		{"down expected", down, nil, Expect{State: nldev.PortDown}, Pass, "DOWN DISABLED"},
+		{"slow", edrPort(), nil, Expect{MinRateGbps: 200}, Fail, "rate 100 Gb/s, expected at least 200"},
+		{"mtu", edrPort(), nil, Expect{ActiveMTU: 1024}, Fail, "active MTU 4096, expected 1024"},
+		{"netdev mtu", edrPort(), nil, Expect{NetdevMTU: 1500}, Fail, "netdev eth2 MTU 9000, expected 1500"},
+		{"no v2 gid", edrPort(), nil, Expect{GIDType: v2}, Fail, "no RoCE v2 GID"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := CheckPorts([]PortInput{{Port: tt.port, GIDs: tt.gids}}, tt.exp)
+			if len(res) != 1 || res[0].Status != tt.status || !strings.Contains(res[0].Message, tt.msg) || res[0].Subject != "mlx5_0/1" {
+				t.Fatalf("got %+v, want %s with %q", res, tt.status, tt.msg)
+			}
+		})
+	}
+	if res := CheckPorts(nil, Expect{}); len(res) != 1 || res[0].Status != Fail || res[0].Message != "no RDMA ports" {
+		t.Fatalf("no ports: %+v", res)
+	}
+}
+
+func TestCheckDevices(t *testing.T) {
+	in := []DeviceInput{
+		{Name: "rxe0", Verbs: "/dev/infiniband/uverbs0"},
+		{Name: "rxe1", Verbs: "/dev/infiniband/uverbs1", VerbsErr: errors.New("permission denied")},
+		{Name: "rxe2"},
+	}
+	res := CheckDevices(in, Expect{DeviceCount: 4, DeviceNames: []string{"rxe0", "mlx5_0"}})
+	want := []struct {
+		status          Status
+		subject, msgHas string
+	}{
+		{Fail, "node", "3 RDMA devices (rxe0, rxe1, rxe2), expected 4"},
+		{Fail, "mlx5_0", "expected RDMA device mlx5_0 not found"},
+		{Pass, "rxe0", "present and accessible"},
+		{Fail, "rxe1", "/dev/infiniband/uverbs1 not accessible: permission denied"},
+		{Fail, "rxe2", "no uverbs device (load ib_uverbs)"},
+	}
+	if len(res) != len(want) {
+		t.Fatalf("%d results: %+v", len(res), res)
+	}
+	for i, w := range want {
+		if res[i].Status != w.status || res[i].Subject != w.subject || !strings.Contains(res[i].Message, w.msgHas) {
+			t.Errorf("result %d = %+v, want %v", i, res[i], w)
+		}
+	}
+	if r := CheckDevices(nil, Expect{}); len(r) != 1 || r[0].Message != "no RDMA devices" {
+		t.Errorf("no devices: %+v", r)
+	}
+}
+
+// TestCheckGDR maps the verdicts of the gpudirect fixtures to statuses.
+func TestCheckGDR(t *testing.T) {
+	unlimited := gpudirect.MemlockUnlimited
+	tests := []struct {
+		fixture string
+		status  Status
+		msg     string
+	}{
+		{"peermem-proprietary", Pass, "GPUDirect RDMA via peer_mem"},
+		{"mofed-peermem", Pass, "via peer_mem"},
+		{"open-dmabuf", Warn, "GPUDirect RDMA via dma-buf; memory:"}, // its IOMMU and memlock warn
+		{"no-gpu", Warn, "no NVIDIA driver loaded, GPUDirect RDMA does not apply (kernel: dma-buf import yes, PeerDirect no)"},
+		{"old-kernel", Fail, "no GPUDirect RDMA"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.fixture, func(t *testing.T) {
+			rep := gpudirect.Check(os.DirFS(filepath.Join("..", "gpudirect", "testdata", tt.fixture)), gpudirect.Options{MemlockLimit: &unlimited})
+			r := CheckGDR(rep)
+			if r.Status != tt.status || !strings.Contains(r.Message, tt.msg) || r.PeerMem == nil || r.DMABuf == nil {
+				t.Fatalf("got %s %q, want %s with %q", r.Status, r.Message, tt.status, tt.msg)
+			}
+		})
+	}
+}
+
+func TestSummarize(t *testing.T) {
+	if r := Summarize([]Result{{Status: Pass}, {Status: Warn}}); !r.OK {
+		t.Error("warnings failed the node")
+	}
+	if r := Summarize([]Result{{Status: Pass}, {Status: Fail}}); r.OK {
+		t.Error("a failure passed the node")
+	}
+	if r := Summarize(nil); !r.OK || r.Checks == nil {
+		t.Errorf("empty: %+v (checks must be [] in JSON, not null)", r)
+	}
+}
