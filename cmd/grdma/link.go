@@ -81,6 +81,9 @@ func (a *app) linkShow(args *argv) error {
 	for _, d := range devs {
 		dp, err := c.Ports(d.Index)
 		if err != nil {
+			if want.Dev == "" && vanished(c, d, err) {
+				continue
+			}
 			return err
 		}
 		ports = append(ports, dp...)

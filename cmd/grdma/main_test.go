@@ -200,3 +200,31 @@ func TestVersion(t *testing.T) {
 		t.Fatalf("exit %d output %q", code, got)
 	}
 }
+
+// TestVanishedDeviceIsSkipped: rxe1 disappears after the device dump (the
+// kernel's real EINVAL for an unknown index answers everything about it);
+// listings of every device leave it out, as a moment later they would.
+func TestVanishedDeviceIsSkipped(t *testing.T) {
+	gone := func(k *nlfixture.Kernel) *nlfixture.Kernel {
+		for _, r := range []nlfixture.Request{
+			{Cmd: nldev.CmdGet, Dev: 1, Port: -1},
+			{Cmd: nldev.CmdPortGet, Dump: true, Dev: 1, Port: -1},
+			{Cmd: nldev.CmdStatGet, Dev: 1, Port: 1},
+		} {
+			k.On(r, "get_doit_bad_index.bin")
+		}
+		return k
+	}
+	out, stderr, code := runGrdma(t, gone(standardKernel("6.12")), "link")
+	if code != 0 || out != "link rxe0/1 state ACTIVE physical_state LINK_UP netdev veth0 \n" || stderr != "" {
+		t.Fatalf("link: exit %d, stdout %q, stderr %q", code, out, stderr)
+	}
+	out, stderr, code = runGrdma(t, gone(statKernel("6.12")), "-j", "stat")
+	if code != 0 || !strings.HasPrefix(out, `[{"ifname":"rxe0","port":1,`) || strings.Contains(out, "rxe1") || stderr != "" {
+		t.Fatalf("stat: exit %d, stdout %q, stderr %q", code, out, stderr)
+	}
+	// Asked for by name, a vanished device is an error.
+	if _, _, code := runGrdma(t, gone(standardKernel("6.12")), "link", "show", "rxe1"); code != exitFailed {
+		t.Fatalf("link show rxe1: exit %d, want 1", code)
+	}
+}

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/grdma/grdma/nldev"
+	"golang.org/x/sys/unix"
 )
 
 // portRef is one port of a device.
@@ -34,6 +36,17 @@ func selectPorts(devs []nldev.Device, want devPort) ([]portRef, error) {
 		}
 	}
 	return refs, nil
+}
+
+// vanished reports whether err comes from a device that disappeared after
+// it was listed (the kernel answers EINVAL for an unknown index): listings
+// of every device skip it, as a listing made a moment later would.
+func vanished(c *nldev.Client, d nldev.Device, err error) bool {
+	if !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENODEV) {
+		return false
+	}
+	_, gone := c.Device(d.Index)
+	return errors.Is(gone, unix.EINVAL) || errors.Is(gone, unix.ENODEV)
 }
 
 // linkArg parses an optional "link DEV[/PORT]" (rdma's grammar).

@@ -124,6 +124,9 @@ func (a *app) readCounters(c *nldev.Client, refs []portRef, one bool) ([]nldev.P
 	for _, r := range refs {
 		pc, err := c.PortCounters(r.dev.Index, r.port)
 		if err != nil {
+			if !one && vanished(c, r.dev, err) {
+				continue
+			}
 			if !one && (errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOPNOTSUPP)) {
 				fmt.Fprintf(a.stderr, "grdma: %s/%d has no hardware counters, skipped\n", r.dev.Name, r.port)
 				continue
