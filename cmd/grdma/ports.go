@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/grdma/grdma/nldev"
+	"github.com/grdma/grdma/output"
 	"golang.org/x/sys/unix"
 )
 
@@ -47,6 +48,25 @@ func vanished(c *nldev.Client, d nldev.Device, err error) bool {
 	}
 	_, gone := c.Device(d.Index)
 	return errors.Is(gone, unix.EINVAL) || errors.Is(gone, unix.ENODEV)
+}
+
+// listPorts prints one record per port as render makes it, inside one
+// list; an error stops the listing and the list is still closed, so JSON
+// output stays valid.
+func (a *app) listPorts(refs []portRef, render func(p *output.Printer, r portRef) error) error {
+	p := a.printer()
+	p.StartList()
+	var err error
+	for _, r := range refs {
+		if err = render(p, r); err != nil {
+			break
+		}
+	}
+	p.EndList()
+	if ferr := p.Flush(); err == nil {
+		err = ferr
+	}
+	return err
 }
 
 // linkArg parses an optional "link DEV[/PORT]" (rdma's grammar).

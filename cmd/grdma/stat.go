@@ -272,19 +272,13 @@ func (a *app) statMode(args *argv) error {
 	if err != nil {
 		return err
 	}
-	p := a.printer()
-	p.StartList()
-	for _, r := range refs {
+	return a.listPorts(refs, func(p *output.Printer, r portRef) error {
 		st, err := c.CounterStatus(r.dev.Index, r.port)
-		if err != nil {
-			p.EndList()
-			p.Flush()
-			return err
+		if err == nil {
+			renderOptionalCounters(p, &st, supported)
 		}
-		renderOptionalCounters(p, &st, supported)
-	}
-	p.EndList()
-	return p.Flush()
+		return err
+	})
 }
 
 // renderOptionalCounters prints a port's optional counters (enabled ones,
@@ -441,27 +435,21 @@ func (a *app) statShowPMA(refs []portRef) error {
 	if err != nil {
 		return err
 	}
-	p := a.printer()
-	p.StartList()
-	for _, r := range refs {
+	return a.listPorts(refs, func(p *output.Printer, r portRef) error {
 		pma, err := sys.PMACounters(r.dev.Name, r.port)
-		if err != nil {
-			p.EndList()
-			p.Flush()
+		if err != nil || len(pma) == 0 {
+			if err == nil {
+				fmt.Fprintf(a.stderr, "grdma: %s/%d has no PMA counters in sysfs\n", r.dev.Name, r.port)
+			}
 			return err
-		}
-		if len(pma) == 0 {
-			fmt.Fprintf(a.stderr, "grdma: %s/%d has no PMA counters in sysfs\n", r.dev.Name, r.port)
-			continue
 		}
 		pc := nldev.PortCounters{DevIndex: r.dev.Index, DevName: r.dev.Name, Port: r.port}
 		for _, c := range pma {
 			pc.Counters = append(pc.Counters, nldev.Counter{Name: c.Name, Value: c.Value})
 		}
 		renderCounters(p, &pc)
-	}
-	p.EndList()
-	return p.Flush()
+		return nil
+	})
 }
 
 // writeFileAtomic replaces path with data so that a reader never sees a

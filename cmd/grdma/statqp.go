@@ -31,13 +31,9 @@ func (a *app) statQPMode(args *argv) error {
 	if err != nil {
 		return err
 	}
-	p := a.printer()
-	p.StartList()
-	for _, r := range refs {
+	return a.listPorts(refs, func(p *output.Printer, r portRef) error {
 		m, err := c.QPCounterMode(r.dev.Index, r.port)
 		if err != nil {
-			p.EndList()
-			p.Flush()
 			return err
 		}
 		p.OpenObject("")
@@ -48,9 +44,8 @@ func (a *app) statQPMode(args *argv) error {
 		p.String(output.Any, "mode", "mode %s ", qpModeString(&m))
 		p.CloseObject()
 		p.Newline()
-	}
-	p.EndList()
-	return p.Flush()
+		return nil
+	})
 }
 
 // qpModeString is rdma's free-text mode: "qp auto type,pid on
