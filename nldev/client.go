@@ -101,6 +101,12 @@ func (c *Client) execute(cmd Command, ack bool, encode func(ae *netlink.Attribut
 
 // get runs a doit request and decodes its single reply with fn.
 func (c *Client) get(cmd Command, encode func(ae *netlink.AttributeEncoder), fn func(ad *netlink.AttributeDecoder) error) error {
+	return c.getData(cmd, encode, func(b []byte) error { return decodeMessage(b, fn) })
+}
+
+// getData runs a doit request and hands its single reply's attribute
+// bytes to fn.
+func (c *Client) getData(cmd Command, encode func(ae *netlink.AttributeEncoder), fn func(data []byte) error) error {
 	msgs, err := c.execute(cmd, false, encode)
 	if err != nil {
 		return err
@@ -109,7 +115,7 @@ func (c *Client) get(cmd Command, encode func(ae *netlink.AttributeEncoder), fn 
 		if m.Header.Type != MessageType(cmd) && m.Header.Type != MessageType(CmdGet) {
 			continue // PORT_GET replies carry the GET type
 		}
-		return decodeMessage(m.Data, fn)
+		return fn(m.Data)
 	}
 	return fmt.Errorf("%s: the kernel sent no reply", cmd)
 }

@@ -4,6 +4,7 @@
 // run inside the QEMU guest (see e2e/README.md), never on the build host.
 //
 //	nlcapture -out DIR [-dev NAME] [-port N]
+//	nlcapture -res -out DIR -dev N   (resource requests, see nlfixture.ResRecordings)
 package main
 
 import (
@@ -13,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/grdma/grdma/internal/nlfixture"
 	"github.com/grdma/grdma/nldev"
 	"golang.org/x/sys/unix"
 )
@@ -25,6 +27,7 @@ func main() {
 	linkType := flag.String("link-type", "rxe", "NEWLINK link type")
 	linkNetdev := flag.String("link-netdev", "", "NEWLINK netdev")
 	only := flag.String("only", "", "record just this request (the .bin name without extension)")
+	res := flag.Bool("res", false, "record the resource requests of -dev (and, for -dev 0, the RES_GET dump)")
 	flag.Parse()
 
 	reqs := []struct {
@@ -55,6 +58,25 @@ func main() {
 			flags uint16
 			attrs []byte
 		}{{"newlink_" + *linkName, nldev.CmdNewLink, unix.NLM_F_ACK, attrs}}
+	}
+	if *res {
+		recs := nlfixture.ResRecordings(uint32(*dev))
+		if *dev == 0 {
+			recs = append(recs, nlfixture.ResSummaryDump)
+		}
+		reqs = reqs[:0]
+		for _, rec := range recs {
+			flags := uint16(0)
+			if rec.Req.Dump {
+				flags = unix.NLM_F_DUMP
+			}
+			reqs = append(reqs, struct {
+				name  string
+				cmd   nldev.Command
+				flags uint16
+				attrs []byte
+			}{rec.Name, rec.Req.Cmd, flags, resAttrs(rec.Req)})
+		}
 	}
 	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW, unix.NETLINK_RDMA)
 	if err != nil {
@@ -131,6 +153,26 @@ func concat(parts ...[]byte) []byte {
 	var b []byte
 	for _, p := range parts {
 		b = append(b, p...)
+	}
+	return b
+}
+
+// resAttrs encodes a resource request as grdma sends it: DRIVER_DETAILS,
+// DEV_INDEX, PORT_INDEX, the object number (the RES_GET dump has none).
+func resAttrs(r nlfixture.Request) []byte {
+	if r.Dev < 0 {
+		return nil
+	}
+	dd := uint8(0)
+	if r.DriverDetails {
+		dd = 1
+	}
+	b := concat(attr(nldev.AttrDriverDetails, []byte{dd}), u32(nldev.AttrDevIndex, uint32(r.Dev)))
+	if r.Port >= 0 {
+		b = append(b, u32(nldev.AttrPortIndex, uint32(r.Port))...)
+	}
+	if r.HasID {
+		b = append(b, u32(nldev.ResTypeOf(r.Cmd).IDAttr(), r.ID)...)
 	}
 	return b
 }

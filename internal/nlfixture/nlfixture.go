@@ -54,6 +54,11 @@ type Request struct {
 	// StatMode is set when a STAT request carries STAT_MODE (a mode query
 	// or change rather than counters).
 	StatMode bool
+	// Resource requests (RES_GET, RES_*_GET): the object number asked for
+	// (HasID, ID) and whether driver details (-dd) were asked for.
+	HasID         bool
+	ID            uint32
+	DriverDetails bool
 }
 
 // Kernel answers requests from a directory of recordings. Requests that
@@ -132,6 +137,7 @@ func Describe(m netlink.Message) (Request, error) {
 		case nldev.AttrStatMode:
 			r.StatMode = true
 		}
+		describeRes(&r, ad)
 	}
 	return r, ad.Err()
 }

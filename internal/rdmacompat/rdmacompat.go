@@ -42,7 +42,63 @@ type addedField struct {
 var addedFields = []addedField{
 	{Version{6, 5}, regexp.MustCompile(`protocol \S+ `), "protocol"},
 	{Version{6, 7}, regexp.MustCompile(`privileged-qkey (?:on|off) `), "privileged-qkey"},
+	{Version{6, 10}, regexp.MustCompile(`subtype \S+ `), "subtype"},
 	{Version{6, 13}, regexp.MustCompile(`monitor (?:on|off) `), "monitor"},
+}
+
+// garbledField is output an older rdma printed wrongly: it is compared on
+// neither side, for the objects it affects (those with key object).
+type garbledField struct {
+	fixed  Version
+	object string
+	text   *regexp.Regexp
+	key    string
+}
+
+// garbledFields lists what older rdma releases printed from memory they
+// no longer owned.
+var garbledFields = []garbledField{
+	// Before 6.7 (commit 3a882b6b), res printed comm from a buffer out of
+	// scope; SRQ lines show what overwrote it (e.g. "comm 18-33").
+	{Version{6, 7}, "srqn", regexp.MustCompile(`comm \S* `), "comm"},
+}
+
+// dropGarbledText removes garbled fields from the lines they affect.
+func dropGarbledText(out string, v Version) string {
+	for _, f := range garbledFields {
+		if !v.before(f.fixed) {
+			continue
+		}
+		lines := strings.Split(out, "\n")
+		for i, l := range lines {
+			if strings.HasPrefix(l, f.object+" ") || strings.Contains(l, " "+f.object+" ") {
+				lines[i] = f.text.ReplaceAllString(l, "")
+			}
+		}
+		out = strings.Join(lines, "\n")
+	}
+	return out
+}
+
+// dropGarbledJSON removes garbled keys from the objects they affect.
+func dropGarbledJSON(v any, ver Version) any {
+	return dropKeys(v, func(obj []Field, key string) bool {
+		for _, f := range garbledFields {
+			if ver.before(f.fixed) && f.key == key && hasKey(obj, f.object) {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+func hasKey(obj []Field, key string) bool {
+	for _, f := range obj {
+		if f.Key == key {
+			return true
+		}
+	}
+	return false
 }
 
 // NormalizeText removes from grdma's text output the fields rdma v lacks.
@@ -113,19 +169,24 @@ func parseValue(dec *json.Decoder) (any, error) {
 
 // NormalizeJSON removes from parsed grdma output the keys rdma v lacks.
 func NormalizeJSON(v any, ver Version) any {
+	return dropKeys(v, func(_ []Field, key string) bool { return dropped(key, ver) })
+}
+
+// dropKeys copies parsed JSON without the object keys drop selects.
+func dropKeys(v any, drop func(obj []Field, key string) bool) any {
 	switch x := v.(type) {
 	case []Field:
 		var out []Field
 		for _, f := range x {
-			if !dropped(f.Key, ver) {
-				out = append(out, Field{f.Key, NormalizeJSON(f.Value, ver)})
+			if !drop(x, f.Key) {
+				out = append(out, Field{f.Key, dropKeys(f.Value, drop)})
 			}
 		}
 		return out
 	case []any:
 		out := make([]any, len(x))
 		for i := range x {
-			out[i] = NormalizeJSON(x[i], ver)
+			out[i] = dropKeys(x[i], drop)
 		}
 		return out
 	}
@@ -171,7 +232,8 @@ func Lines(v any) []string {
 }
 
 // DiffJSON compares rdma's and grdma's JSON output (grdma's normalized for
-// rdma v) and returns a readable diff, or "" when they agree.
+// rdma v, garbled fields dropped from both) and returns a readable diff,
+// or "" when they agree.
 func DiffJSON(rdma, grdma []byte, v Version) (string, error) {
 	r, err := Parse(rdma)
 	if err != nil {
@@ -181,12 +243,13 @@ func DiffJSON(rdma, grdma []byte, v Version) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("grdma output: %w", err)
 	}
-	return Diff(Lines(r), Lines(NormalizeJSON(g, v))), nil
+	return Diff(Lines(dropGarbledJSON(r, v)), Lines(dropGarbledJSON(NormalizeJSON(g, v), v))), nil
 }
 
-// DiffText compares rdma's and grdma's text output line by line.
+// DiffText compares rdma's and grdma's text output line by line (grdma's
+// normalized for rdma v, garbled fields dropped from both).
 func DiffText(rdma, grdma string, v Version) string {
-	return Diff(strings.Split(rdma, "\n"), strings.Split(NormalizeText(grdma, v), "\n"))
+	return Diff(strings.Split(dropGarbledText(rdma, v), "\n"), strings.Split(dropGarbledText(NormalizeText(grdma, v), v), "\n"))
 }
 
 // Diff returns a line diff ("-" rdma, "+" grdma, two lines of context),

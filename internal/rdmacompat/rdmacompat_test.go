@@ -51,3 +51,26 @@ func TestDiffJSONSeesKeyOrderAndValues(t *testing.T) {
 		t.Fatalf("renamed key not shown:\n%s", d)
 	}
 }
+
+// rdma 6.1 printed an SRQ's comm from a dead buffer ("comm 18-33"): the
+// field is left out of the comparison there, and only there.
+func TestGarbledFieldsAreNotCompared(t *testing.T) {
+	rdma := "dev rxe1 cqn 2 pid 275 comm ibv_srq_pingpon \ndev rxe1 srqn 0 type BASIC lqpn 18-33 pid 275 comm 18-33 \n"
+	grdma := "dev rxe1 cqn 2 pid 275 comm ibv_srq_pingpon \ndev rxe1 srqn 0 type BASIC lqpn 18-33 pid 275 comm ibv_srq_pingpon \n"
+	if d := DiffText(rdma, grdma, Version{6, 1}); d != "" {
+		t.Errorf("6.1: garbled SRQ comm compared:\n%s", d)
+	}
+	if d := DiffText(rdma, grdma, Version{6, 7}); !strings.Contains(d, "- dev rxe1 srqn 0") {
+		t.Errorf("6.7: SRQ comm not compared:\n%s", d)
+	}
+	other := strings.Replace(grdma, "cqn 2 pid 275 comm ibv_srq_pingpon", "cqn 2 pid 275 comm other", 1)
+	if d := DiffText(rdma, other, Version{6, 1}); !strings.Contains(d, "+ dev rxe1 cqn 2") {
+		t.Errorf("6.1: CQ comm not compared:\n%s", d)
+	}
+	rj := `[{"ifindex":1,"srqn":0,"pid":275,"comm":"18-33"},{"ifindex":1,"cqn":2,"comm":"x"}]`
+	gj := `[{"ifindex":1,"srqn":0,"pid":275,"comm":"ibv_srq_pingpon"},{"ifindex":1,"cqn":2,"comm":"y"}]`
+	d, err := DiffJSON([]byte(rj), []byte(gj), Version{6, 1})
+	if err != nil || strings.Contains(d, "[0].comm") || !strings.Contains(d, `+ [1].comm = "y"`) {
+		t.Errorf("JSON: %v\n%s", err, d)
+	}
+}
