@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,18 +19,19 @@ import (
 	"github.com/grdma/grdma/ports"
 	"github.com/grdma/grdma/promfile"
 	"github.com/grdma/grdma/sysfs"
+	"github.com/grdma/grdma/verbsprobe"
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 )
 
 // checkNames are the checks grdma check runs, in this order by default.
-var checkNames = []string{"devices", "ports", "gdr"}
+var checkNames = []string{"devices", "ports", "probe", "gdr"}
 
 func (a *app) checkCommand() *cobra.Command {
 	var quiet bool
 	var textfile string
 	cmd := &cobra.Command{
-		Use:   "check [devices|ports|gdr]... [state STATE] [min-rate GBPS] [mtu BYTES] [gid-type v1|v2|ib] [netdev-mtu BYTES] [device-count N] [device-names A,B]",
+		Use:   "check [devices|ports|probe|gdr]... [state STATE] [min-rate GBPS] [mtu BYTES] [gid-type v1|v2|ib] [netdev-mtu BYTES] [device-count N] [device-names A,B]",
 		Short: "Check node health: RDMA devices, ports, GPUDirect RDMA",
 		Long: `Run health checks and print a PASS/WARN/FAIL table (-j: a JSON object with
 "ok" and "checks"; -q: nothing, the exit status tells). With no check
@@ -40,6 +42,8 @@ named, all run:
   ports    every port is ACTIVE and LINK_UP (or "state STATE"), and meets
            min-rate (Gb/s), mtu (active MTU, bytes), gid-type (a GID of that
            type exists), netdev-mtu
+  probe    the verbs probe (grdma probe ... traffic) on every ACTIVE port:
+           an RC QP brought to RTS and, on rxe, data sent and verified
   gdr      GPUDirect RDMA readiness: peer_mem (nvidia_peermem, PeerDirect)
            and dma-buf, with huge pages, RLIMIT_MEMLOCK and the IOMMU mode;
            a node without an NVIDIA driver only warns
@@ -156,6 +160,8 @@ func (a *app) check(args *argv, quiet bool, textfile string) error {
 			results = append(results, a.checkDevices(sys, exp)...)
 		case "ports":
 			results = append(results, a.checkPorts(sys, exp)...)
+		case "probe":
+			results = append(results, a.checkProbe(sys)...)
 		case "gdr":
 			results = append(results, health.CheckGDR(gpudirect.Check(sys, gpudirect.Options{})))
 		}
@@ -224,6 +230,28 @@ func (a *app) checkPorts(sys sysfs.FS, exp health.Expect) []health.Result {
 		in = append(in, pi)
 	}
 	return health.CheckPorts(in, exp)
+}
+
+// checkProbe runs the verbs probe, with traffic, on every ACTIVE port
+// (a port that is down fails the ports check already).
+func (a *app) checkProbe(sys sysfs.FS) []health.Result {
+	c, err := a.nl()
+	if err != nil {
+		return netlinkFailure("probe", err)
+	}
+	ps, err := (&ports.Reader{Sysfs: sys, Netlink: c}).Read("", 0)
+	if err != nil {
+		return netlinkFailure("probe", err)
+	}
+	var results []*verbsprobe.Result
+	for _, p := range ps {
+		if p.State != nldev.PortActive {
+			continue
+		}
+		results = append(results, verbsprobe.Run(context.Background(), verbsprobe.Options{
+			Sysfs: sys, Device: p.Device, Port: p.Port, GIDIndex: verbsprobe.AutoGID, Traffic: true}))
+	}
+	return health.CheckProbe(results)
 }
 
 func (a *app) printCheckReport(rep health.Report) error {

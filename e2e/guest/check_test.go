@@ -55,8 +55,9 @@ func TestCheck(t *testing.T) {
 	addRxe(t, "rxe1", "veth2")
 	eventually(10*time.Second, func() bool { return run(grdma(), "check", "ports", "-q").code == 0 })
 
-	r := run(grdma(), "check", "devices", "ports", "device-count", "2")
-	if r.code != 0 || strings.Contains(r.stdout, "FAIL") || !strings.Contains(r.stdout, "PASS    ports    rxe0/1") {
+	r := run(grdma(), "check", "devices", "ports", "probe", "device-count", "2")
+	if r.code != 0 || strings.Contains(r.stdout, "FAIL") || !strings.Contains(r.stdout, "PASS    ports    rxe0/1") ||
+		!strings.Contains(r.stdout, "PASS    probe    rxe1/1   RC QP to RTS, SEND/WRITE/READ verified") {
 		t.Fatalf("healthy node:\n%s", r)
 	}
 
