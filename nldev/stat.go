@@ -250,8 +250,9 @@ func (c *Client) BindQPCounter(devIndex, port, lqpn, counterID uint32) (uint32, 
 			switch errno {
 			case unix.ENOENT:
 				return fmt.Sprintf("no QP %d on this port", lqpn)
-			case unix.EOPNOTSUPP:
-				return "the device cannot bind QPs to counters"
+			case unix.EOPNOTSUPP, unix.EINVAL:
+				// rxe answers EINVAL: it has no counter operations.
+				return fmt.Sprintf("the device cannot bind QPs to counters, or QP %d is not on this port", lqpn)
 			}
 			return ""
 		})

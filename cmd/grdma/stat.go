@@ -30,6 +30,7 @@ func (a *app) statCommand() *cobra.Command {
   stat mode [supported] [link DEV[/PORT]]
   stat set link DEV/PORT optional-counters NAME[,NAME...]
   stat unset link DEV/PORT optional-counters
+  stat qp [show] [link DEV[/PORT]] [cntn N] [lqpn N] [pid N] [qp-type T]
   stat qp mode [link DEV[/PORT]]
   stat qp set link DEV/PORT auto {type|pid|type,pid} on [optional-counters on|off] | auto off
   stat qp bind link DEV/PORT lqpn QPN [cntn COUNTER]

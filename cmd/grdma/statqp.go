@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -9,7 +11,11 @@ import (
 )
 
 func (a *app) statQP(args *argv) error {
-	verb, err := args.keyword("qp command", "mode", "mode", "set", "bind", "unbind", "help")
+	// A filter right after qp means show (rdma insists on the word).
+	if !args.empty() && slices.Contains([]string{"link", "cntn", "lqpn", "pid", "qp-type"}, args.words[0]) {
+		return a.statQPShow(args)
+	}
+	verb, err := args.keyword("qp command", "show", "show", "list", "mode", "set", "bind", "unbind", "help")
 	if err != nil {
 		return err
 	}
@@ -20,10 +26,12 @@ func (a *app) statQP(args *argv) error {
 		return a.statQPBind(args, true)
 	case "unbind":
 		return a.statQPBind(args, false)
+	case "mode":
+		return a.statQPMode(args)
 	case "help":
 		return usagef("", "see grdma stat --help")
 	}
-	return a.statQPMode(args)
+	return a.statQPShow(args)
 }
 
 func (a *app) statQPMode(args *argv) error {
@@ -169,4 +177,112 @@ func (a *app) statQPBind(args *argv, bind bool) error {
 	}
 	_, err = c.BindQPCounter(r.dev.Index, r.port, lqpn, cntn)
 	return err
+}
+
+// qpCounterFilters are the filters of stat qp show (rdma's cntn, lqpn,
+// pid, qp-type): numeric lists and ranges, or a list of QP types.
+type qpCounterFilters struct {
+	cntn, lqpn, pid []numRange
+	qpTypes         []string
+}
+
+func (f *qpCounterFilters) match(q *nldev.QPCounter) bool {
+	switch {
+	case f.cntn != nil && !matchNum(f.cntn, uint64(q.ID)):
+		return false
+	case f.pid != nil && (!q.Has(nldev.AttrResPID) || !matchNum(f.pid, uint64(q.PID))):
+		return false
+	case f.qpTypes != nil && (!q.Has(nldev.AttrResType) || !containsFold(f.qpTypes, q.QPType.String())):
+		return false
+	}
+	if f.lqpn != nil {
+		for _, n := range q.LQPNs {
+			if matchNum(f.lqpn, uint64(n)) {
+				return true
+			}
+		}
+		return false
+	}
+	return true
+}
+
+// statQPShow: qp show [link DEV[/PORT]] [cntn N] [lqpn N] [pid N] [qp-type T]
+func (a *app) statQPShow(args *argv) error {
+	var want devPort
+	var f qpCounterFilters
+	for !args.empty() {
+		kw, err := args.keyword("parameter", "", "link", "cntn", "lqpn", "pid", "qp-type")
+		if err != nil {
+			return err
+		}
+		v, err := args.value(kw + " value")
+		if err != nil {
+			return err
+		}
+		switch kw {
+		case "link":
+			want, err = args.parseDevPort(v)
+		case "qp-type":
+			f.qpTypes = strings.Split(v, ",")
+		default:
+			var r []numRange
+			if r, err = parseNumList(v); err != nil {
+				err = usagef(args.help, "%s: %v", kw, err)
+			}
+			*map[string]*[]numRange{"cntn": &f.cntn, "lqpn": &f.lqpn, "pid": &f.pid}[kw] = r
+		}
+		if err != nil {
+			return err
+		}
+	}
+	c, err := a.nl()
+	if err != nil {
+		return err
+	}
+	devs, err := c.Devices()
+	if err != nil {
+		return err
+	}
+	refs, err := selectPorts(devs, want)
+	if err != nil {
+		return err
+	}
+	rp := &resPrinter{comm: a.procComm()}
+	return a.listPorts(refs, func(p *output.Printer, r portRef) error {
+		rp.p = p
+		return c.QPCounters(r.dev.Index, r.port, func(q *nldev.QPCounter) error {
+			if f.match(q) {
+				rp.qpCounter(q)
+			}
+			return nil
+		})
+	})
+}
+
+// qpCounter prints a counter as rdma statistic qp show does
+// (res_counter_line in rdma/stat.c).
+func (rp *resPrinter) qpCounter(q *nldev.QPCounter) {
+	p := rp.p
+	p.OpenObject("")
+	rp.link(&q.Resource)
+	p.Uint(output.Any, "cntn", "cntn %s ", uint64(q.ID))
+	rp.str(&q.Resource, nldev.AttrResType, "qp-type", q.QPType.String())
+	rp.num(&q.Resource, nldev.AttrResPID, "pid", uint64(q.PID))
+	rp.owner(&q.Resource)
+	for _, ctr := range q.Counters {
+		p.Text(p.SL() + "    ")
+		p.Uint(output.JSONOnly, ctr.Name, "", ctr.Value)
+		p.Text(fmt.Sprintf("%s %d ", ctr.Name, ctr.Value))
+	}
+	p.OpenArray(output.JSONOnly, "lqpn", "")
+	p.Text(p.SL() + "    LQPN: <")
+	for i, n := range q.LQPNs {
+		if i > 0 {
+			p.Text(",")
+		}
+		p.Uint(output.Any, "", "%s", uint64(n))
+	}
+	p.CloseArray(output.Any, ">")
+	p.CloseObject()
+	p.Newline()
 }

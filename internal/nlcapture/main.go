@@ -26,6 +26,7 @@ func main() {
 	linkName := flag.String("link-name", "", "with -link-type/-link-netdev: record a NEWLINK reply (an error case)")
 	linkType := flag.String("link-type", "rxe", "NEWLINK link type")
 	linkNetdev := flag.String("link-netdev", "", "NEWLINK netdev")
+	monitor := flag.Int("monitor", 0, "record this many RDMA monitor event datagrams to monitor.bin, then exit")
 	only := flag.String("only", "", "record just this request (the .bin name without extension)")
 	res := flag.Bool("res", false, "record the resource requests of -dev (and, for -dev 0, the RES_GET dump)")
 	flag.Parse()
@@ -42,6 +43,8 @@ func main() {
 		{fmt.Sprintf("port_doit_dev%d_port%d", *dev, *port), nldev.CmdPortGet, 0, append(u32(nldev.AttrDevIndex, uint32(*dev)), u32(nldev.AttrPortIndex, uint32(*port))...)},
 		{"sys_get", nldev.CmdSysGet, 0, nil},
 		{fmt.Sprintf("stat_get_dev%d_port%d", *dev, *port), nldev.CmdStatGet, 0, append(u32(nldev.AttrDevIndex, uint32(*dev)), u32(nldev.AttrPortIndex, uint32(*port))...)},
+		{fmt.Sprintf("stat_qp_dump_dev%d_port%d", *dev, *port), nldev.CmdStatGet, unix.NLM_F_DUMP, concat(
+			u32(nldev.AttrDevIndex, uint32(*dev)), u32(nldev.AttrPortIndex, uint32(*port)), u32(nldev.AttrStatRes, uint32(nldev.AttrResQP)))},
 		{fmt.Sprintf("stat_status_dev%d_port%d", *dev, *port), nldev.CmdStatGetStatus, 0, append(u32(nldev.AttrDevIndex, uint32(*dev)), u32(nldev.AttrPortIndex, uint32(*port))...)},
 		{fmt.Sprintf("stat_qp_mode_dev%d_port%d", *dev, *port), nldev.CmdStatGet, 0, concat(
 			u32(nldev.AttrDevIndex, uint32(*dev)), u32(nldev.AttrPortIndex, uint32(*port)),
@@ -82,6 +85,10 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
+	if *monitor > 0 {
+		recordEvents(fd, *monitor, filepath.Join(*out, "monitor.bin"))
+		return
+	}
 	_ = unix.SetsockoptInt(fd, unix.SOL_NETLINK, unix.NETLINK_EXT_ACK, 1)
 	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
 		fail(err)
@@ -115,6 +122,26 @@ func main() {
 			fail(err)
 		}
 		fmt.Printf("%s: %d bytes\n", path, len(all))
+	}
+}
+
+// recordEvents subscribes to RDMA_NL_GROUP_NOTIFY and writes n datagrams.
+func recordEvents(fd, n int, path string) {
+	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK, Groups: 1 << (4 - 1)}); err != nil {
+		fail(err)
+	}
+	fmt.Println("listening")
+	var all []byte
+	buf := make([]byte, 1<<16)
+	for range n {
+		k, _, err := unix.Recvfrom(fd, buf, 0)
+		if err != nil {
+			fail(err)
+		}
+		all = append(all, buf[:k]...)
+		if err := os.WriteFile(path, all, 0o644); err != nil {
+			fail(err)
+		}
 	}
 }
 

@@ -90,6 +90,7 @@ func (k *Kernel) Standard() *Kernel {
 		k.On(Request{Cmd: nldev.CmdPortGet, Dump: true, Dev: dev, Port: -1}, fmt.Sprintf("port_dump_dev%d.bin", dev))
 		k.On(Request{Cmd: nldev.CmdPortGet, Dev: dev, Port: 1}, fmt.Sprintf("port_doit_dev%d_port1.bin", dev))
 		k.On(Request{Cmd: nldev.CmdStatGet, Dev: dev, Port: 1}, fmt.Sprintf("stat_get_dev%d_port1.bin", dev))
+		k.On(Request{Cmd: nldev.CmdStatGet, Dump: true, Dev: dev, Port: 1}, fmt.Sprintf("stat_qp_dump_dev%d_port1.bin", dev))
 		k.On(Request{Cmd: nldev.CmdStatGetStatus, Dev: dev, Port: 1}, fmt.Sprintf("stat_status_dev%d_port1.bin", dev))
 		k.On(Request{Cmd: nldev.CmdStatGet, Dev: dev, Port: 1, StatMode: true}, fmt.Sprintf("stat_qp_mode_dev%d_port1.bin", dev))
 	}

@@ -1,0 +1,118 @@
+package nldev
+
+import (
+	"fmt"
+
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// QPCounter is a counter that QPs are bound to (automatically or by
+// `rdma statistic qp bind`): its hardware counters summed over its QPs.
+type QPCounter struct {
+	Resource          // device, port, owner (PID or kernel module)
+	ID       uint32   // STAT_COUNTER_ID, rdma's cntn
+	Mode     uint32   // CounterModeAuto or CounterModeManual
+	AutoMask uint32   // in auto mode, what the QPs were grouped by
+	QPType   QPType   // with CounterMaskQPType: the QPs' type
+	Counters []Counter
+	LQPNs    []uint32 // the bound QPs
+}
+
+func (q *QPCounter) decode(ad *netlink.AttributeDecoder) error {
+	for ad.Next() {
+		a := Attr(ad.Type())
+		switch a {
+		case AttrPortIndex:
+			q.Port = ad.Uint32()
+		case AttrResPID:
+			q.PID = ad.Uint32()
+		case AttrResKernName:
+			q.KernName = ad.String()
+		case AttrStatCounterID:
+			q.ID = ad.Uint32()
+		case AttrStatMode:
+			q.Mode = ad.Uint32()
+		case AttrStatAutoModeMask:
+			q.AutoMask = ad.Uint32()
+		case AttrResType:
+			q.QPType = QPType(ad.Uint8())
+		case AttrStatHWCounters:
+			ad.Nested(func(nad *netlink.AttributeDecoder) error { return decodeCounters(nad, &q.Counters) })
+		case AttrResQP:
+			ad.Nested(q.decodeQPs)
+		default:
+			continue
+		}
+		q.add(a)
+	}
+	return ad.Err()
+}
+
+// decodeQPs reads the RES_QP table of a counter: entries holding RES_LQPN.
+func (q *QPCounter) decodeQPs(ad *netlink.AttributeDecoder) error {
+	for ad.Next() {
+		if Attr(ad.Type()) != AttrResQPEntry {
+			continue
+		}
+		ad.Nested(func(nad *netlink.AttributeDecoder) error {
+			for nad.Next() {
+				if Attr(nad.Type()) == AttrResLQPN {
+					q.LQPNs = append(q.LQPNs, nad.Uint32())
+				}
+			}
+			return nad.Err()
+		})
+	}
+	return ad.Err()
+}
+
+// QPCounters streams the QP counters of one port of a device (port 0: of
+// every port). Equivalent to `rdma statistic qp show link DEV/PORT`.
+func (c *Client) QPCounters(devIndex, port uint32, fn func(*QPCounter) error) error {
+	err := c.dump(CmdStatGet, func(ae *netlink.AttributeEncoder) {
+		ae.Uint32(uint16(AttrDevIndex), devIndex)
+		if port != 0 {
+			ae.Uint32(uint16(AttrPortIndex), port)
+		}
+		ae.Uint32(uint16(AttrStatRes), uint32(AttrResQP))
+	}, func() {}, func(b []byte) error {
+		var dev Resource
+		return decodeMessage(b, func(ad *netlink.AttributeDecoder) error {
+			for ad.Next() {
+				switch Attr(ad.Type()) {
+				case AttrDevIndex:
+					dev.DevIndex = ad.Uint32()
+					dev.add(AttrDevIndex)
+				case AttrDevName:
+					dev.DevName = ad.String()
+					dev.add(AttrDevName)
+				case AttrStatCounter:
+					ad.Nested(func(table *netlink.AttributeDecoder) error {
+						for table.Next() {
+							if Attr(table.Type()) != AttrStatCounterEntry {
+								continue
+							}
+							q := QPCounter{Resource: dev}
+							table.Nested(q.decode)
+							if err := fn(&q); err != nil {
+								return callbackError{err}
+							}
+						}
+						return table.Err()
+					})
+				}
+			}
+			return ad.Err()
+		})
+	})
+	if ce, ok := err.(callbackError); ok {
+		return ce.err
+	}
+	return wrap(fmt.Sprintf("list QP counters of RDMA device %d", devIndex), err, func(errno unix.Errno) string {
+		if errno == unix.EOPNOTSUPP || errno == unix.EINVAL {
+			return "the device has no QP counters"
+		}
+		return ""
+	})
+}
