@@ -10,11 +10,11 @@ import (
 // QPCounter is a counter that QPs are bound to (automatically or by
 // `rdma statistic qp bind`): its hardware counters summed over its QPs.
 type QPCounter struct {
-	Resource          // device, port, owner (PID or kernel module)
-	ID       uint32   // STAT_COUNTER_ID, rdma's cntn
-	Mode     uint32   // CounterModeAuto or CounterModeManual
-	AutoMask uint32   // in auto mode, what the QPs were grouped by
-	QPType   QPType   // with CounterMaskQPType: the QPs' type
+	Resource        // device, port, owner (PID or kernel module)
+	ID       uint32 // STAT_COUNTER_ID, rdma's cntn
+	Mode     uint32 // CounterModeAuto or CounterModeManual
+	AutoMask uint32 // in auto mode, what the QPs were grouped by
+	QPType   QPType // with CounterMaskQPType: the QPs' type
 	Counters []Counter
 	LQPNs    []uint32 // the bound QPs
 }
