@@ -80,6 +80,7 @@ func Open(fsys sysfs.FS, ibdev string) (*Context, error) {
 		unix.Close(fd)
 		return nil, err
 	}
+	c.Verbs, c.Driver = vd, dev.Driver
 	getContext := (*Context).getContext
 	if request, ok := contextRequests[dev.Driver]; ok {
 		getContext = request

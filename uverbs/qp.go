@@ -248,36 +248,36 @@ type queryQPReq struct {
 
 // queryQPResp is struct ib_uverbs_query_qp_resp.
 type queryQPResp struct {
-	Dest             AddressVector
-	AltDest          AddressVector
-	MaxSendWR        uint32
-	MaxRecvWR        uint32
-	MaxSendSGE       uint32
-	MaxRecvSGE       uint32
-	MaxInlineData    uint32
-	QKey             uint32
-	RQPSN            uint32
-	SQPSN            uint32
-	DestQPNum        uint32
-	QPAccessFlags    uint32
-	PKeyIndex        uint16
-	AltPKeyIndex     uint16
-	QPState          uint8
-	CurQPState       uint8
-	PathMTU          uint8
-	PathMigState     uint8
-	SQDraining       uint8
-	MaxRdAtomic      uint8
-	MaxDestRdAtomic  uint8
-	MinRNRTimer      uint8
-	PortNum          uint8
-	Timeout          uint8
-	RetryCnt         uint8
-	RNRRetry         uint8
-	AltPortNum       uint8
-	AltTimeout       uint8
-	SQSigAll         uint8
-	Reserved         [5]uint8
+	Dest            AddressVector
+	AltDest         AddressVector
+	MaxSendWR       uint32
+	MaxRecvWR       uint32
+	MaxSendSGE      uint32
+	MaxRecvSGE      uint32
+	MaxInlineData   uint32
+	QKey            uint32
+	RQPSN           uint32
+	SQPSN           uint32
+	DestQPNum       uint32
+	QPAccessFlags   uint32
+	PKeyIndex       uint16
+	AltPKeyIndex    uint16
+	QPState         uint8
+	CurQPState      uint8
+	PathMTU         uint8
+	PathMigState    uint8
+	SQDraining      uint8
+	MaxRdAtomic     uint8
+	MaxDestRdAtomic uint8
+	MinRNRTimer     uint8
+	PortNum         uint8
+	Timeout         uint8
+	RetryCnt        uint8
+	RNRRetry        uint8
+	AltPortNum      uint8
+	AltTimeout      uint8
+	SQSigAll        uint8
+	Reserved        [5]uint8
 }
 
 // destroyQPReq is struct ib_uverbs_destroy_qp.

@@ -64,7 +64,8 @@ func (p *prober) likelyCause(step string, err error) string {
 	case errors.As(err, &notFound) && notFound.Port == 0:
 		return p.knownDevices()
 	case errors.As(err, &notFound):
-		return fmt.Sprintf("%s has ports %v", p.opts.Device, p.dev.Ports)
+		dev, _ := p.device()
+		return fmt.Sprintf("%s has ports %v", p.opts.Device, dev.Ports)
 	case errors.Is(err, sysfs.ErrNoVerbsDevice):
 		return "ib_uverbs is not loaded (modprobe ib_uverbs), or the device has no user verbs interface"
 	case step == StepOpen && (errno == unix.EACCES || errno == unix.EPERM):
@@ -116,8 +117,8 @@ func (p *prober) knownDevices() string {
 // netdev names the network device of a RoCE port: the parent of a
 // software device, or the netdev of its GIDs.
 func (p *prober) netdev() string {
-	if p.dev.Parent != "" {
-		return p.dev.Parent
+	if dev, err := p.device(); err == nil && dev.Parent != "" {
+		return dev.Parent
 	}
 	attrs, err := p.opts.Sysfs.GIDAttrs(p.opts.Device, p.opts.Port)
 	if err != nil {

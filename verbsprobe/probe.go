@@ -170,7 +170,7 @@ const (
 type prober struct {
 	opts   Options
 	res    *Result
-	dev    sysfs.Device
+	dev    *sysfs.Device // see device
 	c      *uverbs.Context
 	port   uverbs.PortAttr
 	driver driver
@@ -308,28 +308,45 @@ func (p *prober) teardown() {
 }
 
 func (p *prober) open() (string, error) {
-	var err error
-	if p.dev, err = p.opts.Sysfs.Device(p.opts.Device); err != nil {
-		if sysfs.IsGone(err) {
-			return "", &sysfs.NotFoundError{Device: p.opts.Device}
-		}
-		return "", err
-	}
-	p.res.Driver = p.dev.Driver
-	vd, err := p.opts.Sysfs.VerbsDeviceFor(p.opts.Device)
+	c, err := uverbs.Open(p.opts.Sysfs, p.opts.Device)
 	if err != nil {
-		return "", err
+		return "", p.openError(err)
 	}
-	p.res.VerbsDevice = vd.Name
-	if p.c, err = uverbs.Open(p.opts.Sysfs, p.opts.Device); err != nil {
-		var ud *uverbs.UnsupportedDriverError
-		if errors.As(err, &ud) {
-			p.res.Unsupported = fmt.Sprintf("driver %s not supported by the probe: %s", p.dev.Driver, ud.Reason)
+	p.c = c
+	p.res.Driver, p.res.VerbsDevice = c.Driver, c.Verbs.Name
+	p.driver = drivers[c.Driver]
+	return fmt.Sprintf("/dev/infiniband/%s, driver %s", c.Verbs.Name, c.Driver), nil
+}
+
+// openError says what could not be opened: a device that does not exist,
+// or else what sysfs knows of it.
+func (p *prober) openError(err error) error {
+	dev, devErr := p.device()
+	if sysfs.IsGone(devErr) {
+		return &sysfs.NotFoundError{Device: p.opts.Device}
+	}
+	p.res.Driver = dev.Driver
+	if vd, err := p.opts.Sysfs.VerbsDeviceFor(p.opts.Device); err == nil {
+		p.res.VerbsDevice = vd.Name
+	}
+	var ud *uverbs.UnsupportedDriverError
+	if errors.As(err, &ud) {
+		p.res.Unsupported = fmt.Sprintf("driver %s not supported by the probe: %s", dev.Driver, ud.Reason)
+	}
+	return err
+}
+
+// device reads the RDMA device's sysfs attributes, once; only diagnoses
+// need them.
+func (p *prober) device() (sysfs.Device, error) {
+	if p.dev == nil {
+		dev, err := p.opts.Sysfs.Device(p.opts.Device)
+		if err != nil {
+			return sysfs.Device{}, err
 		}
-		return "", err
+		p.dev = &dev
 	}
-	p.driver = drivers[p.dev.Driver]
-	return fmt.Sprintf("/dev/infiniband/%s, driver %s", vd.Name, p.dev.Driver), nil
+	return *p.dev, nil
 }
 
 func (p *prober) queryDevice() (string, error) {

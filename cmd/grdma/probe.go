@@ -139,7 +139,8 @@ func (a *app) probe(req probeRequest) error {
 	return probeError(last, len(results), req.count)
 }
 
-// probeError is what a probe that did not pass exits with.
+// probeError is what a probe that did not pass, or was interrupted before
+// its count of runs, exits with.
 func probeError(r *verbsprobe.Result, runs, count int) error {
 	target := fmt.Sprintf("%s/%d", r.Device, r.Port)
 	run := ""
@@ -155,6 +156,9 @@ func probeError(r *verbsprobe.Result, runs, count int) error {
 	}
 	if r.Unsupported != "" {
 		return fmt.Errorf("probe %s%s: %s", target, run, r.Unsupported)
+	}
+	if runs < count {
+		return fmt.Errorf("probe %s interrupted after %d of %d runs, all passed", target, runs, count)
 	}
 	return nil
 }
@@ -218,7 +222,7 @@ func renderProbeText(p *output.Printer, r *verbsprobe.Result, results []*verbspr
 	}
 	if count > 1 {
 		steps, total := verbsprobe.Summarize(results)
-		fmt.Fprintf(&b, "\n%d runs, %d passed\n", len(results), passed(results))
+		fmt.Fprintf(&b, "\n%d runs of %d, %d passed\n", len(results), count, passed(results))
 		fmt.Fprintf(&b, "  %-15s %9s %9s %9s\n", "step", "min", "median", "max")
 		for _, t := range append(steps, total) {
 			fmt.Fprintf(&b, "  %-15s %9s %9s %9s\n", t.Name, formatDuration(t.Min), formatDuration(t.Median), formatDuration(t.Max))
@@ -271,7 +275,8 @@ func renderProbeJSON(p *output.Printer, r *verbsprobe.Result, results []*verbspr
 		p.Uint(output.JSONOnly, "qpn", "", uint64(r.QPN))
 	}
 	p.OnOff(output.JSONOnly, "traffic", "", r.Traffic)
-	p.OnOff(output.JSONOnly, "ok", "", r.OK())
+	// Not ok either when interrupted before count runs.
+	p.OnOff(output.JSONOnly, "ok", "", r.OK() && len(results) == count)
 	if r.Unsupported != "" {
 		p.String(output.JSONOnly, "unsupported", "", r.Unsupported)
 	}

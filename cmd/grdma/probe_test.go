@@ -1,0 +1,201 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/grdma/grdma/gid"
+	"github.com/grdma/grdma/nldev"
+	"github.com/grdma/grdma/output"
+	"github.com/grdma/grdma/verbsprobe"
+)
+
+// The probe runs for real in the e2e guest (e2e/guest/probe_test.go);
+// here: its command line, its output for results made by hand, and its
+// failures on the captured sysfs tree, which has no /dev.
+
+const rxeTree = "../../sysfs/testdata/rxe-6.12"
+
+func runProbe(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	a := newApp(strings.NewReader(""), &out, &errOut)
+	a.dial = func() (*nldev.Client, error) {
+		t.Error("probe dialled RDMA netlink")
+		return nil, nil
+	}
+	code = a.main(args)
+	return out.String(), errOut.String(), code
+}
+
+func TestProbeUsage(t *testing.T) {
+	for _, tt := range []struct {
+		args   []string
+		stderr string
+	}{
+		{[]string{"probe"}, "probe needs a device: DEV[/PORT]"},
+		{[]string{"probe", "rxe0/0"}, `invalid port "0"`},
+		{[]string{"probe", "rxe0", "gid-index"}, "missing gid-index value"},
+		{[]string{"probe", "rxe0", "gid-index", "x"}, `gid-index must be a number from 0 to 255, not "x"`},
+		{[]string{"probe", "rxe0", "gid-index", "256"}, "gid-index must be a number from 0 to 255"},
+		{[]string{"probe", "rxe0", "count", "0"}, "count must be a number from 1 to 1000000"},
+		{[]string{"probe", "rxe0", "traffic", "fast"}, `unknown argument "fast": expected gid-index, traffic, count`},
+	} {
+		_, stderr, code := runProbe(t, tt.args...)
+		if code != exitUsage || !strings.Contains(stderr, tt.stderr) || !strings.Contains(stderr, "Try 'grdma probe help'") {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", tt.args, code, stderr, tt.stderr)
+		}
+	}
+	if stdout, _, code := runProbe(t, "probe", "help"); code != exitOK || !strings.Contains(stdout, "probe DEV[/PORT] [gid-index N] [traffic] [count N]") {
+		t.Errorf("probe help: exit %d\n%s", code, stdout)
+	}
+}
+
+func TestParseProbe(t *testing.T) {
+	req, err := parseProbe(newArgv(strings.Fields("mlx5_0/2 gid 3 tr co 5"), "grdma probe help"))
+	o := req.options
+	if err != nil || o.Device != "mlx5_0" || o.Port != 2 || o.GIDIndex != 3 || !o.Traffic || req.count != 5 {
+		t.Errorf("parseProbe = %+v, %v", req, err)
+	}
+	req, err = parseProbe(newArgv([]string{"rxe0"}, ""))
+	if err != nil || req.options.GIDIndex != verbsprobe.AutoGID || req.options.Port != 0 || req.count != 1 || req.options.Traffic {
+		t.Errorf("parseProbe(rxe0) = %+v, %v", req, err)
+	}
+}
+
+// durations matches a step's time with the padding before it.
+var durations = regexp.MustCompile(` +\d+(\.\d+)?(µs|ms|s)\b`)
+
+// A missing device fails at open, with the devices there are; the
+// checklist goes to stdout, the failure to stderr, exit 1.
+func TestProbeMissingDevice(t *testing.T) {
+	stdout, stderr, code := runProbe(t, "--sysfs-root", rxeTree, "probe", "rxe9", "traffic")
+	wantOut := `probe rxe9/1
+  [FAIL] open D  RDMA device rxe9 not found
+                          likely cause: the RDMA devices are: rxe0, rxe1
+FAIL at open
+`
+	if got := durations.ReplaceAllString(stdout, " D"); code != exitFailed || got != wantOut {
+		t.Errorf("exit %d, stdout\n%s\nwant\n%s", code, got, wantOut)
+	}
+	if want := "grdma: probe rxe9/1 failed at open: RDMA device rxe9 not found\n  likely cause: the RDMA devices are: rxe0, rxe1\n"; stderr != want {
+		t.Errorf("stderr %q, want %q", stderr, want)
+	}
+}
+
+// The JSON of a failing run: the object the issue asks for, the errno and
+// cause of the failed step, and with count the runs made and their times.
+func TestProbeJSONFailure(t *testing.T) {
+	stdout, stderr, code := runProbe(t, "--sysfs-root", rxeTree, "-j", "probe", "rxe0/1", "count", "3")
+	if code != exitFailed || !strings.Contains(stderr, "failed at open") {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	var got struct {
+		Ifname   string `json:"ifname"`
+		Port     int    `json:"port"`
+		Driver   string `json:"driver"`
+		GIDIndex *int   `json:"gid_index"`
+		OK       *bool  `json:"ok"`
+		Steps    []struct {
+			Name  string   `json:"name"`
+			OK    bool     `json:"ok"`
+			Usec  *float64 `json:"usec"`
+			Error *string  `json:"error"`
+			Errno string   `json:"errno"`
+			Cause string   `json:"cause"`
+		} `json:"steps"`
+		Count, Runs, Passed int
+		Timing              struct {
+			Total struct {
+				Runs   int      `json:"runs"`
+				Median *float64 `json:"median_usec"`
+			} `json:"total"`
+			Steps []struct {
+				Name string `json:"name"`
+			} `json:"steps"`
+		} `json:"timing"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &got); err != nil {
+		t.Fatalf("%v\n%s", err, stdout)
+	}
+	if got.Ifname != "rxe0" || got.Port != 1 || got.Driver != "rxe" || got.GIDIndex == nil || *got.GIDIndex != -1 ||
+		got.OK == nil || *got.OK || len(got.Steps) != 1 {
+		t.Fatalf("%s", stdout)
+	}
+	s := got.Steps[0]
+	if s.Name != "open" || s.OK || s.Usec == nil || s.Error == nil || !strings.Contains(*s.Error, "/dev/infiniband/uverbs0") ||
+		s.Errno != "ENOENT" || !strings.Contains(s.Cause, "does not exist") {
+		t.Errorf("step %+v", s)
+	}
+	// The first run failed: the probe stopped there.
+	if got.Count != 3 || got.Runs != 1 || got.Passed != 0 || got.Timing.Total.Runs != 1 || got.Timing.Total.Median == nil ||
+		len(got.Timing.Steps) != 1 || got.Timing.Steps[0].Name != "open" {
+		t.Errorf("count %d, runs %d, passed %d, timing %+v", got.Count, got.Runs, got.Passed, got.Timing)
+	}
+}
+
+// passingResult is a traffic probe as rxe0 passed it in the guest.
+func passingResult(qpn uint32, us time.Duration) *verbsprobe.Result {
+	r := &verbsprobe.Result{Device: "rxe0", Port: 1, Driver: "rxe", VerbsDevice: "uverbs0", GIDIndex: 1,
+		GID: gid.GID{10: 0xff, 11: 0xff, 12: 192, 13: 168, 14: 77, 15: 1}, QPN: qpn, Traffic: true}
+	for i, name := range []string{"open", "alloc_pd", "send", "close"} {
+		r.Steps = append(r.Steps, verbsprobe.Step{Name: name, OK: true, Duration: time.Duration(i+1) * us * time.Microsecond})
+	}
+	r.Steps[1].Detail = "pd 0"
+	return r
+}
+
+func TestRenderProbePassing(t *testing.T) {
+	results := []*verbsprobe.Result{passingResult(17, 100), passingResult(18, 300), passingResult(19, 200)}
+	var text bytes.Buffer
+	p := output.New(&text, output.Options{})
+	renderProbeText(p, results[2], results, 3)
+	p.Flush()
+	want := `probe rxe0/1 (driver rxe, uverbs0, GID 1 ::ffff:192.168.77.1, qpn 19), run 3 of 3
+  [ok  ] open                200µs
+  [ok  ] alloc_pd            400µs  pd 0
+  [ok  ] send                600µs
+  [ok  ] close               800µs
+PASS: RC queue pair in RTS, SEND, RDMA WRITE and RDMA READ verified (2.00ms)
+
+3 runs of 3, 3 passed
+  step                  min    median       max
+  open                100µs     200µs     300µs
+  alloc_pd            200µs     400µs     600µs
+  send                300µs     600µs     900µs
+  close               400µs     800µs    1.20ms
+  total              1.00ms    2.00ms    3.00ms
+`
+	if text.String() != want {
+		t.Errorf("text\n%s\nwant\n%s", text.String(), want)
+	}
+
+	var js bytes.Buffer
+	p = output.New(&js, output.Options{JSON: true})
+	p.StartPlain()
+	renderProbeJSON(p, results[0], results[:1], 1)
+	p.EndPlain()
+	p.Flush()
+	wantJSON := `{"ifname":"rxe0","port":1,"driver":"rxe","uverbs":"uverbs0","gid_index":1,"gid":"::ffff:192.168.77.1","qpn":17,"traffic":true,"ok":true,"usec":1000,` +
+		`"steps":[{"name":"open","ok":true,"usec":100,"detail":"","error":""},{"name":"alloc_pd","ok":true,"usec":200,"detail":"pd 0","error":""},` +
+		`{"name":"send","ok":true,"usec":300,"detail":"","error":""},{"name":"close","ok":true,"usec":400,"detail":"","error":""}]}` + "\n"
+	if js.String() != wantJSON {
+		t.Errorf("JSON\n%s\nwant\n%s", js.String(), wantJSON)
+	}
+}
+
+func TestFormatDuration(t *testing.T) {
+	for d, want := range map[time.Duration]string{0: "0µs", 1499 * time.Nanosecond: "1µs", 999_400 * time.Nanosecond: "999µs",
+		1_234_567: "1.23ms", 2_500 * time.Millisecond: "2.50s"} {
+		if got := formatDuration(d); got != want {
+			t.Errorf("formatDuration(%v) = %q, want %q", d, got, want)
+		}
+	}
+	if usec(1_234_567) != 1234.6 {
+		t.Errorf("usec = %v", usec(1_234_567))
+	}
+}

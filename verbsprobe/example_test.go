@@ -1,0 +1,51 @@
+package verbsprobe_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+
+	"github.com/grdma/grdma/sysfs"
+	"github.com/grdma/grdma/verbsprobe"
+)
+
+// Probe rxe0's port 1 with traffic and print each step, as
+// `grdma probe rxe0 traffic` does. (No output check: it needs an RDMA
+// device.)
+func ExampleRun() {
+	fsys, err := sysfs.NewFS("/")
+	if err != nil {
+		log.Fatal(err)
+	}
+	r := verbsprobe.Run(context.Background(), verbsprobe.Options{
+		Sysfs: fsys, Device: "rxe0", Port: 1, GIDIndex: verbsprobe.AutoGID, Traffic: true,
+	})
+	for _, s := range r.Steps {
+		fmt.Printf("%-15s ok=%v %v %s\n", s.Name, s.OK, s.Duration, s.Detail)
+	}
+	if err := r.Err(); err != nil {
+		// e.g. "query_port: port rxe0/1 is DOWN, not ACTIVE", with the
+		// cause "network device veth0 is down or has no carrier ..."
+		var se *verbsprobe.StepError
+		if errors.As(err, &se) && se.Cause != "" {
+			log.Fatalf("%v (likely cause: %s)", err, se.Cause)
+		}
+		log.Fatal(err)
+	}
+}
+
+// Time 100 probes of the control path and print the median of each step.
+func ExampleSummarize() {
+	fsys, err := sysfs.NewFS("/")
+	if err != nil {
+		log.Fatal(err)
+	}
+	results := verbsprobe.Repeat(context.Background(), verbsprobe.Options{
+		Sysfs: fsys, Device: "rxe0", GIDIndex: verbsprobe.AutoGID,
+	}, 100)
+	steps, total := verbsprobe.Summarize(results)
+	for _, t := range append(steps, total) {
+		fmt.Printf("%-15s %v\n", t.Name, t.Median)
+	}
+}
