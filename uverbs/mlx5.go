@@ -131,42 +131,63 @@ func (c *Context) getMlx5Context() error {
 	return nil
 }
 
-// Mlx5CQ is an mlx5 completion queue with its buffer and doorbell record,
-// which this process allocated and the device uses.
-type Mlx5CQ struct {
-	CQ
-	CQN   uint32 // the device's number for it
-	c     *Context
+// mlx5Queues is the user memory of an mlx5 completion queue or queue
+// pair: its queue buffer and its doorbell record, which the kernel pins and
+// the device uses while the object lives.
+type mlx5Queues struct {
 	buf   []byte
 	dbrec []byte
 }
 
+func allocMlx5Queues(size int) (mlx5Queues, error) {
+	buf, err := AllocBuffer(size)
+	if err != nil {
+		return mlx5Queues{}, err
+	}
+	dbrec, err := AllocBuffer(8)
+	if err != nil {
+		return mlx5Queues{}, errors.Join(err, FreeBuffer(buf))
+	}
+	return mlx5Queues{buf: buf, dbrec: dbrec}, nil
+}
+
+func (q *mlx5Queues) addrs() (buf, dbrec uint64) { return bufferAddr(q.buf), bufferAddr(q.dbrec) }
+
+func (q *mlx5Queues) free() error {
+	err := errors.Join(FreeBuffer(q.buf), FreeBuffer(q.dbrec))
+	q.buf, q.dbrec = nil, nil
+	return err
+}
+
+// Mlx5CQ is an mlx5 completion queue with its buffer and doorbell record,
+// which this process allocated and the device uses.
+type Mlx5CQ struct {
+	cq  CQ
+	CQN uint32 // the device's number for it
+	c   *Context
+	mlx5Queues
+}
+
+// CQ returns the completion queue.
+func (cq *Mlx5CQ) CQ() CQ { return cq.cq }
+
 // CreateMlx5CQ creates a completion queue of at least cqe entries on an
 // mlx5 device. Its buffer and doorbell record are pinned, which counts
 // against RLIMIT_MEMLOCK. Nothing is left behind on failure.
-func (c *Context) CreateMlx5CQ(cqe uint32) (_ *Mlx5CQ, err error) {
+func (c *Context) CreateMlx5CQ(cqe uint32) (*Mlx5CQ, error) {
 	entries := uint32(1) << bits.Len32(cqe) // roundup_pow_of_two(cqe + 1), as the kernel sizes it
-	cq := &Mlx5CQ{c: c}
-	defer func() {
-		if err != nil {
-			err = errors.Join(err, cq.freeBuffers())
-		}
-	}()
-	if cq.buf, err = AllocBuffer(int(entries) * mlx5CQESize); err != nil {
+	q, err := allocMlx5Queues(int(entries) * mlx5CQESize)
+	if err != nil {
 		return nil, err
 	}
-	if cq.dbrec, err = AllocBuffer(8); err != nil {
-		return nil, err
-	}
-	in := mlx5CQRequest(bufferAddr(cq.buf), bufferAddr(cq.dbrec))
 	var out [unsafe.Sizeof(mlx5CreateCQResp{})]byte
-	if cq.CQ, err = c.CreateCQ(entries-1, in, out[:]); err != nil {
-		return nil, err
+	cq, err := c.CreateCQ(entries-1, mlx5CQRequest(q.addrs()), out[:])
+	if err != nil {
+		return nil, errors.Join(err, q.free())
 	}
 	var resp mlx5CreateCQResp
 	decodeDriverData(out[:], &resp)
-	cq.CQN = resp.CQN
-	return cq, nil
+	return &Mlx5CQ{cq: cq, CQN: resp.CQN, c: c, mlx5Queues: q}, nil
 }
 
 // mlx5CQRequest encodes CREATE_CQ's driver request for 64-byte CQEs.
@@ -179,27 +200,23 @@ func mlx5CQRequest(bufAddr, dbAddr uint64) []byte {
 // Destroy destroys the completion queue, then frees its buffers, but
 // keeps them when DESTROY_CQ fails: the device may still write them.
 func (cq *Mlx5CQ) Destroy() error {
-	if err := cq.c.DestroyCQ(cq.CQ); err != nil {
+	if err := cq.c.DestroyCQ(cq.cq); err != nil {
 		return err
 	}
-	return cq.freeBuffers()
-}
-
-func (cq *Mlx5CQ) freeBuffers() error {
-	err := errors.Join(FreeBuffer(cq.buf), FreeBuffer(cq.dbrec))
-	cq.buf, cq.dbrec = nil, nil
-	return err
+	return cq.free()
 }
 
 // Mlx5QP is an mlx5 queue pair with its work queue buffer and doorbell
 // record.
 type Mlx5QP struct {
-	QP
+	qp         QP
 	BfregIndex uint32 // the blue-flame register the kernel chose
 	c          *Context
-	buf        []byte
-	dbrec      []byte
+	mlx5Queues
 }
+
+// QP returns the queue pair.
+func (qp *Mlx5QP) QP() QP { return qp.qp }
 
 // mlx5QueueLayout is how a queue pair's receive and send queues share its
 // buffer: the receive queue first, then the send queue in 64-byte basic
@@ -245,29 +262,21 @@ func roundUpPow2(n uint32) uint32 {
 // (opened with Open, which sends the version 0 context request). Its
 // buffer and doorbell record are pinned, which counts against
 // RLIMIT_MEMLOCK. Nothing is left behind on failure.
-func (c *Context) CreateMlx5QP(init QPInit) (_ *Mlx5QP, err error) {
+func (c *Context) CreateMlx5QP(init QPInit) (*Mlx5QP, error) {
 	layout := mlx5RCQueueLayout(init.Cap)
-	qp := &Mlx5QP{c: c}
-	defer func() {
-		if err != nil {
-			err = errors.Join(err, qp.freeBuffers())
-		}
-	}()
-	if qp.buf, err = AllocBuffer(layout.Size()); err != nil {
+	q, err := allocMlx5Queues(layout.Size())
+	if err != nil {
 		return nil, err
 	}
-	if qp.dbrec, err = AllocBuffer(8); err != nil {
-		return nil, err
-	}
-	in := mlx5QPRequest(bufferAddr(qp.buf), bufferAddr(qp.dbrec), layout)
+	buf, dbrec := q.addrs()
 	var out [unsafe.Sizeof(mlx5CreateQPResp{})]byte
-	if qp.QP, err = c.CreateQP(init, in, out[:]); err != nil {
-		return nil, err
+	qp, err := c.CreateQP(init, mlx5QPRequest(buf, dbrec, layout), out[:])
+	if err != nil {
+		return nil, errors.Join(err, q.free())
 	}
 	var resp mlx5CreateQPResp
 	decodeDriverData(out[:], &resp)
-	qp.BfregIndex = resp.BfregIndex
-	return qp, nil
+	return &Mlx5QP{qp: qp, BfregIndex: resp.BfregIndex, c: c, mlx5Queues: q}, nil
 }
 
 // mlx5QPRequest encodes CREATE_QP's driver request: the kernel allocates
@@ -286,16 +295,10 @@ func mlx5QPRequest(bufAddr, dbAddr uint64, l mlx5QueueLayout) []byte {
 // Destroy destroys the queue pair, then frees its buffers, but keeps them
 // when DESTROY_QP fails: the device may still use them.
 func (qp *Mlx5QP) Destroy() error {
-	if err := qp.c.DestroyQP(qp.QP); err != nil {
+	if err := qp.c.DestroyQP(qp.qp); err != nil {
 		return err
 	}
-	return qp.freeBuffers()
-}
-
-func (qp *Mlx5QP) freeBuffers() error {
-	err := errors.Join(FreeBuffer(qp.buf), FreeBuffer(qp.dbrec))
-	qp.buf, qp.dbrec = nil, nil
-	return err
+	return qp.free()
 }
 
 func bufferAddr(b []byte) uint64 { return uint64(uintptr(unsafe.Pointer(unsafe.SliceData(b)))) }

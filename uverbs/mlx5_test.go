@@ -54,7 +54,7 @@ func TestMlx5CreateCQ(t *testing.T) {
 	}
 	wantCommand(t, c, k, "CREATE_CQ", "12000000 1200 0400 RESP 0000000000000000 3f000000 00000000 ffffffff 00000000"+
 		addrHex(bufferAddr(cq.buf))+addrHex(bufferAddr(cq.dbrec))+"40000000 00 00 0000 0000 0000 00000000")
-	if len(cq.buf) != 64*64 || cq.CQN != 0x42a || cq.CQ != (CQ{Handle: 2, CQE: 63}) {
+	if len(cq.buf) != 64*64 || cq.CQN != 0x42a || cq.CQ() != (CQ{Handle: 2, CQE: 63}) {
 		t.Errorf("buffer of %d bytes, cq %+v", len(cq.buf), cq)
 	}
 	if err := cq.Destroy(); err != nil || cq.buf != nil || cq.dbrec != nil {
@@ -86,8 +86,8 @@ func TestMlx5CreateQP(t *testing.T) {
 		01000000 02000000 02000000 00000000 10000000 10000000 01000000 01000000 00000000 01 02 00 00`+
 		addrHex(bufferAddr(qp.buf))+addrHex(bufferAddr(qp.dbrec))+
 		"10000000 10000000 04000000 00000000 ffffff00 00000000 0000000000000000 00000000 0000 0000")
-	if qp.QPN != 17 || qp.BfregIndex != 1 || len(qp.buf) < 1280 {
-		t.Errorf("qp %+v, buffer of %d bytes", qp.QP, len(qp.buf))
+	if qp.QP().QPN != 17 || qp.BfregIndex != 1 || len(qp.buf) < 1280 {
+		t.Errorf("qp %+v, buffer of %d bytes", qp.QP(), len(qp.buf))
 	}
 	// A failed DESTROY_QP keeps the buffers: the device may still use
 	// them.

@@ -255,10 +255,13 @@ func (q *rxeQueue) unmap() error {
 
 // RxeCQ is an rxe completion queue with its mapped queue.
 type RxeCQ struct {
-	CQ
+	cq    CQ
 	c     *Context
 	queue *rxeQueue
 }
+
+// CQ returns the completion queue.
+func (cq *RxeCQ) CQ() CQ { return cq.cq }
 
 // CreateRxeCQ creates a completion queue of at least cqe entries on an rxe
 // device and maps it. Nothing is left behind on failure.
@@ -274,7 +277,7 @@ func (c *Context) CreateRxeCQ(cqe uint32) (*RxeCQ, error) {
 	if err != nil {
 		return nil, errors.Join(err, c.DestroyCQ(cq))
 	}
-	return &RxeCQ{CQ: cq, c: c, queue: q}, nil
+	return &RxeCQ{cq: cq, c: c, queue: q}, nil
 }
 
 // Poll moves up to len(wcs) completions from the queue into wcs and
@@ -301,16 +304,19 @@ func (cq *RxeCQ) Poll(wcs []WC) int {
 // the queue's memory until both are done, so it is unmapped even when
 // DESTROY_CQ fails (the object then goes with the context).
 func (cq *RxeCQ) Destroy() error {
-	return errors.Join(cq.c.DestroyCQ(cq.CQ), cq.queue.unmap())
+	return errors.Join(cq.c.DestroyCQ(cq.cq), cq.queue.unmap())
 }
 
 // RxeQP is an rxe queue pair with its mapped send and receive queues.
 type RxeQP struct {
-	QP
+	qp QP
 	c  *Context
 	sq *rxeQueue
 	rq *rxeQueue
 }
+
+// QP returns the queue pair.
+func (qp *RxeQP) QP() QP { return qp.qp }
 
 // CreateRxeQP creates a queue pair on an rxe device and maps its queues
 // (rxe takes no driver request data). Nothing is left behind on failure.
@@ -333,7 +339,7 @@ func (c *Context) CreateRxeQP(init QPInit) (*RxeQP, error) {
 	if err != nil {
 		return nil, errors.Join(err, c.DestroyQP(qp), rq.unmap())
 	}
-	return &RxeQP{QP: qp, c: c, sq: sq, rq: rq}, nil
+	return &RxeQP{qp: qp, c: c, sq: sq, rq: rq}, nil
 }
 
 // ErrQueueFull means a work queue has no free slot.
@@ -343,8 +349,8 @@ var ErrQueueFull = errors.New("work queue full")
 // (ibv_post_recv). It makes no system call: the kernel takes the request
 // when a SEND arrives.
 func (qp *RxeQP) PostRecv(wr RecvWR) error {
-	if len(wr.SGL) > int(qp.Cap.MaxRecvSGE) {
-		return fmt.Errorf("receive request with %d SGEs; the queue pair takes %d", len(wr.SGL), qp.Cap.MaxRecvSGE)
+	if len(wr.SGL) > int(qp.qp.Cap.MaxRecvSGE) {
+		return fmt.Errorf("receive request with %d SGEs; the queue pair takes %d", len(wr.SGL), qp.qp.Cap.MaxRecvSGE)
 	}
 	slot, ok := qp.rq.nextFree()
 	if !ok {
@@ -363,8 +369,8 @@ func (qp *RxeQP) PostSend(wr SendWR) error {
 	if wr.Flags&SendInline != 0 {
 		return fmt.Errorf("inline send requests are not supported")
 	}
-	if len(wr.SGL) > int(qp.Cap.MaxSendSGE) {
-		return fmt.Errorf("send request with %d SGEs; the queue pair takes %d", len(wr.SGL), qp.Cap.MaxSendSGE)
+	if len(wr.SGL) > int(qp.qp.Cap.MaxSendSGE) {
+		return fmt.Errorf("send request with %d SGEs; the queue pair takes %d", len(wr.SGL), qp.qp.Cap.MaxSendSGE)
 	}
 	slot, ok := qp.sq.nextFree()
 	if !ok {
@@ -383,13 +389,13 @@ func (qp *RxeQP) PostSend(wr SendWR) error {
 	}
 	encodeWQE(slot, &wqe, wr.SGL)
 	qp.sq.produce()
-	return qp.c.RingSendDoorbell(qp.QP)
+	return qp.c.RingSendDoorbell(qp.qp)
 }
 
 // Destroy destroys the queue pair and unmaps its queues, even when
 // DESTROY_QP fails.
 func (qp *RxeQP) Destroy() error {
-	return errors.Join(qp.c.DestroyQP(qp.QP), qp.sq.unmap(), qp.rq.unmap())
+	return errors.Join(qp.c.DestroyQP(qp.qp), qp.sq.unmap(), qp.rq.unmap())
 }
 
 func sglLength(sgl []SGE) uint32 {

@@ -173,7 +173,7 @@ type prober struct {
 	dev    *sysfs.Device // see device
 	c      *uverbs.Context
 	port   uverbs.PortAttr
-	driver driver
+	driver *driver // nil: not a driver the probe knows
 	pd     *uverbs.PD
 	cq     probeCQ
 	qp     probeQP
@@ -314,7 +314,9 @@ func (p *prober) open() (string, error) {
 	}
 	p.c = c
 	p.res.Driver, p.res.VerbsDevice = c.Driver, c.Verbs.Name
-	p.driver = drivers[c.Driver]
+	if d, ok := drivers[c.Driver]; ok {
+		p.driver = &d
+	}
 	return fmt.Sprintf("/dev/infiniband/%s, driver %s", c.Verbs.Name, c.Driver), nil
 }
 
@@ -407,25 +409,25 @@ func (p *prober) createCQ() (string, error) {
 	if p.cq, err = p.driver.createCQ(p.c, cqEntries); err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("cq %d, %d entries", p.cq.cq().Handle, p.cq.cq().CQE), nil
+	return fmt.Sprintf("cq %d, %d entries", p.cq.CQ().Handle, p.cq.CQ().CQE), nil
 }
 
 func (p *prober) createQP() (string, error) {
-	cq := p.cq.cq()
+	cq := p.cq.CQ()
 	init := uverbs.QPInit{PD: *p.pd, SendCQ: cq, RecvCQ: cq, Type: uverbs.QPTypeRC, SignalAll: true,
 		Cap: uverbs.QPCap{MaxSendWR: queueDepth, MaxRecvWR: queueDepth, MaxSendSGE: 1, MaxRecvSGE: 1}}
 	var err error
 	if p.qp, err = p.driver.createQP(p.c, init); err != nil {
 		return "", err
 	}
-	qp := p.qp.qp()
+	qp := p.qp.QP()
 	p.res.QPN = qp.QPN
 	return fmt.Sprintf("RC qpn %d, %d send and %d receive requests", qp.QPN, qp.Cap.MaxSendWR, qp.Cap.MaxRecvWR), nil
 }
 
 func (p *prober) toInit() (string, error) {
 	attr := uverbs.QPAttr{State: uverbs.QPStateInit, PKeyIndex: 0, PortNum: uint8(p.opts.Port), AccessFlags: qpAccess}
-	return "", p.c.ModifyQP(p.qp.qp(), &attr, uverbs.QPAttrsResetToInit)
+	return "", p.c.ModifyQP(p.qp.QP(), &attr, uverbs.QPAttrsResetToInit)
 }
 
 // pathMTU is the port's active MTU, as ibv_rc_pingpong uses it.
@@ -442,7 +444,7 @@ func (p *prober) addressVector() uverbs.AddressVector {
 }
 
 func (p *prober) toRTR() (string, error) {
-	qp := p.qp.qp()
+	qp := p.qp.QP()
 	attr := uverbs.QPAttr{State: uverbs.QPStateRTR, PathMTU: p.pathMTU(), DestQPN: qp.QPN, RQPSN: p.startPSN,
 		MaxDestRdAtomic: rdAtomicSize, MinRNRTimer: minRNRTimer, AV: p.addressVector()}
 	if err := p.c.ModifyQP(qp, &attr, uverbs.QPAttrsInitToRTR); err != nil {
@@ -454,7 +456,7 @@ func (p *prober) toRTR() (string, error) {
 func (p *prober) toRTS() (string, error) {
 	attr := uverbs.QPAttr{State: uverbs.QPStateRTS, Timeout: ackTimeout, RetryCnt: retryCount, RNRRetry: rnrRetry,
 		SQPSN: p.startPSN, MaxRdAtomic: rdAtomicSize}
-	return "", p.c.ModifyQP(p.qp.qp(), &attr, uverbs.QPAttrsRTRToRTS)
+	return "", p.c.ModifyQP(p.qp.QP(), &attr, uverbs.QPAttrsRTRToRTS)
 }
 
 // QPMismatchError means QUERY_QP disagrees with what the probe set.
@@ -468,7 +470,7 @@ func (e *QPMismatchError) Error() string {
 }
 
 func (p *prober) queryQP() (string, error) {
-	qp := p.qp.qp()
+	qp := p.qp.QP()
 	attr, err := p.c.QueryQP(qp, uverbs.QPAttrAll)
 	if err != nil {
 		return "", err

@@ -121,76 +121,95 @@ func (e *PayloadMismatchError) Error() string {
 		e.Operation, e.Offset, e.Got, e.Want)
 }
 
-func (t *traffic) send() (string, error) {
-	m := t.p.mr
-	src, dst := m.region(regionSource), m.region(regionReceive)
-	randomPayload(src)
-	clear(dst)
-	if err := t.qp.PostRecv(uverbs.RecvWR{ID: wrRecv, SGL: []uverbs.SGE{m.sge(regionReceive)}}); err != nil {
-		return "", err
-	}
-	if err := t.qp.PostSend(uverbs.SendWR{ID: wrSend, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled,
-		SGL: []uverbs.SGE{m.sge(regionSource)}}); err != nil {
-		return "", err
-	}
-	wcs, err := t.await(2)
-	if err != nil {
-		return "", err
-	}
-	if err := expect(wcs, wrSend, uverbs.WCSend, -1); err != nil {
-		return "", err
-	}
-	if err := expect(wcs, wrRecv, uverbs.WCRecv, payloadSize); err != nil {
-		return "", err
-	}
-	if err := verify("SEND", dst, src); err != nil {
-		return "", err
-	}
-	return fmt.Sprintf("%d bytes received and verified", payloadSize), nil
+// operation is one transfer through the queue pair: the requests to post,
+// the completions they must produce, and the memory that must then hold
+// the payload.
+type operation struct {
+	name   string         // as the verification error names it
+	recv   *uverbs.RecvWR // posted before send
+	send   uverbs.SendWR  // signalled
+	expect []expectedWC   // the completions, in any order
+	landed []byte         // must then equal payload
+	detail string         // what passing means
 }
 
-func (t *traffic) rdmaWrite() (string, error) {
-	m := t.p.mr
-	src, dst := m.region(regionSource), m.region(regionWritten)
-	randomPayload(src)
-	clear(dst)
-	if err := t.qp.PostSend(uverbs.SendWR{ID: wrWrite, Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled,
-		SGL: []uverbs.SGE{m.sge(regionSource)}, RemoteAddr: m.sge(regionWritten).Addr, RKey: m.mr.RKey}); err != nil {
+// expectedWC is a completion an operation must produce; byteLen < 0
+// means any length.
+type expectedWC struct {
+	wrID    uint64
+	opcode  uverbs.WCOpcode
+	byteLen int
+}
+
+// run posts the operation's requests, waits for their completions and
+// compares the memory the payload landed in with payload.
+func (t *traffic) run(op operation, payload []byte) (string, error) {
+	if op.recv != nil {
+		if err := t.qp.PostRecv(*op.recv); err != nil {
+			return "", err
+		}
+	}
+	op.send.Flags |= uverbs.SendSignaled
+	if err := t.qp.PostSend(op.send); err != nil {
 		return "", err
 	}
-	wcs, err := t.await(1)
+	wcs, err := t.await(len(op.expect))
 	if err != nil {
 		return "", err
 	}
-	if err := expect(wcs, wrWrite, uverbs.WCRDMAWrite, -1); err != nil {
+	for _, e := range op.expect {
+		if err := expect(wcs, e.wrID, e.opcode, e.byteLen); err != nil {
+			return "", err
+		}
+	}
+	if err := verify(op.name, op.landed, payload); err != nil {
 		return "", err
 	}
-	if err := verify("RDMA WRITE", dst, src); err != nil {
-		return "", err
-	}
-	return fmt.Sprintf("%d bytes written and verified", payloadSize), nil
+	return op.detail, nil
+}
+
+// send posts a receive for a SEND of a fresh payload.
+func (t *traffic) send() (string, error) {
+	m := t.p.mr
+	randomPayload(m.region(regionSource))
+	clear(m.region(regionReceive))
+	return t.run(operation{
+		name:   "SEND",
+		recv:   &uverbs.RecvWR{ID: wrRecv, SGL: []uverbs.SGE{m.sge(regionReceive)}},
+		send:   uverbs.SendWR{ID: wrSend, Opcode: uverbs.WRSend, SGL: []uverbs.SGE{m.sge(regionSource)}},
+		expect: []expectedWC{{wrSend, uverbs.WCSend, -1}, {wrRecv, uverbs.WCRecv, payloadSize}},
+		landed: m.region(regionReceive),
+		detail: fmt.Sprintf("%d bytes received and verified", payloadSize),
+	}, m.region(regionSource))
+}
+
+// rdmaWrite writes a fresh payload into the region's written part.
+func (t *traffic) rdmaWrite() (string, error) {
+	m := t.p.mr
+	randomPayload(m.region(regionSource))
+	clear(m.region(regionWritten))
+	return t.run(operation{
+		name: "RDMA WRITE",
+		send: uverbs.SendWR{ID: wrWrite, Opcode: uverbs.WRRDMAWrite, SGL: []uverbs.SGE{m.sge(regionSource)},
+			RemoteAddr: m.sge(regionWritten).Addr, RKey: m.mr.RKey},
+		expect: []expectedWC{{wrWrite, uverbs.WCRDMAWrite, -1}},
+		landed: m.region(regionWritten),
+		detail: fmt.Sprintf("%d bytes written and verified", payloadSize),
+	}, m.region(regionSource))
 }
 
 // rdmaRead reads back over the wire what rdmaWrite wrote.
 func (t *traffic) rdmaRead() (string, error) {
 	m := t.p.mr
-	written, dst := m.region(regionWritten), m.region(regionReadBack)
-	clear(dst)
-	if err := t.qp.PostSend(uverbs.SendWR{ID: wrRead, Opcode: uverbs.WRRDMARead, Flags: uverbs.SendSignaled,
-		SGL: []uverbs.SGE{m.sge(regionReadBack)}, RemoteAddr: m.sge(regionWritten).Addr, RKey: m.mr.RKey}); err != nil {
-		return "", err
-	}
-	wcs, err := t.await(1)
-	if err != nil {
-		return "", err
-	}
-	if err := expect(wcs, wrRead, uverbs.WCRDMARead, payloadSize); err != nil {
-		return "", err
-	}
-	if err := verify("RDMA READ", dst, written); err != nil {
-		return "", err
-	}
-	return fmt.Sprintf("%d bytes read back and verified", payloadSize), nil
+	clear(m.region(regionReadBack))
+	return t.run(operation{
+		name: "RDMA READ",
+		send: uverbs.SendWR{ID: wrRead, Opcode: uverbs.WRRDMARead, SGL: []uverbs.SGE{m.sge(regionReadBack)},
+			RemoteAddr: m.sge(regionWritten).Addr, RKey: m.mr.RKey},
+		expect: []expectedWC{{wrRead, uverbs.WCRDMARead, payloadSize}},
+		landed: m.region(regionReadBack),
+		detail: fmt.Sprintf("%d bytes read back and verified", payloadSize),
+	}, m.region(regionWritten))
 }
 
 // spinFor is how long await spins before it sleeps between polls:
