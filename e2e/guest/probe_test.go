@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -186,6 +187,28 @@ func TestProbe(t *testing.T) {
 		})
 	}
 
+	// A driver the probe does not know is checked up to the protection
+	// domain and reported as not supported, not as failing: rxe0 seen
+	// through a sysfs root that names its driver irdma.
+	t.Run("unknown_driver", func(t *testing.T) {
+		root := probeFakeDriverRoot(t, "rxe0", "irdma")
+		r := run(grdma(), "--sysfs-root", root, "-j", "probe", "rxe0", "traffic")
+		rep := parseProbe(t, r)
+		want := []string{"open", "query_device", "query_port", "address", "alloc_pd", "dealloc_pd", "close"}
+		if r.code != 1 || rep.OK || rep.Driver != "irdma" || !slices.Equal(rep.stepNames(), want) ||
+			!strings.HasPrefix(r.stderr, "grdma: probe rxe0/1: driver irdma not supported by the probe: ") {
+			t.Errorf("want exit 1, steps %v, not supported:\n%s", want, r)
+		}
+		for _, s := range rep.Steps {
+			if !s.OK {
+				t.Errorf("step %s failed: %s", s.Name, s.Error)
+			}
+		}
+		if after := rdmaRes(t); after != baseline {
+			t.Errorf("rdma res changed (- before, + after):\n%s", lineDiff(baseline, after))
+		}
+	})
+
 	// Without an IPv4 address rxe1 has only its link-local RoCE v2 GID:
 	// the selector falls back to it and traffic still flows.
 	t.Run("link_local_gid", func(t *testing.T) {
@@ -202,6 +225,55 @@ func TestProbe(t *testing.T) {
 			t.Errorf("want a pass over the link-local GID:\n%s", r)
 		}
 	})
+}
+
+// probeFakeDriverRoot makes a sysfs root (for --sysfs-root) in which
+// RDMA device dev, otherwise the real one, is driven by driver, with its
+// uverbs character device.
+func probeFakeDriverRoot(t *testing.T, dev, driver string) string {
+	t.Helper()
+	root := t.TempDir()
+	devDir := root + "/sys/class/infiniband/" + dev
+	for _, dir := range []string{devDir + "/device", root + "/dev/infiniband"} {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	links := map[string]string{
+		root + "/sys/class/infiniband_verbs": "/sys/class/infiniband_verbs",
+		devDir + "/device/driver":            "../../../../bus/pci/drivers/" + driver,
+	}
+	entries, err := os.ReadDir("/sys/class/infiniband/" + dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if name := e.Name(); name != "parent" && name != "device" {
+			links[devDir+"/"+name] = "/sys/class/infiniband/" + dev + "/" + name
+		}
+	}
+	for link, target := range links {
+		if err := os.Symlink(target, link); err != nil {
+			t.Fatal(err)
+		}
+	}
+	verbs, _ := filepath.Glob("/sys/class/infiniband_verbs/uverbs*/ibdev")
+	for _, ibdev := range verbs {
+		if b, _ := os.ReadFile(ibdev); strings.TrimSpace(string(b)) != dev {
+			continue
+		}
+		name := strings.TrimSuffix(strings.TrimPrefix(ibdev, "/sys/class/infiniband_verbs/"), "/ibdev")
+		var st unix.Stat_t
+		if err := unix.Stat("/dev/infiniband/"+name, &st); err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Mknod(root+"/dev/infiniband/"+name, unix.S_IFCHR|0o600, int(st.Rdev)); err != nil {
+			t.Fatal(err)
+		}
+		return root
+	}
+	t.Fatalf("no uverbs device for %s", dev)
+	return ""
 }
 
 // probeFailure is a probe that must fail at a step, with its message.
@@ -315,7 +387,13 @@ func memlockLimit(bytes uint64) func(t *testing.T) {
 // iteration, over the same GID), and reports the ratios: step median ÷
 // pingpong median. Nothing is
 // asserted about the times: QEMU without KVM makes them slow and noisy.
-// With PROBE_BENCH_OUT set, the report is also written to that file.
+// With PROBE_BENCH_OUT set, the report is also written to that file. To
+// see it (make e2e shows a passing test's log only with the failures):
+//
+//	go test -c -tags e2eguest -o /tmp/guest.test ./e2e/guest
+//	echo '/bin/guest.test -test.run ProbeBenchmark -test.v' > /tmp/bench.sh
+//	go run ./e2e/cmd/guestrun -kernel 6.12 -script /tmp/bench.sh -out /tmp/bench \
+//		-file /tmp/guest.test:/bin/guest.test
 func TestProbeBenchmark(t *testing.T) {
 	gidIndex := probeDevice(t)
 	const runs = 50
