@@ -36,9 +36,10 @@ type Options struct {
 	Device string // the RDMA device, e.g. "rxe0"
 	// Port is the port number, from 1; 0 means 1.
 	Port uint32
-	// GIDIndex is the source GID of the queue pair's address. Auto
-	// (-1) chooses with the gid selector: RoCE v2 IPv4 first, then other
-	// RoCE v2, then RoCE v1; on InfiniBand, no GRH (the port's LID).
+	// GIDIndex is the source GID of the queue pair's address. AutoGID
+	// chooses with the gid selector: RoCE v2 IPv4 first, then other RoCE
+	// v2, then RoCE v1; on InfiniBand, no GRH (the port's LID). Note that
+	// the zero value is index 0, not AutoGID.
 	GIDIndex int
 	// Traffic sends data through the queue pair and verifies it.
 	Traffic bool
