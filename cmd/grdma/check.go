@@ -19,6 +19,7 @@ import (
 	"github.com/grdma/grdma/ports"
 	"github.com/grdma/grdma/promfile"
 	"github.com/grdma/grdma/sysfs"
+	"github.com/grdma/grdma/uverbs"
 	"github.com/grdma/grdma/verbsprobe"
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
@@ -163,7 +164,7 @@ func (a *app) check(args *argv, quiet bool, textfile string) error {
 		case "probe":
 			results = append(results, a.checkProbe(sys)...)
 		case "gdr":
-			results = append(results, health.CheckGDR(gpudirect.Check(sys, gpudirect.Options{})))
+			results = append(results, health.CheckGDR(gpudirect.Check(sys, gpudirect.Options{ProbeDMABuf: a.dmabufProbe(sys)})))
 		}
 	}
 	rep := health.Summarize(results)
@@ -252,6 +253,35 @@ func (a *app) checkProbe(sys sysfs.FS) []health.Result {
 			Sysfs: sys, Device: p.Device, Port: p.Port, GIDIndex: verbsprobe.AutoGID, Traffic: true}))
 	}
 	return health.CheckProbe(results)
+}
+
+// dmabufProbe runs NCCL's dma-buf test (register a dma-buf MR with fd -1)
+// on every device with a uverbs device; gpudirect reads the errnos.
+func (a *app) dmabufProbe(sys sysfs.FS) gpudirect.DMABufProbe {
+	return func() ([]gpudirect.DMABufProbeResult, error) {
+		c, err := a.nl()
+		if err != nil {
+			return nil, err
+		}
+		devs, err := c.Devices()
+		if err != nil {
+			return nil, err
+		}
+		var out []gpudirect.DMABufProbeResult
+		for _, d := range devs {
+			ch, err := c.Chardev(d.Index, "uverbs")
+			if err != nil {
+				continue // no uverbs: the probe cannot tell
+			}
+			ctx, err := uverbs.Open(sys, d.Name)
+			if err != nil {
+				continue
+			}
+			out = append(out, gpudirect.DMABufProbeResult{Device: d.Name, Err: ctx.ProbeDMABufImport(ch.DriverID)})
+			ctx.Close()
+		}
+		return out, nil
+	}
 }
 
 func (a *app) printCheckReport(rep health.Report) error {

@@ -27,6 +27,9 @@ type verdict struct {
 	Supported     *bool  `json:"supported"`
 	KernelSupport *bool  `json:"kernel_support"`
 	Reason        string `json:"reason"`
+	Signals       []struct {
+		Name, State, Value string
+	} `json:"signals"`
 }
 
 // kallsymsHas reports whether the running kernel exports symbol.
@@ -73,6 +76,17 @@ func TestCheck(t *testing.T) {
 	hasDMABuf := kallsymsHas(t, "ib_umem_dmabuf_get")
 	if g.DMABuf.KernelSupport == nil || *g.DMABuf.KernelSupport != hasDMABuf {
 		t.Errorf("dmabuf kernel_support %v, kallsyms has ib_umem_dmabuf_get: %v", g.DMABuf.KernelSupport, hasDMABuf)
+	}
+	// NCCL's test, REG_DMABUF_MR with fd -1, through grdma's own ioctl:
+	// rxe has no dma-buf registration and says so.
+	probed := false
+	for _, s := range g.DMABuf.Signals {
+		if s.Name == "verbs_probe:rxe0" {
+			probed = s.State == "no" && s.Value == "EOPNOTSUPP"
+		}
+	}
+	if !probed {
+		t.Errorf("no verbs_probe:rxe0 signal answering EOPNOTSUPP: %+v", g.DMABuf.Signals)
 	}
 	if g.PeerMem.Supported == nil || *g.PeerMem.Supported || kallsymsHas(t, "ib_register_peer_memory_client") {
 		t.Errorf("peer_mem should be absent on Debian's kernel: %+v", g.PeerMem)

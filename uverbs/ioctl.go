@@ -1,0 +1,109 @@
+package uverbs
+
+import (
+	"encoding/binary"
+	"os"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// The ioctl ABI (RDMA_VERBS_IOCTL), for methods the write() ABI lacks.
+
+// rdmaVerbsIoctl is RDMA_VERBS_IOCTL: _IOWR(0x1b, 1, struct ib_uverbs_ioctl_hdr).
+const rdmaVerbsIoctl = 0xc0181b01
+
+// ioctlHdr is struct ib_uverbs_ioctl_hdr; the attributes follow it.
+type ioctlHdr struct {
+	Length    uint16
+	ObjectID  uint16
+	MethodID  uint16
+	NumAttrs  uint16
+	Reserved1 uint64
+	DriverID  uint32
+	Reserved2 uint32
+}
+
+// ioctlAttr is struct ib_uverbs_attr.
+type ioctlAttr struct {
+	AttrID   uint16
+	Len      uint16
+	Flags    uint16
+	AttrData uint16
+	Data     uint64 // inline value (len <= 8), pointer, handle or fd
+}
+
+// attrFlagMandatory is UVERBS_ATTR_F_MANDATORY.
+const attrFlagMandatory = 1
+
+// Objects and methods of the default namespace (ib_user_ioctl_cmds.h).
+const (
+	objectMR              = 7 // UVERBS_OBJECT_MR
+	methodRegDMABufMR     = 4 // UVERBS_METHOD_REG_DMABUF_MR
+	regDMABufMRHandle     = 0
+	regDMABufMRPDHandle   = 1
+	regDMABufMROffset     = 2
+	regDMABufMRLength     = 3
+	regDMABufMRIOVA       = 4
+	regDMABufMRFD         = 5
+	regDMABufMRAccess     = 6
+	regDMABufMRRespLKey   = 7
+	regDMABufMRRespRKey   = 8
+	ioctlOutOffset        = 1024 // where in the arena's request half outputs land
+	ioctlMethodRegDMABuf  = "REG_DMABUF_MR"
+	ioctlHeaderSize       = 24
+	ioctlAttrSize         = 16
+	ioctlMaxAttrs         = (ioctlOutOffset - ioctlHeaderSize) / ioctlAttrSize
+	ioctlOutputBufferSize = 64
+)
+
+// ioctl runs one method. The message is built in the arena's request half
+// (outside the Go heap, so the kernel reads and writes stable memory);
+// outputs point at ioctlOut. After the call, the kernel's copy of the
+// attributes (with new handles) is decoded back into attrs.
+// driverID is the device's enum rdma_driver_id (from RDMA netlink
+// GET_CHARDEV): the kernel refuses a header that names another driver.
+func (c *Context) ioctl(method string, driverID uint32, object, methodID uint16, attrs []ioctlAttr) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.arena == nil {
+		return &CommandError{Device: c.name, Command: method, Err: os.ErrClosed}
+	}
+	buf := c.arena[:ioctlOutOffset]
+	hdr := ioctlHdr{Length: uint16(ioctlHeaderSize + ioctlAttrSize*len(attrs)), ObjectID: object, MethodID: methodID,
+		NumAttrs: uint16(len(attrs)), DriverID: driverID}
+	msg, err := binary.Append(buf[:0], binary.NativeEndian, hdr)
+	if err == nil {
+		msg, err = binary.Append(msg, binary.NativeEndian, attrs)
+	}
+	if err != nil {
+		return err
+	}
+	if err := c.ioctlCall(unsafe.Pointer(unsafe.SliceData(msg))); err != nil {
+		return &CommandError{Device: c.name, Command: method, Err: err}
+	}
+	_, err = binary.Decode(buf[ioctlHeaderSize:], binary.NativeEndian, attrs)
+	return err
+}
+
+// ioctlOut is the address of the i-th 8-byte output slot in the arena.
+func (c *Context) ioctlOut(i int) uint64 {
+	return uint64(uintptr(unsafe.Pointer(&c.arena[ioctlOutOffset+8*i])))
+}
+
+// ioctlOutValue reads the u32 the kernel wrote into output slot i.
+func (c *Context) ioctlOutValue(i int) uint32 {
+	return binary.NativeEndian.Uint32(c.arena[ioctlOutOffset+8*i:])
+}
+
+// ioctlCall is the ioctl(2) itself.
+func (c *Context) ioctlCall(msg unsafe.Pointer) error { return ioctlSyscall(c.fd, msg) }
+
+// ioctlSyscall issues RDMA_VERBS_IOCTL; tests replace it with a fake kernel.
+var ioctlSyscall = func(fd int, msg unsafe.Pointer) error {
+	_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), rdmaVerbsIoctl, uintptr(msg))
+	if errno != 0 {
+		return errno
+	}
+	return nil
+}
