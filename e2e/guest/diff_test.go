@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
-	"slices"
 	"strings"
 	"sync"
 
@@ -162,103 +161,12 @@ func trimLines(s string) string {
 	return strings.Join(lines, "\n")
 }
 
-type op struct {
-	kind byte // ' ', '-' or '+'
-	text string
-}
-
-// pairUp interleaves a block of n removed and n added lines as
-// -/+ pairs, so each changed line sits right above its replacement.
-func pairUp(ops []op) []op {
-	var out []op
-	for i := 0; i < len(ops); {
-		if ops[i].kind == ' ' {
-			out = append(out, ops[i])
-			i++
-			continue
-		}
-		j := i
-		var del, add []op
-		for ; j < len(ops) && ops[j].kind != ' '; j++ {
-			if ops[j].kind == '-' {
-				del = append(del, ops[j])
-			} else {
-				add = append(add, ops[j])
-			}
-		}
-		if len(del) == len(add) {
-			for k := range del {
-				out = append(out, del[k], add[k])
-			}
-		} else {
-			out = append(append(out, del...), add...)
-		}
-		i = j
-	}
-	return out
-}
-
-// lineDiff is a unified-style diff of two texts, with 3 lines of context.
+// lineDiff is a line diff of two texts (rdmacompat.Diff), or a note that
+// there is none.
 func lineDiff(a, b string) string {
-	x := strings.Split(strings.TrimSuffix(a, "\n"), "\n")
-	y := strings.Split(strings.TrimSuffix(b, "\n"), "\n")
-	// lcs[i][j] = length of the longest common subsequence of x[i:], y[j:].
-	lcs := make([][]int, len(x)+1)
-	for i := range lcs {
-		lcs[i] = make([]int, len(y)+1)
-	}
-	for i := len(x) - 1; i >= 0; i-- {
-		for j := len(y) - 1; j >= 0; j-- {
-			if x[i] == y[j] {
-				lcs[i][j] = lcs[i+1][j+1] + 1
-			} else {
-				lcs[i][j] = max(lcs[i+1][j], lcs[i][j+1])
-			}
-		}
-	}
-	var ops []op
-	i, j := 0, 0
-	for i < len(x) || j < len(y) {
-		switch {
-		case i < len(x) && j < len(y) && x[i] == y[j]:
-			ops = append(ops, op{' ', x[i]})
-			i, j = i+1, j+1
-		case i < len(x) && (j == len(y) || lcs[i+1][j] >= lcs[i][j+1]):
-			ops = append(ops, op{'-', x[i]})
-			i++
-		default:
-			ops = append(ops, op{'+', y[j]})
-			j++
-		}
-	}
-	ops = pairUp(ops)
-	const context = 3
-	near := make([]bool, len(ops))
-	for k, o := range ops {
-		if o.kind != ' ' {
-			for d := max(0, k-context); d <= min(len(ops)-1, k+context); d++ {
-				near[d] = true
-			}
-		}
-	}
-	if !slices.Contains(near, true) {
+	d := rdmacompat.Diff(strings.Split(strings.TrimSuffix(a, "\n"), "\n"), strings.Split(strings.TrimSuffix(b, "\n"), "\n"))
+	if d == "" {
 		return "(no differences)\n"
 	}
-	var out strings.Builder
-	skipped := false
-	for k, o := range ops {
-		if !near[k] {
-			skipped = true
-			continue
-		}
-		if skipped {
-			out.WriteString("  ...\n")
-			skipped = false
-		}
-		fmt.Fprintf(&out, "%c %s\n", o.kind, o.text)
-	}
-	if skipped {
-		out.WriteString("  ...\n")
-	}
-	return out.String()
+	return d
 }

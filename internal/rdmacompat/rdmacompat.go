@@ -252,17 +252,17 @@ func DiffText(rdma, grdma string, v Version) string {
 	return Diff(strings.Split(dropGarbledText(rdma, v), "\n"), strings.Split(dropGarbledText(NormalizeText(grdma, v), v), "\n"))
 }
 
-// Diff returns a line diff ("-" rdma, "+" grdma, two lines of context),
-// or "" when a and b are equal.
+// Diff returns a line diff of a and b ("-" a, "+" b), changed lines paired
+// with their replacements, 3 lines of context, "..." where lines are left
+// out; "" when they are equal.
 func Diff(a, b []string) string {
-	// Longest common subsequence; outputs here are small.
-	n, m := len(a), len(b)
-	lcs := make([][]int, n+1)
+	// lcs[i][j] = length of the longest common subsequence of a[i:], b[j:].
+	lcs := make([][]int, len(a)+1)
 	for i := range lcs {
-		lcs[i] = make([]int, m+1)
+		lcs[i] = make([]int, len(b)+1)
 	}
-	for i := n - 1; i >= 0; i-- {
-		for j := m - 1; j >= 0; j-- {
+	for i := len(a) - 1; i >= 0; i-- {
+		for j := len(b) - 1; j >= 0; j-- {
 			if a[i] == b[j] {
 				lcs[i][j] = lcs[i+1][j+1] + 1
 			} else {
@@ -270,43 +270,87 @@ func Diff(a, b []string) string {
 			}
 		}
 	}
-	type line struct {
-		op   byte
-		text string
-	}
-	var lines []line
+	var ops []diffOp
 	i, j := 0, 0
-	for i < n || j < m {
+	for i < len(a) || j < len(b) {
 		switch {
-		case i < n && j < m && a[i] == b[j]:
-			lines = append(lines, line{' ', a[i]})
+		case i < len(a) && j < len(b) && a[i] == b[j]:
+			ops = append(ops, diffOp{' ', a[i]})
 			i, j = i+1, j+1
-		case j < m && (i == n || lcs[i][j+1] >= lcs[i+1][j]):
-			lines = append(lines, line{'+', b[j]})
-			j++
-		default:
-			lines = append(lines, line{'-', a[i]})
+		case i < len(a) && (j == len(b) || lcs[i+1][j] >= lcs[i][j+1]):
+			ops = append(ops, diffOp{'-', a[i]})
 			i++
+		default:
+			ops = append(ops, diffOp{'+', b[j]})
+			j++
 		}
 	}
-	var sb strings.Builder
+	ops = pairUp(ops)
+	const context = 3
+	near := make([]bool, len(ops))
 	changed := false
-	for k, l := range lines {
-		near := false
-		for d := -2; d <= 2; d++ {
-			if k+d >= 0 && k+d < len(lines) && lines[k+d].op != ' ' {
-				near = true
-			}
-		}
-		if l.op != ' ' {
+	for k, o := range ops {
+		if o.kind != ' ' {
 			changed = true
-		}
-		if near {
-			fmt.Fprintf(&sb, "%c %s\n", l.op, l.text)
+			for d := max(0, k-context); d <= min(len(ops)-1, k+context); d++ {
+				near[d] = true
+			}
 		}
 	}
 	if !changed {
 		return ""
 	}
-	return "--- rdma\n+++ grdma\n" + sb.String()
+	var out strings.Builder
+	skipped := false
+	for k, o := range ops {
+		if !near[k] {
+			skipped = true
+			continue
+		}
+		if skipped {
+			out.WriteString("  ...\n")
+			skipped = false
+		}
+		fmt.Fprintf(&out, "%c %s\n", o.kind, o.text)
+	}
+	if skipped {
+		out.WriteString("  ...\n")
+	}
+	return out.String()
+}
+
+type diffOp struct {
+	kind byte // ' ', '-' or '+'
+	text string
+}
+
+// pairUp interleaves a block of n removed and n added lines as -/+ pairs,
+// so each changed line sits right above its replacement.
+func pairUp(ops []diffOp) []diffOp {
+	var out []diffOp
+	for i := 0; i < len(ops); {
+		if ops[i].kind == ' ' {
+			out = append(out, ops[i])
+			i++
+			continue
+		}
+		j := i
+		var del, add []diffOp
+		for ; j < len(ops) && ops[j].kind != ' '; j++ {
+			if ops[j].kind == '-' {
+				del = append(del, ops[j])
+			} else {
+				add = append(add, ops[j])
+			}
+		}
+		if len(del) == len(add) {
+			for k := range del {
+				out = append(out, del[k], add[k])
+			}
+		} else {
+			out = append(append(out, del...), add...)
+		}
+		i = j
+	}
+	return out
 }
