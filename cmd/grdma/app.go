@@ -93,6 +93,16 @@ func (a *app) nl() (*nldev.Client, error) {
 	return a.client, nil
 }
 
+// devices returns the netlink client and the RDMA devices it lists.
+func (a *app) devices() (*nldev.Client, []nldev.Device, error) {
+	c, err := a.nl()
+	if err != nil {
+		return nil, nil, err
+	}
+	devs, err := c.Devices()
+	return c, devs, err
+}
+
 func (a *app) close() {
 	if a.client != nil {
 		a.client.Close()

@@ -259,11 +259,7 @@ func (a *app) checkProbe(sys sysfs.FS) []health.Result {
 // on every device with a uverbs device; gpudirect reads the errnos.
 func (a *app) dmabufProbe(sys sysfs.FS) gpudirect.DMABufProbe {
 	return func() ([]gpudirect.DMABufProbeResult, error) {
-		c, err := a.nl()
-		if err != nil {
-			return nil, err
-		}
-		devs, err := c.Devices()
+		c, devs, err := a.devices()
 		if err != nil {
 			return nil, err
 		}

@@ -52,11 +52,7 @@ func (a *app) devShow(args *argv) error {
 	if err := args.done(); err != nil {
 		return err
 	}
-	c, err := a.nl()
-	if err != nil {
-		return err
-	}
-	devs, err := c.Devices()
+	_, devs, err := a.devices()
 	if err != nil {
 		return err
 	}

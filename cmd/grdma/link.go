@@ -51,11 +51,7 @@ func (a *app) linkShow(args *argv) error {
 	if err := args.done(); err != nil {
 		return err
 	}
-	c, err := a.nl()
-	if err != nil {
-		return err
-	}
-	devs, err := c.Devices()
+	c, devs, err := a.devices()
 	if err != nil {
 		return err
 	}

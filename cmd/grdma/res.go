@@ -366,11 +366,7 @@ func (a *app) resSummary(dev string) error {
 
 // resShow lists the objects of one kind.
 func (a *app) resShow(o *resObject, sel resSelection) error {
-	c, err := a.nl()
-	if err != nil {
-		return err
-	}
-	devs, err := c.Devices()
+	c, devs, err := a.devices()
 	if err != nil {
 		return err
 	}
@@ -399,6 +395,10 @@ func (a *app) resShow(o *resObject, sel resSelection) error {
 	for _, d := range devs {
 		q := nldev.ResQuery{Dev: d.Index, Port: sel.port, DriverDetails: rp.driverDetails}
 		if err = resShowDevice(c, o, sel, q, id, rp); err != nil {
+			if sel.dev == "" && vanished(c, d, err) {
+				err = nil
+				continue
+			}
 			break
 		}
 	}

@@ -104,11 +104,7 @@ func (a *app) statPorts(args *argv) (*nldev.Client, []portRef, error) {
 	if err := args.done(); err != nil {
 		return nil, nil, err
 	}
-	c, err := a.nl()
-	if err != nil {
-		return nil, nil, err
-	}
-	devs, err := c.Devices()
+	c, devs, err := a.devices()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -324,11 +320,7 @@ func (a *app) strictPort(args *argv, what string) (*nldev.Client, portRef, error
 	if want.Port == 0 {
 		return nil, portRef{}, usagef(args.help, "%s needs link DEV/PORT", what)
 	}
-	c, err := a.nl()
-	if err != nil {
-		return nil, portRef{}, err
-	}
-	devs, err := c.Devices()
+	c, devs, err := a.devices()
 	if err != nil {
 		return nil, portRef{}, err
 	}

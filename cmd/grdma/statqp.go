@@ -235,11 +235,7 @@ func (a *app) statQPShow(args *argv) error {
 			return err
 		}
 	}
-	c, err := a.nl()
-	if err != nil {
-		return err
-	}
-	devs, err := c.Devices()
+	c, devs, err := a.devices()
 	if err != nil {
 		return err
 	}
