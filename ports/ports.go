@@ -6,6 +6,11 @@
 package ports
 
 import (
+	"errors"
+	"slices"
+
+	"golang.org/x/sys/unix"
+
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/sysfs"
 	"github.com/grdma/grdma/uverbs"
@@ -95,7 +100,7 @@ func (r *Reader) Read(dev string, port uint32) ([]Port, error) {
 		}
 		found = true
 		ports, err := r.readDevice(d, port)
-		if sysfs.IsGone(err) && dev == "" {
+		if dev == "" && (sysfs.IsGone(err) || r.vanished(d, err)) {
 			continue
 		}
 		if err != nil {
@@ -107,6 +112,17 @@ func (r *Reader) Read(dev string, port uint32) ([]Port, error) {
 		return nil, &sysfs.NotFoundError{Device: dev}
 	}
 	return result, nil
+}
+
+// vanished reports whether err is netlink's answer about a device that
+// went away after it was listed (EINVAL or ENODEV for its index): a fresh
+// list no longer has the index.
+func (r *Reader) vanished(d device, err error) bool {
+	if r.Netlink == nil || !(errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENODEV)) {
+		return false
+	}
+	devices, lerr := r.Netlink.Devices()
+	return lerr == nil && !slices.ContainsFunc(devices, func(x nldev.Device) bool { return x.Index == d.index })
 }
 
 // device is a device to read: its name, and with netlink its index.
