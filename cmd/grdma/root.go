@@ -75,7 +75,8 @@ Exit status: 0 success, 1 the operation failed, 2 the command line was wrong.`,
 	f.StringVarP(&a.opts.netns, "netns", "n", "", "talk to the RDMA netlink of network namespace `NETNS` (a name in /run/netns, a path, or a PID)")
 	root.Flags().BoolVarP(&a.opts.version, "version", "V", false, "print the version and exit")
 
-	root.AddCommand(a.devCommand(), a.linkCommand(), a.sysCommand(), a.statCommand(), a.monitorCommand(), a.checkCommand(), a.portCommand(), a.gidCommand(), a.resCommand(), a.probeCommand())
+	root.AddCommand(a.devCommand(), a.linkCommand(), a.sysCommand(), a.statCommand(), a.monitorCommand(), a.checkCommand(), a.portCommand(), a.gidCommand(), a.resCommand(), a.probeCommand(), a.completionCommand())
+	a.attachCompletions(root)
 	return root
 }
 

@@ -1,0 +1,494 @@
+package main
+
+import (
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// completionCommand prints a shell completion script. The scripts call
+// back into grdma (the hidden __complete command), which completes object
+// names itself and, through the grammars below, the iproute2-style words
+// after them: verbs, keywords and their values, device names, DEV/PORT,
+// netdev names (from /sys/class/net below --sysfs-root) and network
+// namespaces.
+func (a *app) completionCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "completion bash|zsh|fish",
+		Short: "Print a shell completion script",
+		Long: `Print the completion script of a shell on standard output. Load it in the
+current shell, or install it where the shell looks for completions (make
+install does). Besides objects and options it completes the words after them:
+commands (show, set, add, ...), keywords and their values (type rxe|siw,
+netdev NAME, on|off, res filters), RDMA device names and DEV/PORT (asked of the
+kernel over RDMA netlink, in the namespace of -n if given), netdev names (from
+/sys/class/net, below --sysfs-root if given) and network namespace names (from
+/run/netns). Without RDMA netlink, device names are simply not offered.`,
+		Example: `  source <(grdma completion bash)     # load it into this bash session only
+  grdma completion bash > /usr/share/bash-completion/completions/grdma
+  grdma completion zsh > "${fpath[1]}/_grdma"
+  grdma completion fish > ~/.config/fish/completions/grdma.fish`,
+		ValidArgs: []string{"bash", "zsh", "fish"},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			av := newArgv(args, "grdma completion --help")
+			shell, err := av.keyword("shell", "", "bash", "zsh", "fish")
+			if err != nil {
+				return err
+			}
+			if err := av.done(); err != nil {
+				return err
+			}
+			root := cmd.Root()
+			switch shell {
+			case "bash":
+				return root.GenBashCompletionV2(a.stdout, true)
+			case "zsh":
+				return root.GenZshCompletion(a.stdout)
+			}
+			return root.GenFishCompletion(a.stdout, true)
+		},
+	}
+}
+
+// attachCompletions gives every command of the tree whose grammar is known
+// its argument completion, and the global options theirs. Commands added
+// later without a grammar complete nothing after their name (rather than
+// file names).
+func (a *app) attachCompletions(root *cobra.Command) {
+	_ = root.RegisterFlagCompletionFunc("netns", func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		return netnsNames(), cobra.ShellCompDirectiveNoFileComp
+	})
+	_ = root.RegisterFlagCompletionFunc("sysfs-root", func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		return nil, cobra.ShellCompDirectiveFilterDirs
+	})
+	// Words after an unknown object are not file names either.
+	root.ValidArgsFunction = func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	for _, cmd := range root.Commands() {
+		if cmd.ValidArgsFunction != nil || len(cmd.ValidArgs) > 0 || cmd.Name() == "help" {
+			continue
+		}
+		g := compGrammars[cmd.Name()]
+		cmd.ValidArgsFunction = func(_ *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+			if g == nil {
+				return nil, cobra.ShellCompDirectiveNoFileComp
+			}
+			c := &completer{a: a, toComplete: toComplete}
+			return c.filter(g.complete(c, args)), cobra.ShellCompDirectiveNoFileComp
+		}
+	}
+}
+
+// netnsDir is where named network namespaces live (ip netns add).
+var netnsDir = "/run/netns"
+
+// netnsNames lists the named network namespaces.
+func netnsNames() []string {
+	entries, err := os.ReadDir(netnsDir)
+	if err != nil {
+		return nil
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+// completer produces the candidates of one word being completed.
+type completer struct {
+	a          *app
+	toComplete string
+}
+
+// filter keeps the candidates starting with the word being completed (the
+// shells filter too; this keeps __complete's answer short and testable).
+func (c *completer) filter(cands []string) []string {
+	out := cands[:0:0]
+	for _, s := range cands {
+		if strings.HasPrefix(s, c.toComplete) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// devices lists the RDMA devices. Without RDMA netlink (or on any error)
+// there are none: completion never fails.
+func (c *completer) devices() []string {
+	cl, err := c.a.nl()
+	if err != nil {
+		return nil
+	}
+	devs, err := cl.Devices()
+	if err != nil {
+		return nil
+	}
+	names := make([]string, 0, len(devs))
+	for _, d := range devs {
+		names = append(names, d.Name)
+	}
+	return names
+}
+
+// ports lists DEV/PORT for every port; with withDevs, also each DEV. The
+// ports of a device are offered once the word names it (or has its
+// slash), so a machine with many devices first completes the device.
+func (c *completer) ports(withDevs bool) []string {
+	cl, err := c.a.nl()
+	if err != nil {
+		return nil
+	}
+	devs, err := cl.Devices()
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, d := range devs {
+		if withDevs {
+			out = append(out, d.Name)
+		}
+		if withDevs && d.Name != c.toComplete && !strings.HasPrefix(c.toComplete, d.Name+"/") {
+			continue
+		}
+		for p := uint32(1); p <= d.NumPorts; p++ {
+			out = append(out, d.Name+"/"+strconv.FormatUint(uint64(p), 10))
+		}
+	}
+	return out
+}
+
+// netdevs lists the network devices of /sys/class/net below --sysfs-root.
+func (c *completer) netdevs() []string {
+	fsys, err := c.a.sysfs()
+	if err != nil {
+		return nil
+	}
+	entries, err := fsys.ReadDir("sys/class/net")
+	if err != nil {
+		return nil
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+// compValues completes one value; done holds the values already given to the
+// same keyword (auto off takes no on|off).
+type compValues func(c *completer, done []string) []string
+
+func compWords(ws ...string) compValues {
+	return func(*completer, []string) []string { return ws }
+}
+
+var (
+	compFree     compValues = func(*completer, []string) []string { return nil } // free text: NAME, numbers
+	compOnOff               = compWords("on", "off")
+	compDevs     compValues = func(c *completer, _ []string) []string { return c.devices() }
+	compDevPorts compValues = func(c *completer, _ []string) []string { return c.ports(true) }
+	compPorts    compValues = func(c *completer, _ []string) []string { return c.ports(false) }
+	compNetdevs  compValues = func(c *completer, _ []string) []string { return c.netdevs() }
+	compNetns    compValues = func(*completer, []string) []string { return netnsNames() }
+)
+
+// compSyntax is one level of an object's iproute2-style grammar: optionally a
+// verb (show, set, ...), then positional values, then KEYWORD VALUE...
+// groups in any order. Verbs and keywords may be abbreviated.
+type compSyntax struct {
+	verbs []compVerb
+	// verbOptional: a word that is no verb is the first positional value
+	// (res show rxe0 as well as res show qp).
+	verbOptional bool
+	pos          []compPositional
+	kws          []compKeyword
+	// oneKeyword: a single KEYWORD VALUE group ends the line (dev set).
+	oneKeyword bool
+}
+
+type compVerb struct {
+	name string
+	next *compSyntax
+}
+
+type compPositional struct {
+	vals compValues
+	// optional: a keyword may come instead (gid show type v2).
+	optional bool
+}
+
+type compKeyword struct {
+	name string
+	vals []compValues // the values following the keyword; none for a flag word
+}
+
+// complete returns the candidates for the word after words.
+func (s *compSyntax) complete(c *completer, words []string) []string {
+	node, i := s, 0
+	for len(node.verbs) > 0 {
+		if i == len(words) {
+			cands := node.verbNames()
+			if node.verbOptional {
+				cands = append(cands, node.posCandidates(c, 0)...)
+			}
+			return cands
+		}
+		v := node.verb(words[i])
+		if v == nil {
+			if !node.verbOptional {
+				return nil
+			}
+			break
+		}
+		node, i = v.next, i+1
+	}
+	for p := range node.pos {
+		if i == len(words) {
+			return node.posCandidates(c, p)
+		}
+		if node.pos[p].optional && node.keyword(words[i]) != nil {
+			break
+		}
+		i++
+	}
+	for n := 0; ; n++ {
+		if n == 1 && node.oneKeyword {
+			return nil
+		}
+		if i == len(words) {
+			return node.keywordNames()
+		}
+		k := node.keyword(words[i])
+		if k == nil {
+			return nil
+		}
+		i++
+		start := i
+		for _, v := range k.vals {
+			if i == len(words) {
+				return v(c, words[start:i])
+			}
+			i++
+		}
+	}
+}
+
+func (s *compSyntax) verbNames() []string {
+	var out []string
+	for _, v := range s.verbs {
+		out = append(out, v.name)
+	}
+	return out
+}
+
+func (s *compSyntax) keywordNames() []string {
+	var out []string
+	for _, k := range s.kws {
+		out = append(out, k.name)
+	}
+	return out
+}
+
+// posCandidates completes positional p: its values, and the keywords when
+// it is optional.
+func (s *compSyntax) posCandidates(c *completer, p int) []string {
+	if p >= len(s.pos) {
+		return s.keywordNames()
+	}
+	out := slices.Clone(s.pos[p].vals(c, nil))
+	if s.pos[p].optional {
+		out = append(out, s.keywordNames()...)
+	}
+	return out
+}
+
+func (s *compSyntax) verb(word string) *compVerb {
+	i := compMatch(word, len(s.verbs), func(i int) string { return s.verbs[i].name })
+	if i < 0 {
+		return nil
+	}
+	return &s.verbs[i]
+}
+
+func (s *compSyntax) keyword(word string) *compKeyword {
+	i := compMatch(word, len(s.kws), func(i int) string { return s.kws[i].name })
+	if i < 0 {
+		return nil
+	}
+	return &s.kws[i]
+}
+
+// compMatch finds word among n names, exactly or as a unique prefix, as
+// argv.match does; -1 if none.
+func compMatch(word string, n int, name func(int) string) int {
+	found := -1
+	for i := range n {
+		switch {
+		case name(i) == word:
+			return i
+		case strings.HasPrefix(name(i), word):
+			if found >= 0 {
+				return -1
+			}
+			found = i
+		}
+	}
+	return found
+}
+
+// compShow is the common "show|list [DEV[/PORT]]" level.
+func compShow(what compValues, kws ...compKeyword) *compSyntax {
+	return &compSyntax{pos: []compPositional{{vals: what, optional: true}}, kws: kws}
+}
+
+func compShowVerbs(s *compSyntax) []compVerb { return []compVerb{{"show", s}, {"list", s}} }
+
+// compStatLink is stat's "link DEV[/PORT]".
+var compStatLink = compKeyword{"link", []compValues{compDevPorts}}
+
+// compQPShow are the filters of stat qp show.
+var compQPShow = []compKeyword{
+	compStatLink,
+	{"cntn", []compValues{compFree}},
+	{"lqpn", []compValues{compFree}},
+	{"pid", []compValues{compFree}},
+	{"qp-type", []compValues{compWords(compQPTypes...)}},
+}
+
+// resFilters are the FILTER keys of res show, per object (rdma's, as the
+// res command's help lists them).
+var compResFilters = map[string][]string{
+	"qp":    {"lqpn", "rqpn", "pid", "sq-psn", "rq-psn", "type", "path-mig-state", "state", "pdn", "comm"},
+	"cm_id": {"lqpn", "qp-type", "state", "ps", "pid", "src-addr", "src-port", "dst-addr", "dst-port", "cm-idn", "comm"},
+	"cq":    {"users", "poll-ctx", "pid", "cqn", "ctxn", "comm"},
+	"mr":    {"rkey", "lkey", "mrlen", "pid", "mrn", "pdn", "comm"},
+	"pd":    {"users", "pid", "ctxn", "pdn", "comm"},
+	"ctx":   {"pid", "ctxn", "comm"},
+	"srq":   {"pid", "srqn", "type", "pdn", "cqn", "lqpn", "comm"},
+}
+
+// resFilterValues are the values of the name-valued res filters.
+var compResFilterValues = map[string]map[string][]string{
+	"qp": {
+		"type":           compQPTypes,
+		"state":          {"RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"},
+		"path-mig-state": {"MIGRATED", "REARM", "ARMED"},
+	},
+	"cm_id": {
+		"qp-type": compQPTypes,
+		"state": {"IDLE", "ADDR_QUERY", "ADDR_RESOLVED", "ROUTE_QUERY", "ROUTE_RESOLVED",
+			"CONNECT", "DISCONNECT", "ADDR_BOUND", "LISTEN", "DEVICE_REMOVAL", "DESTROYING"},
+		"ps": {"IPoIB", "TCP", "UDP"},
+	},
+	"cq":  {"poll-ctx": {"DIRECT", "SOFTIRQ", "WORKQUEUE", "UNBOUND_WORKQUEUE"}},
+	"srq": {"type": {"BASIC", "XRC", "TM"}},
+}
+
+var compQPTypes = []string{"RC", "UC", "UD", "SMI", "GSI", "RAW_PACKET", "RAW_IPV6", "RAW_ETHERTYPE", "XRC_INI", "XRC_TGT", "DRIVER"}
+
+func compResObject(obj string) *compSyntax {
+	s := &compSyntax{}
+	switch obj {
+	case "qp", "cm_id":
+		s.kws = append(s.kws, compKeyword{"link", []compValues{compDevPorts}}, compKeyword{"dev", []compValues{compDevs}})
+	default:
+		s.kws = append(s.kws, compKeyword{"dev", []compValues{compDevs}})
+	}
+	for _, f := range compResFilters[obj] {
+		v := compFree
+		if names := compResFilterValues[obj][f]; names != nil {
+			v = compWords(names...)
+		}
+		s.kws = append(s.kws, compKeyword{f, []compValues{v}})
+	}
+	return s
+}
+
+func compResShow() *compSyntax {
+	s := &compSyntax{verbOptional: true, pos: []compPositional{{vals: compDevs}}}
+	for _, obj := range []string{"qp", "cm_id", "cq", "mr", "pd", "ctx", "srq"} {
+		s.verbs = append(s.verbs, compVerb{obj, compResObject(obj)})
+	}
+	return s
+}
+
+// autoOnOff is the on|off after stat qp set ... auto CRITERIA (none after
+// auto off).
+var compAutoOnOff compValues = func(_ *completer, done []string) []string {
+	if len(done) == 1 && done[0] == "off" {
+		return nil
+	}
+	return []string{"on", "off"}
+}
+
+// grammars are the argument grammars of the objects, by command name.
+var compGrammars = map[string]*compSyntax{
+	"dev": {verbs: append(compShowVerbs(compShow(compDevs)),
+		compVerb{"set", &compSyntax{pos: []compPositional{{vals: compDevs}}, oneKeyword: true, kws: []compKeyword{
+			{"name", []compValues{compFree}},
+			{"netns", []compValues{compNetns}},
+			{"adaptive-moderation", []compValues{compOnOff}},
+		}}})},
+	"link": {verbs: append(compShowVerbs(compShow(compDevPorts)),
+		compVerb{"add", &compSyntax{pos: []compPositional{{vals: compFree}}, kws: []compKeyword{
+			{"type", []compValues{compWords("rxe", "siw")}},
+			{"netdev", []compValues{compNetdevs}},
+		}}},
+		compVerb{"delete", &compSyntax{pos: []compPositional{{vals: compDevs}}}})},
+	"sys": {verbs: []compVerb{
+		{"show", &compSyntax{pos: []compPositional{{vals: compWords("netns", "privileged-qkey", "monitor", "copy-on-fork")}}}},
+		{"set", &compSyntax{verbs: []compVerb{
+			{"netns", &compSyntax{pos: []compPositional{{vals: compWords("shared", "exclusive")}}}},
+			{"privileged-qkey", &compSyntax{pos: []compPositional{{vals: compOnOff}}}},
+		}}},
+	}},
+	"port": {verbs: compShowVerbs(compShow(compDevPorts))},
+	"gid": {verbs: compShowVerbs(compShow(compDevPorts,
+		compKeyword{"type", []compValues{compWords("v1", "v2", "ib")}},
+		compKeyword{"ipv4", nil},
+		compKeyword{"ipv6", nil},
+		compKeyword{"netdev", []compValues{compNetdevs}},
+	))},
+	"stat": {verbs: append(compShowVerbs(&compSyntax{kws: []compKeyword{compStatLink}}),
+		compVerb{"mode", &compSyntax{kws: []compKeyword{{"supported", nil}, compStatLink}}},
+		compVerb{"set", &compSyntax{kws: []compKeyword{{"link", []compValues{compPorts}}, {"optional-counters", []compValues{compFree}}}}},
+		compVerb{"unset", &compSyntax{kws: []compKeyword{{"link", []compValues{compPorts}}, {"optional-counters", nil}}}},
+		compVerb{"qp", &compSyntax{verbOptional: true, kws: compQPShow, verbs: []compVerb{
+			{"show", &compSyntax{kws: compQPShow}},
+			{"list", &compSyntax{kws: compQPShow}},
+			{"mode", &compSyntax{kws: []compKeyword{compStatLink}}},
+			{"set", &compSyntax{kws: []compKeyword{
+				{"link", []compValues{compPorts}},
+				{"auto", []compValues{compWords("type", "pid", "type,pid", "off"), compAutoOnOff}},
+				{"optional-counters", []compValues{compOnOff}},
+			}}},
+			{"bind", &compSyntax{kws: []compKeyword{{"link", []compValues{compPorts}}, {"lqpn", []compValues{compFree}}, {"cntn", []compValues{compFree}}}}},
+			{"unbind", &compSyntax{kws: []compKeyword{{"link", []compValues{compPorts}}, {"cntn", []compValues{compFree}}, {"lqpn", []compValues{compFree}}}}},
+		}}},
+		compVerb{"export", &compSyntax{}})},
+	"monitor": {},
+	"res":     {verbs: []compVerb{{"show", compResShow()}, {"list", compResShow()}}},
+	"check": {kws: []compKeyword{
+		{"devices", nil},
+		{"ports", nil},
+		{"probe", nil},
+		{"gdr", nil},
+		{"state", []compValues{compWords("ACTIVE", "ARMED", "INIT", "DOWN")}},
+		{"min-rate", []compValues{compFree}},
+		{"mtu", []compValues{compWords("256", "512", "1024", "2048", "4096")}},
+		{"gid-type", []compValues{compWords("v1", "v2", "ib")}},
+		{"netdev-mtu", []compValues{compFree}},
+		{"device-count", []compValues{compFree}},
+		{"device-names", []compValues{compDevs}},
+	}},
+	"probe": {pos: []compPositional{{vals: compDevPorts}}, kws: []compKeyword{
+		{"gid-index", []compValues{compFree}},
+		{"traffic", nil},
+		{"count", []compValues{compFree}},
+	}},
+}

@@ -1,0 +1,242 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/grdma/grdma/nldev"
+	"github.com/spf13/cobra"
+)
+
+// rxeSysfs is a captured /sys of the guest: netdevs lo, veth0, veth1.
+var rxeSysfs = filepath.Join("..", "..", "sysfs", "testdata", "rxe-6.12")
+
+// complete runs the hidden __complete command the shell scripts call and
+// returns the candidates (descriptions cut off) and the directive line.
+func complete(t *testing.T, dial func() (*nldev.Client, error), line ...string) (cands []string, directive string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	a := newApp(strings.NewReader(""), &out, &errOut)
+	a.dial = dial
+	args := append([]string{"__complete", "--sysfs-root", rxeSysfs}, line...)
+	if code := a.main(args); code != 0 {
+		t.Fatalf("grdma %s: exit %d: %s", strings.Join(args, " "), code, errOut.String())
+	}
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	directive = lines[len(lines)-1]
+	for _, l := range lines[:len(lines)-1] {
+		name, _, _ := strings.Cut(l, "\t")
+		cands = append(cands, name)
+	}
+	return cands, directive
+}
+
+func recordedDial(kv string) func() (*nldev.Client, error) {
+	return func() (*nldev.Client, error) { return nldev.NewClient(standardKernel(kv).Conn()), nil }
+}
+
+func TestCompletion(t *testing.T) {
+	dir := t.TempDir()
+	for _, ns := range []string{"blue", "red"} {
+		os.WriteFile(filepath.Join(dir, ns), nil, 0o644)
+	}
+	defer func(old string) { netnsDir = old }(netnsDir)
+	netnsDir = dir
+
+	cases := []struct {
+		line string // the last word is the one being completed ("" after a space)
+		want string
+	}{
+		// The issue's target: netdevs after "netdev", from /sys/class/net.
+		{"link add rxe0 type rxe netdev ", "lo veth0 veth1"},
+		{"link add rxe0 type rxe netdev ve", "veth0 veth1"},
+		{"link add rxe0 type ", "rxe siw"},
+		{"link add rxe0 ", "type netdev"},
+		{"link add rxe0 t", "type"},
+		{"link add ", ""},
+		{"link ", "show list add delete"},
+		{"l sh ", "rxe0 rxe1"},
+		{"link show ", "rxe0 rxe1"},
+		{"link show rxe0", "rxe0 rxe0/1"},
+		{"link show rxe1/", "rxe1/1"},
+		{"link delete ", "rxe0 rxe1"},
+		{"dev ", "show list set"},
+		{"dev set ", "rxe0 rxe1"},
+		{"dev set rxe0 ", "name netns adaptive-moderation"},
+		{"dev set rxe0 netns ", "blue red"},
+		{"dev set rxe0 adaptive-moderation ", "on off"},
+		{"dev set rxe0 name rxe_a ", ""},
+		{"sys set ", "netns privileged-qkey"},
+		{"system set netns ", "shared exclusive"},
+		{"sys set privileged-qkey ", "on off"},
+		{"port show ", "rxe0 rxe1"},
+		{"gid show ", "rxe0 rxe1 type ipv4 ipv6 netdev"},
+		{"gid show rxe0/1 ", "type ipv4 ipv6 netdev"},
+		{"gid show type ", "v1 v2 ib"},
+		{"gid show rxe0/1 ipv4 netdev ", "lo veth0 veth1"},
+		{"stat ", "show list mode set unset qp export"},
+		{"stat show ", "link"},
+		{"stat show link ", "rxe0 rxe1"},
+		{"stat set link ", "rxe0/1 rxe1/1"},
+		{"stat set link rxe0/1 ", "link optional-counters"},
+		{"stat qp ", "show list mode set bind unbind link cntn lqpn pid qp-type"},
+		{"stat qp show qp-type U", "UC UD"},
+		{"stat qp link rxe0/1 lqpn 1 ", "link cntn lqpn pid qp-type"},
+		{"stat qp set link rxe0/1 auto ", "type pid type,pid off"},
+		{"stat qp set link rxe0/1 auto type ", "on off"},
+		{"stat qp set link rxe0/1 auto off ", ""},
+		{"stat qp set link rxe0/1 auto type on ", "link auto optional-counters"},
+		{"monitor ", ""},
+		{"completion ", "bash zsh fish"},
+		{"-n ", "blue red"},
+		{"frobnicate ", ""},
+		{"res ", "show list"},
+		{"res show ", "qp cm_id cq mr pd ctx srq rxe0 rxe1"},
+		{"res show qp ", "link dev lqpn rqpn pid sq-psn rq-psn type path-mig-state state pdn comm"},
+		{"res show qp link rxe1", "rxe1 rxe1/1"},
+		{"res show qp state R", "RESET RTR RTS"},
+		{"res show cq poll-ctx ", "DIRECT SOFTIRQ WORKQUEUE UNBOUND_WORKQUEUE"},
+		{"probe ", "rxe0 rxe1"},
+		{"probe rxe0/1 ", "gid-index traffic count"},
+		{"check ", "devices ports probe gdr state min-rate mtu gid-type netdev-mtu device-count device-names"},
+		{"check ports gid-type ", "v1 v2 ib"},
+		{"check devices device-names ", "rxe0 rxe1"},
+	}
+	for _, c := range cases {
+		t.Run(c.line, func(t *testing.T) {
+			got, directive := complete(t, recordedDial("6.12"), strings.Split(c.line, " ")...)
+			if strings.Join(got, " ") != c.want {
+				t.Errorf("got %q, want %q", got, c.want)
+			}
+			if c.line != "-n " && directive != ":4" { // NoFileComp
+				t.Errorf("directive %s, want :4 (no file names)", directive)
+			}
+		})
+	}
+}
+
+// TestCompletionWithoutRDMA: with no RDMA netlink, devices are not offered
+// and nothing fails; keywords and netdevs still complete.
+func TestCompletionWithoutRDMA(t *testing.T) {
+	noRDMA := func() (*nldev.Client, error) { return nil, nldev.ErrNoRDMANetlink }
+	for line, want := range map[string]string{
+		"link show ":                     "",
+		"gid show ":                      "type ipv4 ipv6 netdev",
+		"stat set link ":                 "",
+		"link add rxe0 type rxe netdev ": "lo veth0 veth1",
+	} {
+		got, directive := complete(t, noRDMA, strings.Split(line, " ")...)
+		if strings.Join(got, " ") != want || directive != ":4" {
+			t.Errorf("%q: got %q %s, want %q :4", line, got, directive, want)
+		}
+	}
+}
+
+// TestCompletionObjects: object names come from the command tree, so a
+// new object completes without touching this file.
+func TestCompletionObjects(t *testing.T) {
+	got, _ := complete(t, recordedDial("6.12"), "")
+	root := newApp(nil, nil, nil).newRoot()
+	for _, c := range root.Commands() {
+		if c.IsAvailableCommand() && !slices.Contains(got, c.Name()) {
+			t.Errorf("object %s not offered: %q", c.Name(), got)
+		}
+	}
+}
+
+// grammarWords collects every word a grammar can complete: verbs,
+// keywords and fixed values.
+func grammarWords(s *compSyntax, c *completer, into map[string]bool) {
+	add := func(vals compValues) {
+		for _, w := range vals(c, nil) {
+			for _, part := range strings.Split(w, ",") {
+				into[part] = true
+			}
+		}
+	}
+	for _, v := range s.verbs {
+		into[v.name] = true
+		grammarWords(v.next, c, into)
+	}
+	for _, p := range s.pos {
+		add(p.vals)
+	}
+	for _, k := range s.kws {
+		into[k.name] = true
+		for _, v := range k.vals {
+			add(v)
+		}
+	}
+}
+
+// useWord is a literal word of a synopsis (not an option: -i, --pma).
+var useWord = regexp.MustCompile(`(^|[^-a-z])([a-z][a-z0-9_-]*)`)
+
+// TestCompletionGrammarsMatchCommands keeps the grammars honest: every
+// literal word of an object's synopsis (Use) completes, and the filters
+// of res are those its help lists. An object without a grammar completes
+// nothing after its name: add one to compGrammars.
+func TestCompletionGrammarsMatchCommands(t *testing.T) {
+	root := newApp(nil, nil, nil).newRoot()
+	byName := map[string]*cobra.Command{}
+	noRDMA := &completer{a: newApp(nil, nil, nil)}
+	noRDMA.a.dial = func() (*nldev.Client, error) { return nil, nldev.ErrNoRDMANetlink }
+	for _, c := range root.Commands() {
+		byName[c.Name()] = c
+		g, ok := compGrammars[c.Name()]
+		if !ok {
+			if c.Name() != "completion" && c.Name() != "help" {
+				t.Errorf("object %s has no completion grammar", c.Name())
+			}
+			continue
+		}
+		words := map[string]bool{c.Name(): true}
+		grammarWords(g, noRDMA, words)
+		for _, m := range useWord.FindAllStringSubmatch(c.Use, -1) {
+			if !words[m[2]] {
+				t.Errorf("%s: %q of its synopsis does not complete (add it to compGrammars)", c.Name(), m[2])
+			}
+		}
+	}
+	if res := byName["res"]; res != nil {
+		for obj, keys := range compResFilters {
+			line := ""
+			for _, l := range strings.Split(res.Long, "\n") {
+				if f := strings.Fields(l); len(f) > 1 && f[0] == obj {
+					line = strings.Join(f[1:], " ")
+				}
+			}
+			if line != strings.Join(keys, " ") {
+				t.Errorf("res %s filters: help lists %q, completion has %q", obj, line, keys)
+			}
+		}
+		got, _ := complete(t, recordedDial("6.12"), "res", "show", "qp", "state", "")
+		if !slices.Contains(got, "RTS") {
+			t.Errorf("res show qp state: %q", got)
+		}
+	}
+}
+
+func TestCompletionScripts(t *testing.T) {
+	for shell, want := range map[string]string{
+		"bash": "# bash completion V2 for grdma",
+		"zsh":  "#compdef grdma",
+		"fish": "# fish completion for grdma",
+	} {
+		out, stderr, code := runGrdma(t, standardKernel("6.12"), "completion", shell)
+		if code != 0 || !strings.HasPrefix(out, want) || !strings.Contains(out, "__complete") {
+			t.Errorf("completion %s: exit %d, %q..., stderr %q", shell, code, out[:min(len(out), 60)], stderr)
+		}
+	}
+	for args, wantCode := range map[string]int{"completion": exitUsage, "completion tcsh": exitUsage, "completion bash zsh": exitUsage} {
+		_, _, code := runGrdma(t, standardKernel("6.12"), strings.Fields(args)...)
+		if code != wantCode {
+			t.Errorf("grdma %s: exit %d, want %d", args, code, wantCode)
+		}
+	}
+}
