@@ -1,18 +1,29 @@
-# grdma — build, test and end-to-end targets.
+# grdma — build, test, end-to-end, man page and install targets.
 GO       ?= go
 PREFIX   ?= /usr/local
 DESTDIR  ?=
+BINDIR   ?= $(PREFIX)/bin
+MANDIR   ?= $(PREFIX)/share/man
+BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
+ZSHCOMPDIR  ?= $(PREFIX)/share/zsh/site-functions
+FISHCOMPDIR ?= $(PREFIX)/share/fish/vendor_completions.d
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT   ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS  := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 BIN      := bin/grdma
 
-.PHONY: all build test e2e check clean
+.PHONY: all build test e2e check man install uninstall clean
 
 all: build
 
 # One static executable: no cgo, no libibverbs, no libmnl.
 build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/grdma
+
+# The binary install needs; rebuilt only when a source file changed, so
+# `make build && sudo make install` does not need Go as root.
+GOSRC := $(shell find . -name '*.go' -not -path './.cache/*' -not -path './e2e/*' 2>/dev/null) go.mod go.sum
+$(BIN): $(GOSRC)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/grdma
 
 # Unit tests: fakes only, no RDMA kernel needed.
@@ -26,6 +37,26 @@ e2e: build
 
 # What CI runs: unit tests, then the end-to-end tests.
 check: test e2e
+
+# Regenerate man/ from the command tree (TestManPages fails when it is stale).
+man:
+	CGO_ENABLED=0 $(GO) test ./cmd/grdma -run '^TestManPages$$' -count=1 -update
+
+# Install the binary, the man pages and the bash, zsh and fish completions
+# under $(DESTDIR)$(PREFIX).
+install: $(BIN)
+	install -d '$(DESTDIR)$(BINDIR)' '$(DESTDIR)$(MANDIR)/man8' \
+		'$(DESTDIR)$(BASHCOMPDIR)' '$(DESTDIR)$(ZSHCOMPDIR)' '$(DESTDIR)$(FISHCOMPDIR)'
+	install -m 0755 $(BIN) '$(DESTDIR)$(BINDIR)/grdma'
+	install -m 0644 man/*.8 '$(DESTDIR)$(MANDIR)/man8/'
+	$(BIN) completion bash > '$(DESTDIR)$(BASHCOMPDIR)/grdma'
+	$(BIN) completion zsh > '$(DESTDIR)$(ZSHCOMPDIR)/_grdma'
+	$(BIN) completion fish > '$(DESTDIR)$(FISHCOMPDIR)/grdma.fish'
+
+uninstall:
+	rm -f '$(DESTDIR)$(BINDIR)/grdma' '$(DESTDIR)$(BASHCOMPDIR)/grdma' \
+		'$(DESTDIR)$(ZSHCOMPDIR)/_grdma' '$(DESTDIR)$(FISHCOMPDIR)/grdma.fish'
+	cd man && for page in *.8; do rm -f '$(DESTDIR)$(MANDIR)/man8/'"$$page"; done
 
 clean:
 	rm -rf bin
