@@ -49,3 +49,23 @@ func ExampleSummarize() {
 		fmt.Printf("%-15s %v\n", t.Name, t.Median)
 	}
 }
+
+// A probe that fails names the step, the error and its likely cause. Here
+// the root is a sysfs captured in the e2e guest, without /dev: the probe
+// finds rxe0's uverbs device in sysfs but cannot open it.
+func ExampleStepError() {
+	fsys, err := sysfs.NewFS("../sysfs/testdata/rxe-6.12")
+	if err != nil {
+		log.Fatal(err)
+	}
+	r := verbsprobe.Run(context.Background(), verbsprobe.Options{Sysfs: fsys, Device: "rxe0", GIDIndex: verbsprobe.AutoGID})
+	fmt.Println("driver", r.Driver, "verbs device", r.VerbsDevice, "ok", r.OK())
+	var se *verbsprobe.StepError
+	if errors.As(r.Err(), &se) {
+		fmt.Printf("step %s: %v\ncause: %s\n", se.Step, se.Err, se.Cause)
+	}
+	// Output:
+	// driver rxe verbs device uverbs0 ok false
+	// step open: open /dev/infiniband/uverbs0: no such file or directory
+	// cause: /dev/infiniband/uverbs0 does not exist: /dev has no devtmpfs, or a container lacks the device
+}

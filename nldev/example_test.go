@@ -1,0 +1,163 @@
+package nldev_test
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/grdma/grdma/internal/nlfixture"
+	"github.com/grdma/grdma/nldev"
+)
+
+// recordedKernel stands in for the kernel in these examples: it answers
+// with the replies a Debian 6.12 kernel sent for two rxe devices (rxe0 on
+// veth0, rxe1 on veth1), recorded under testdata/nldev/6.12. A program
+// talks to the real kernel with nldev.Dial(nil) instead.
+func recordedKernel(dir string) *nldev.Client {
+	return nldev.NewClient(nlfixture.NewKernel("../testdata/nldev/6.12/" + dir).Standard().Conn())
+}
+
+// List devices and their ports, as `rdma dev` and `rdma link` do.
+func Example() {
+	c := recordedKernel("nl") // a program: c, err := nldev.Dial(nil)
+	defer c.Close()
+
+	devs, err := c.Devices()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, d := range devs {
+		fmt.Printf("%d: %s node_type %s node_guid %s ports %d\n", d.Index, d.Name, d.NodeType, nldev.FormatGUID(d.NodeGUID), d.NumPorts)
+		ports, err := c.Ports(d.Index)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		for _, p := range ports {
+			fmt.Printf("   port %d state %s physical_state %s netdev %s\n", p.Index, p.State, p.PhysState, p.Netdev)
+		}
+	}
+	// Output:
+	// 0: rxe0 node_type ca node_guid 5cbf:41ff:fe21:5769 ports 1
+	//    port 1 state ACTIVE physical_state LINK_UP netdev veth0
+	// 1: rxe1 node_type ca node_guid 90ef:2dff:fe5e:73a9 ports 1
+	//    port 1 state ACTIVE physical_state LINK_UP netdev veth1
+}
+
+// Dial opens the kernel's RDMA netlink. A machine whose kernel has no RDMA
+// (ib_core not loaded) is told apart from other failures.
+func ExampleDial() {
+	c, err := nldev.Dial(nil)
+	if errors.Is(err, nldev.ErrNoRDMANetlink) {
+		fmt.Println("no RDMA on this machine")
+		return
+	}
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer c.Close()
+	devs, err := c.Devices()
+	fmt.Println(len(devs), "devices", err)
+}
+
+// A Config with NetNS talks to the RDMA netlink of another network
+// namespace, as grdma -n NAME does: in exclusive netns mode each namespace
+// sees only its own devices.
+func ExampleDial_netns() {
+	ns, err := os.Open("/run/netns/blue")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer ns.Close()
+	c, err := nldev.Dial(&nldev.Config{NetNS: int(ns.Fd())})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer c.Close()
+	devs, _ := c.Devices()
+	fmt.Println(len(devs), "devices in blue")
+}
+
+// FindDevice picks a device by name from a listing; its error lists the
+// devices there are.
+func ExampleFindDevice() {
+	c := recordedKernel("nl")
+	defer c.Close()
+	devs, _ := c.Devices()
+	d, err := nldev.FindDevice(devs, "rxe1")
+	fmt.Println(d.Index, d.Name, d.Protocol, err)
+	_, err = nldev.FindDevice(devs, "mlx5_0")
+	fmt.Println(err)
+	// Output:
+	// 1 rxe1 roce <nil>
+	// RDMA device mlx5_0 not found (devices: rxe0, rxe1)
+}
+
+func ExampleClient_System() {
+	c := recordedKernel("nl")
+	defer c.Close()
+	s, err := c.System()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("exclusive netns:", s.NetNSMode == nldev.NetNSExclusive)
+	fmt.Println("copy-on-fork:", s.CopyOnFork)
+	fmt.Println("monitor events:", s.Monitor) // Linux 6.13+, and Debian's 6.12
+	// Output:
+	// exclusive netns: false
+	// copy-on-fork: true
+	// monitor events: true
+}
+
+// PortCounters reads the hardware counters of a port, as
+// `rdma statistic show link rxe0/1` does.
+func ExampleClient_PortCounters() {
+	c := recordedKernel("stat/nl")
+	defer c.Close()
+	pc, err := c.PortCounters(0, 1)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, ctr := range pc.Counters[:4] {
+		fmt.Printf("%s/%d %s %d\n", pc.DevName, pc.Port, ctr.Name, ctr.Value)
+	}
+	// Output:
+	// rxe0/1 sent_pkts 502
+	// rxe0/1 rcvd_pkts 502
+	// rxe0/1 duplicate_request 1
+	// rxe0/1 out_of_seq_request 0
+}
+
+// DecodeEvents decodes RDMA monitor notifications, here the ones Debian's
+// 6.12 kernel sent while rxe0 was added on veth0, renamed to rxe_a and
+// deleted (that kernel sends no RENAME). Client.Monitor receives them
+// live, where System().Monitor is true (Linux 6.13+, or a backport).
+func ExampleDecodeEvents() {
+	msgs, err := nlfixture.Load("../testdata/nldev/6.12/monitor/monitor.bin")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	events, err := nldev.DecodeEvents(msgs)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, e := range events {
+		fmt.Printf("%s dev %d %s", e.Type, e.DevIndex, e.DevName)
+		if e.Has(nldev.AttrNetdevName) {
+			fmt.Printf(" port %d netdev %s", e.Port, e.Netdev)
+		}
+		fmt.Println()
+	}
+	// Output:
+	// REGISTER dev 0 rxe0
+	// NETDEV_ATTACH dev 0 rxe0 port 1 netdev veth0
+	// UNREGISTER dev 0 rxe_a
+}
