@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io/fs"
 	"os"
 	"slices"
 	"strconv"
@@ -87,12 +88,14 @@ func (a *app) attachCompletions(root *cobra.Command) {
 var netnsDir = "/run/netns"
 
 // netnsNames lists the named network namespaces.
-func netnsNames() []string {
-	entries, err := os.ReadDir(netnsDir)
+func netnsNames() []string { return dirNames(os.ReadDir(netnsDir)) }
+
+// dirNames returns the names of a directory's entries; none on error.
+func dirNames(entries []fs.DirEntry, err error) []string {
 	if err != nil {
 		return nil
 	}
-	var names []string
+	names := make([]string, 0, len(entries))
 	for _, e := range entries {
 		names = append(names, e.Name())
 	}
@@ -120,11 +123,7 @@ func (c *completer) filter(cands []string) []string {
 // devices lists the RDMA devices. Without RDMA netlink (or on any error)
 // there are none: completion never fails.
 func (c *completer) devices() []string {
-	cl, err := c.a.nl()
-	if err != nil {
-		return nil
-	}
-	devs, err := cl.Devices()
+	_, devs, err := c.a.devices()
 	if err != nil {
 		return nil
 	}
@@ -139,11 +138,7 @@ func (c *completer) devices() []string {
 // ports of a device are offered once the word names it (or has its
 // slash), so a machine with many devices first completes the device.
 func (c *completer) ports(withDevs bool) []string {
-	cl, err := c.a.nl()
-	if err != nil {
-		return nil
-	}
-	devs, err := cl.Devices()
+	_, devs, err := c.a.devices()
 	if err != nil {
 		return nil
 	}
@@ -168,15 +163,7 @@ func (c *completer) netdevs() []string {
 	if err != nil {
 		return nil
 	}
-	entries, err := fsys.ReadDir("sys/class/net")
-	if err != nil {
-		return nil
-	}
-	var names []string
-	for _, e := range entries {
-		names = append(names, e.Name())
-	}
-	return names
+	return dirNames(fsys.ReadDir("sys/class/net"))
 }
 
 // compValues completes one value; done holds the values already given to the

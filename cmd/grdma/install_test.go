@@ -14,16 +14,10 @@ import (
 // what lands where, that the binary is static and runs, and that make
 // uninstall takes it all away again. It builds grdma, so -short skips it.
 func TestMakeInstall(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds grdma")
-	}
+	goPath := needGo(t)
 	makePath, err := exec.LookPath("make")
 	if err != nil {
 		t.Skip("no make")
-	}
-	goPath, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go")
 	}
 	tmp := t.TempDir()
 	dest := filepath.Join(tmp, "root")
@@ -92,13 +86,7 @@ func TestMakeInstall(t *testing.T) {
 // TestGoInstall: go install ./cmd/grdma works too, and the binary takes
 // its version from the build information (no -ldflags).
 func TestGoInstall(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds grdma")
-	}
-	goPath, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go")
-	}
+	goPath := needGo(t)
 	gobin := t.TempDir()
 	cmd := exec.Command(goPath, "install", ".")
 	cmd.Env = append(os.Environ(), "GOBIN="+gobin, "CGO_ENABLED=0")
@@ -109,4 +97,18 @@ func TestGoInstall(t *testing.T) {
 	if err != nil || !strings.HasPrefix(string(out), "grdma ") {
 		t.Fatalf("grdma -V: %q %v", out, err)
 	}
+}
+
+// needGo skips a test that builds grdma under -short or without go, and
+// returns the go command.
+func needGo(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds grdma")
+	}
+	goPath, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go")
+	}
+	return goPath
 }
