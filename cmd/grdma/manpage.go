@@ -157,8 +157,8 @@ func manPage(cmd *cobra.Command, date string) []byte {
 	fmt.Fprintf(&b, "%s \\- %s\n", roff(name), roff(short))
 
 	b.WriteString(".SH SYNOPSIS\n")
-	for _, line := range manSynopsis(cmd) {
-		fmt.Fprintf(&b, ".br\n%s\n", line)
+	for _, line := range manSynopsis(cmd) { // each with a hanging indent
+		fmt.Fprintf(&b, ".SY grdma\n%s\n.YS\n", line)
 	}
 
 	desc, exit := splitExitStatus(cmd.Long)
@@ -242,16 +242,17 @@ func manPage(cmd *cobra.Command, date string) []byte {
 	return b.Bytes()
 }
 
-// manSynopsis turns Use into synopsis lines: one per line of Use and per
-// top-level alternative whose first word is a verb ("link add ...").
+// manSynopsis turns Use into synopsis lines, what follows "grdma": one per
+// line of Use and per top-level alternative whose first word is a verb
+// ("link add ...").
 func manSynopsis(cmd *cobra.Command) []string {
 	var out []string
-	prefix := `\fBgrdma\fR [\fIOPTIONS\fR] `
+	prefix := `[\fIOPTIONS\fR] `
 	if !cmd.HasParent() {
 		return []string{
 			prefix + `\fIOBJECT\fR [\fICOMMAND\fR [\fIARGS\fR]]`,
 			prefix + `\fB\-b\fR \fIFILE\fR`,
-			`\fBgrdma \-V\fR`,
+			`\fB\-V\fR`,
 		}
 	}
 	var verbs []string
@@ -296,8 +297,9 @@ func splitAlternatives(s string, verbs []string) []string {
 var synopsisToken = regexp.MustCompile(`[A-Za-z0-9_.,-]+|[^A-Za-z0-9_.,-]+`)
 
 // synopsisWords sets literal words in bold and placeholders (DEV, PORT,
-// NAME, ...) in italics.
+// NAME, ...) in italics, and keeps short bracketed groups on one line.
 func synopsisWords(s string) string {
+	s = protectGroups(s)
 	var b strings.Builder
 	for _, tok := range synopsisToken.FindAllString(s, -1) {
 		switch {
@@ -306,10 +308,41 @@ func synopsisWords(s string) string {
 		case tok[0] >= 'a' && tok[0] <= 'z' || tok[0] == '-':
 			b.WriteString(`\fB` + roff(tok) + `\fR`)
 		default:
-			b.WriteString(roff(tok))
+			b.WriteString(strings.ReplaceAll(roff(tok), "\x00", `\~`))
 		}
 	}
 	return b.String()
+}
+
+// maxGroup is the longest [...] or {...} group kept on one line.
+const maxGroup = 40
+
+// protectGroups marks (as NUL) the spaces whose innermost bracketed group
+// is short enough to keep on one line.
+func protectGroups(s string) string {
+	b := []byte(s)
+	var open []int
+	for i, c := range b {
+		switch c {
+		case '[', '{':
+			open = append(open, i)
+		case ']', '}':
+			if len(open) == 0 {
+				continue
+			}
+			start := open[len(open)-1]
+			open = open[:len(open)-1]
+			if i-start > maxGroup {
+				continue
+			}
+			for k := start; k < i; k++ {
+				if b[k] == ' ' {
+					b[k] = 0
+				}
+			}
+		}
+	}
+	return string(b)
 }
 
 // splitExitStatus takes the "Exit status: ..." sentence out of a Long text.

@@ -90,7 +90,7 @@ func TestManPageContent(t *testing.T) {
 			if strings.HasPrefix(line, "'") {
 				t.Errorf("%s:%d starts with a quote: %q", name, i+1, line)
 			}
-			if strings.HasPrefix(line, ".") && !regexp.MustCompile(`^\.(\\"|TH|SH|TP|PP|RS|RE|nf|fi|br|nh|ad|B|I)( |$)`).MatchString(line) {
+			if strings.HasPrefix(line, ".") && !regexp.MustCompile(`^\.(\\"|TH|SH|SY|YS|TP|PP|RS|RE|nf|fi|nh|ad|B|I)( |$)`).MatchString(line) {
 				t.Errorf("%s:%d: unexpected request %q", name, i+1, line)
 			}
 		}
