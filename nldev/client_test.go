@@ -262,3 +262,25 @@ func TestExtendedAckIsShown(t *testing.T) {
 		t.Fatalf("error %q, want the kernel's extended ack text", err)
 	}
 }
+
+// TestNetNSMoveExplainsCause: EOPNOTSUPP has two causes; the mode tells.
+func TestNetNSMoveExplainsCause(t *testing.T) {
+	for mode, want := range map[uint8]string{
+		NetNSShared:    "not possible in shared netns mode (run: grdma sys set netns exclusive)",
+		NetNSExclusive: "the driver of rxe0 cannot move devices between network namespaces",
+	} {
+		c := fakeKernel(t, func(req []netlink.Message) ([]netlink.Message, error) {
+			h := req[0].Header
+			switch {
+			case h.Flags&netlink.Dump != 0:
+				return nltest.Multipart([]netlink.Message{deviceReply(req[0], 7, "rxe0"), {Header: h}})
+			case h.Type == MessageType(CmdSysGet):
+				return []netlink.Message{{Header: netlink.Header{Type: h.Type, Sequence: h.Sequence, PID: h.PID}, Data: nla(AttrSysNetnsMode, []byte{mode})}}, nil
+			}
+			return nltest.Error(int(unix.EOPNOTSUPP), req)
+		})
+		if err := c.SetDeviceNetNS("rxe0", 5); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("mode %d: %v, want %q", mode, err, want)
+		}
+	}
+}

@@ -183,7 +183,11 @@ func (c *Client) SetDeviceNetNS(name string, nsFD int) error {
 	return wrap("move "+name+" to another network namespace", err, func(errno unix.Errno) string {
 		switch errno {
 		case unix.EOPNOTSUPP:
-			return "not possible in shared netns mode (run: grdma sys set netns exclusive), or the driver cannot move devices"
+			// Two causes; the mode tells which.
+			if s, serr := c.System(); serr == nil && s.Has(AttrSysNetnsMode) && s.NetNSMode == NetNSShared {
+				return "not possible in shared netns mode (run: grdma sys set netns exclusive)"
+			}
+			return "the driver of " + name + " cannot move devices between network namespaces (rxe and siw cannot)"
 		case unix.EBADF, unix.EINVAL:
 			return "the target is not a network namespace"
 		}
