@@ -90,7 +90,7 @@ func TestNetns(t *testing.T) {
 		must(t, grdma(), "-n", testNS, "dev", "set", "rxe0", "netns", "1")
 	} else {
 		rd := run(layout.Rdma, "dev", "set", "rxe0", "netns", testNS)
-		if r.code != 1 || !strings.Contains(r.stderr, "the driver cannot move devices") || rd.code == 0 {
+		if r.code != 1 || !strings.Contains(r.stderr, "cannot move devices between network namespaces") || rd.code == 0 {
 			t.Errorf("dev set rxe0 netns %s: want exit 1 and why, as rdma fails:\n%s\n%s", testNS, r, rd)
 		}
 		t.Logf("rxe cannot move between namespaces on this kernel (rdma: %s)", strings.TrimSpace(rd.stderr))
