@@ -146,32 +146,34 @@ type silentError struct{}
 func (*silentError) Error() string { return "" }
 
 // splitBatchLine splits a batch line into words; quotes group words and
-// '#' starts a comment.
+// '#' starts a comment. It works on bytes, so that a word that is not
+// UTF-8 (a file name, say) reaches the command unchanged.
 func splitBatchLine(line string) ([]string, error) {
 	var words []string
 	var cur strings.Builder
 	inWord := false
-	var quote rune
-	for _, r := range line {
+	var quote byte
+	for i := 0; i < len(line); i++ {
+		c := line[i]
 		switch {
 		case quote != 0:
-			if r == quote {
+			if c == quote {
 				quote = 0
 			} else {
-				cur.WriteRune(r)
+				cur.WriteByte(c)
 			}
-		case r == '\'' || r == '"':
-			quote, inWord = r, true
-		case r == '#' && !inWord:
+		case c == '\'' || c == '"':
+			quote, inWord = c, true
+		case c == '#' && !inWord:
 			return words, nil
-		case r == ' ' || r == '\t':
+		case c == ' ' || c == '\t':
 			if inWord {
 				words = append(words, cur.String())
 				cur.Reset()
 				inWord = false
 			}
 		default:
-			cur.WriteRune(r)
+			cur.WriteByte(c)
 			inWord = true
 		}
 	}
