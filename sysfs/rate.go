@@ -2,6 +2,7 @@ package sysfs
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -44,7 +45,8 @@ func ParseRate(s string) (Rate, error) {
 	}
 	whole, half, hasHalf := strings.Cut(num, ".")
 	gbps, err := strconv.Atoi(whole)
-	if err != nil || gbps < 0 || (hasHalf && half != "5") {
+	// Bounded so that the rate in tenths fits an int.
+	if err != nil || gbps < 0 || gbps > (math.MaxInt-5)/10 || (hasHalf && half != "5") {
 		return bad()
 	}
 	r := Rate{DeciGbps: gbps * 10}
