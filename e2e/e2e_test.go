@@ -19,6 +19,7 @@ import (
 //	E2E_GRDMA=/path          install this grdma instead of bin/grdma
 //	E2E_GUEST_GRDMA=/path    GRDMA inside the guest, e.g.
 //	                         /usr/libexec/e2e/grdma-wrong-key
+//	E2E_CHURN=60s            how long TestChurn churns devices
 //	E2E_TIMEOUT=6m           per guest
 //	E2E_VERBOSE=1            guest consoles to stderr
 
@@ -89,7 +90,7 @@ func TestGuest(t *testing.T) {
 			}
 			boots[i].r, boots[i].err = bed.RunGuestTests(ctx, &GuestTestRun{
 				Kernel: boots[i].k, Grdma: grdma, TestBinary: testBin,
-				Run: os.Getenv("E2E_RUN"), GuestGrdma: os.Getenv("E2E_GUEST_GRDMA"),
+				Run: os.Getenv("E2E_RUN"), GuestGrdma: os.Getenv("E2E_GUEST_GRDMA"), Env: guestEnv(),
 				Timeout: timeout, Verbose: os.Getenv("E2E_VERBOSE") != "",
 			}, opt)
 		}()
@@ -125,6 +126,15 @@ func TestGuest(t *testing.T) {
 			}
 		})
 	}
+}
+
+// guestEnv passes the knobs the guest tests read on to them.
+func guestEnv() []string {
+	var env []string
+	if v := os.Getenv("E2E_CHURN"); v != "" {
+		env = append(env, "E2E_CHURN="+v)
+	}
+	return env
 }
 
 // report replays one guest test as a host subtest with the same outcome.

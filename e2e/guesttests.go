@@ -16,10 +16,11 @@ import (
 // GuestTestRun says how to run the e2e/guest test binary in a guest.
 type GuestTestRun struct {
 	Kernel     *Kernel
-	Grdma      string // host path installed as layout.Grdma
-	TestBinary string // from BuildGuestTests
-	Run        string // -test.run pattern; "" runs all
-	GuestGrdma string // GRDMA inside the guest; "" = layout.Grdma
+	Grdma      string   // host path installed as layout.Grdma
+	TestBinary string   // from BuildGuestTests
+	Run        string   // -test.run pattern; "" runs all
+	GuestGrdma string   // GRDMA inside the guest; "" = layout.Grdma
+	Env        []string // KEY=VALUE settings for the guest tests, e.g. E2E_CHURN=20s
 	Timeout    time.Duration
 	Verbose    bool
 }
@@ -31,6 +32,9 @@ func (r *GuestTestRun) script() string {
 	var s strings.Builder
 	if r.GuestGrdma != "" {
 		fmt.Fprintf(&s, "export GRDMA=%s\n", shellQuote(r.GuestGrdma))
+	}
+	for _, kv := range r.Env {
+		fmt.Fprintf(&s, "export %s\n", shellQuote(kv))
 	}
 	fmt.Fprintf(&s, "exec %s -test.v=test2json -test.count=1 -test.timeout=%s", layout.GuestTest, timeout)
 	if r.Run != "" {

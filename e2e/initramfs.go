@@ -19,8 +19,9 @@ import (
 var bootModules = []string{"virtio_pci", "9pnet_virtio", "9p", "veth", "crc32_generic", "rdma_rxe", "ib_uverbs"}
 
 // extraModules are in the image for scripts and tests to load, not at
-// boot (rdma_ucm: connection manager IDs for resource captures).
-var extraModules = []string{"rdma_ucm"}
+// boot (rdma_ucm: connection manager IDs for resource captures; 8021q: a
+// VLAN netdev, which rxe must refuse).
+var extraModules = []string{"rdma_ucm", "8021q"}
 
 // guestTools are host binaries copied to the same guest path, with the
 // shared libraries ldd finds for them.
