@@ -45,11 +45,13 @@ type Client struct {
 
 // Dial opens a NETLINK_RDMA socket with extended acknowledgements on.
 func Dial(cfg *Config) (*Client, error) {
-	var ncfg netlink.Config
-	if cfg != nil {
-		ncfg.NetNS = cfg.NetNS
+	var c *netlink.Conn
+	var err error
+	if cfg == nil || cfg.NetNS == 0 {
+		c, err = dialBlocking()
+	} else {
+		c, err = netlink.Dial(unix.NETLINK_RDMA, &netlink.Config{NetNS: cfg.NetNS})
 	}
-	c, err := netlink.Dial(unix.NETLINK_RDMA, &ncfg)
 	if err != nil {
 		if errors.Is(err, unix.EPROTONOSUPPORT) {
 			return nil, ErrNoRDMANetlink
@@ -59,6 +61,7 @@ func Dial(cfg *Config) (*Client, error) {
 	// Extended ACK carries the kernel's reason with an error; older kernels
 	// lack it, which is not a reason to fail. CAP_ACK is left off on purpose:
 	// mdlayher/netlink locates the TLVs after the full echoed request.
+	// (dialBlocking's socket has it set already and refuses this call.)
 	_ = c.SetOption(netlink.ExtendedAcknowledge, true)
 	return &Client{c: c}, nil
 }

@@ -70,15 +70,27 @@ func (f FS) VerbsDevice(name string) (VerbsDevice, error) {
 
 // VerbsDeviceFor finds the uverbs device whose ibdev is the RDMA device
 // ibdev. It never derives the name from the device's index: the numbering
-// of uverbsN follows registration order, not the RDMA device's.
+// of uverbsN follows registration order, not the RDMA device's. Only the
+// ibdev of each candidate is read until one matches: with many devices,
+// reading every attribute of every uverbs device made `grdma port`
+// quadratic (BENCHMARKS.md).
 func (f FS) VerbsDeviceFor(ibdev string) (VerbsDevice, error) {
-	devices, err := f.VerbsDevices()
+	names, err := f.listNames("class/infiniband_verbs")
 	if err != nil {
 		return VerbsDevice{}, err
 	}
-	for _, d := range devices {
-		if d.IBDev == ibdev {
-			return d, nil
+	slices.Sort(names)
+	for _, name := range names {
+		if !strings.HasPrefix(name, "uverbs") {
+			continue // abi_version
+		}
+		got, err := f.ReadAttr("class/infiniband_verbs/" + name + "/ibdev")
+		switch {
+		case IsGone(err):
+		case err != nil:
+			return VerbsDevice{}, err
+		case got == ibdev:
+			return f.VerbsDevice(name)
 		}
 	}
 	return VerbsDevice{}, fmt.Errorf("%s: %w in sys/class/infiniband_verbs", ibdev, ErrNoVerbsDevice)
