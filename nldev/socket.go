@@ -4,18 +4,24 @@ import (
 	"encoding/binary"
 	"errors"
 	"iter"
+	"runtime"
+	"unsafe"
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
 
 // blockingSocket is a NETLINK_RDMA socket driven by plain blocking
-// sendto(2) and recvmsg(2). mdlayher/netlink's own socket goes through the
+// sendto(2) and recvfrom(2). mdlayher/netlink's own socket goes through the
 // runtime poller, peeks at every datagram and starts a goroutine per
 // system call; for a command that makes one request per device, that was
 // most of the cost of each request in the emulated test guest
 // (BENCHMARKS.md). Dial uses it in the caller's network namespace; for
 // another one (-n NETNS) it keeps mdlayher's socket, which enters it.
+//
+// The calls are raw (no handing the P to another thread while in the
+// kernel): RDMA netlink answers within the sendto, so a receive never
+// waits, and the hand-offs cost more than the calls on a slow machine.
 type blockingSocket struct {
 	fd  int
 	buf []byte // one datagram; the kernel sends at most 32 KiB at a time
@@ -63,10 +69,19 @@ func (s *blockingSocket) SendMessages(msgs []netlink.Message) error {
 		}
 		b = append(b, mb...)
 	}
+	if len(b) == 0 {
+		return nil
+	}
+	kernel := unix.RawSockaddrNetlink{Family: unix.AF_NETLINK}
 	for {
-		err := unix.Sendto(s.fd, b, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK})
-		if err != unix.EINTR {
-			return err
+		_, _, errno := unix.RawSyscall6(unix.SYS_SENDTO, uintptr(s.fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), 0,
+			uintptr(unsafe.Pointer(&kernel)), unsafe.Sizeof(kernel))
+		runtime.KeepAlive(b)
+		if errno != unix.EINTR {
+			if errno != 0 {
+				return errno
+			}
+			return nil
 		}
 	}
 }
@@ -89,24 +104,25 @@ var errTruncated = errors.New("netlink datagram larger than the receive buffer")
 // caller owns.
 func (s *blockingSocket) ReceiveIter() iter.Seq2[netlink.Message, error] {
 	return func(yield func(netlink.Message, error) bool) {
-		var n, flags int
-		var err error
+		var n uintptr
+		var errno unix.Errno
 		for {
-			n, _, flags, _, err = unix.Recvmsg(s.fd, s.buf, nil, 0)
-			if err != unix.EINTR {
+			n, _, errno = unix.RawSyscall6(unix.SYS_RECVFROM, uintptr(s.fd), uintptr(unsafe.Pointer(&s.buf[0])), uintptr(len(s.buf)),
+				unix.MSG_TRUNC, 0, 0)
+			if errno != unix.EINTR {
 				break
 			}
 		}
 		switch {
-		case err != nil:
-			yield(netlink.Message{}, err)
+		case errno != 0:
+			yield(netlink.Message{}, errno)
 			return
-		case flags&unix.MSG_TRUNC != 0:
+		case int(n) > len(s.buf):
 			yield(netlink.Message{}, errTruncated)
 			return
 		}
 		// Aligned and zero-padded, as Message.UnmarshalBinary wants it.
-		owned := make([]byte, align4(n))
+		owned := make([]byte, align4(int(n)))
 		copy(owned, s.buf[:n])
 		for m, err := range splitMessages(owned) {
 			if !yield(m, err) || err != nil {
