@@ -12,7 +12,7 @@ COMMIT   ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS  := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 BIN      := bin/grdma
 
-.PHONY: all build test e2e check man install uninstall clean
+.PHONY: all build test e2e fuzz bench check man install uninstall clean
 
 all: build
 
@@ -35,8 +35,28 @@ test:
 e2e: build
 	$(GO) test -tags e2e -count=1 -timeout 30m -v ./e2e/
 
-# What CI runs: unit tests, then the end-to-end tests.
-check: test e2e
+# Every fuzz target (func Fuzz* in a _test.go) for FUZZTIME each; a crash
+# fails the run and leaves its input under the package's testdata/fuzz/,
+# to be kept as a regression seed.
+FUZZTIME ?= 10s
+fuzz:
+	@set -e; grep -r --include='*_test.go' -l '^func Fuzz' --exclude-dir=.cache . | sort | while read -r file; do \
+		for name in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' "$$file"); do \
+			echo "fuzz $$(dirname $$file) $$name $(FUZZTIME)"; \
+			CGO_ENABLED=0 $(GO) test "$$(dirname $$file)" -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) >/tmp/grdma-fuzz.$$$$.log 2>&1 || \
+				{ cat /tmp/grdma-fuzz.$$$$.log; rm -f /tmp/grdma-fuzz.$$$$.log; exit 1; }; \
+			tail -1 /tmp/grdma-fuzz.$$$$.log; rm -f /tmp/grdma-fuzz.$$$$.log; \
+		done; \
+	done
+
+# grdma against iproute2 rdma and ibv_devinfo in the QEMU guest (1, 16 and
+# 64 rxe devices, both kernels) and the Go benchmarks; rewrites the tables
+# of BENCHMARKS.md. BENCHFLAGS: e.g. -kernels 6.12 -reps 10.
+bench: build
+	$(GO) run ./bench -update BENCHMARKS.md $(BENCHFLAGS)
+
+# What CI runs: unit tests, the bounded fuzz run, then the end-to-end tests.
+check: test fuzz e2e
 
 # Regenerate man/ from the command tree (TestManPages fails when it is stale).
 man:

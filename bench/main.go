@@ -1,0 +1,230 @@
+// Command bench is `make bench`: it boots the e2e QEMU guest on each
+// kernel, one after the other (a second guest would steal the first one's
+// CPU), runs bench/guest there to time grdma against iproute2 rdma and
+// ibv_devinfo with 1, 16 and 64 rxe devices and the probe's benchmark
+// against ibv_rc_pingpong (TestProbeBenchmark), runs the Go benchmarks of
+// the decoders and readers, and writes the tables into BENCHMARKS.md
+// between its generated-section markers.
+//
+//	go run ./bench -update BENCHMARKS.md
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/grdma/grdma/bench/result"
+	"github.com/grdma/grdma/e2e"
+	"github.com/grdma/grdma/e2e/layout"
+)
+
+// goBenchPackages hold the Go benchmarks BENCHMARKS.md reports.
+var goBenchPackages = []string{"./nldev", "./sysfs", "./gid"}
+
+func main() {
+	kernels := flag.String("kernels", strings.Join(e2e.Labels, ","), "comma list of kernels to boot, one after the other")
+	devices := flag.String("devices", "1,16,64", "rxe device counts")
+	reps := flag.Int("reps", 40, "timed runs of each command and side")
+	budget := flag.Duration("budget", 30*time.Second, "per comparison: stop once it has 5 runs and took this long")
+	goBench := flag.Bool("go", true, "also run the Go benchmarks ("+strings.Join(goBenchPackages, " ")+")")
+	update := flag.String("update", "", "rewrite the generated sections of this Markdown file (BENCHMARKS.md)")
+	timeout := flag.Duration("timeout", 20*time.Minute, "per guest")
+	flag.Parse()
+	log.SetFlags(0)
+	log.SetPrefix("bench: ")
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	bed, err := e2e.NewBed(log.Printf)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := bed.EnsureTools(ctx); err != nil {
+		log.Fatal(err)
+	}
+	grdma, err := bed.BuildGrdma(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	work := filepath.Join(bed.Cache, "bench")
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		log.Fatal(err)
+	}
+	driver := filepath.Join(work, "guestbench")
+	if err := goCommand(ctx, bed.Repo, "build", "-o", driver, "./bench/guest").Run(); err != nil {
+		log.Fatalf("building bench/guest: %v", err)
+	}
+	// The guest tests hold the probe's benchmark (TestProbeBenchmark).
+	guestTests := filepath.Join(work, "guest.test")
+	if err := bed.BuildGuestTests(ctx, guestTests); err != nil {
+		log.Fatal(err)
+	}
+
+	var guest, probes strings.Builder
+	fmt.Fprintf(&guest, "Host: %s, `nproc` %d; guest: QEMU %s, software emulation (TCG, no KVM), 1 vCPU, 1 GiB.\n",
+		hostCPU(), runtime.NumCPU(), qemuVersion(ctx))
+	guest.WriteString("Ratio = grdma's time / the reference's: below 1.00 grdma is faster.\n")
+	for _, label := range strings.Split(*kernels, ",") {
+		guestArgs := fmt.Sprintf("-devices %s -reps %d -budget %s", *devices, *reps, *budget)
+		run, probe, err := runGuest(ctx, bed, label, &e2e.Guest{Grdma: grdma, TestBinary: guestTests,
+			Files: map[string]string{"/bin/guestbench": driver}}, guestArgs, *timeout)
+		if err != nil {
+			log.Fatalf("%s: %v", label, err)
+		}
+		raw, _ := json.MarshalIndent(run, "", " ")
+		os.WriteFile(filepath.Join(work, label+".json"), raw, 0o644)
+		fmt.Fprintf(&guest, "\n#### Kernel %s (Debian), reference %s\n%s", run.Kernel, run.Rdma, run.Markdown())
+		fmt.Fprintf(&probes, "\nKernel %s:\n\n```\n%s```\n", run.Kernel, probe)
+	}
+	fmt.Print(guest.String(), probes.String())
+	sections := map[string]string{"guest": guest.String(), "probe": probes.String()}
+
+	if *goBench {
+		table, err := runGoBenchmarks(ctx, bed.Repo)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Print(table)
+		sections["go"] = table
+	}
+	if *update != "" {
+		if err := replaceSections(*update, sections); err != nil {
+			log.Fatal(err)
+		}
+		log.Printf("updated %s", *update)
+	}
+}
+
+// runGuest boots one kernel with g (grdma, the driver, the guest tests)
+// and returns what the driver measured and the probe benchmark's report.
+func runGuest(ctx context.Context, bed *e2e.Bed, label string, g *e2e.Guest, guestArgs string, timeout time.Duration) (result.Run, string, error) {
+	var run result.Run
+	k, err := bed.Kernel(ctx, label)
+	if err != nil {
+		return run, "", err
+	}
+	g.Kernel = k
+	g.Run = fmt.Sprintf("/bin/guestbench %s -out /out/bench.json\n", guestArgs) +
+		fmt.Sprintf("PROBE_BENCH_OUT=/out/probe.txt %s -test.run '^TestProbeBenchmark$' -test.timeout 5m >/out/probe.log 2>&1 || cat /out/probe.log\n", layout.GuestTest)
+	start := time.Now()
+	r, err := bed.Boot(ctx, g, e2e.BootOptions{Timeout: timeout})
+	if err != nil {
+		return run, "", err
+	}
+	defer r.Cleanup()
+	if err := r.Err(); err != nil {
+		return run, "", fmt.Errorf("%v\nscript output:\n%s", err, e2e.Tail(r.Log, 30))
+	}
+	log.Printf("%s: guest ran %v", label, time.Since(start).Round(time.Second))
+	b, err := os.ReadFile(filepath.Join(r.Out(), "bench.json"))
+	if err != nil {
+		return run, "", err
+	}
+	probe, err := os.ReadFile(filepath.Join(r.Out(), "probe.txt"))
+	if err != nil {
+		probe = []byte("the probe benchmark did not run: " + e2e.Tail(r.Log, 10))
+	}
+	return run, string(probe), json.Unmarshal(b, &run)
+}
+
+// runGoBenchmarks runs the Go benchmarks once each (-benchtime 1s) and
+// returns them as a Markdown table.
+func runGoBenchmarks(ctx context.Context, repo string) (string, error) {
+	args := append([]string{"test", "-run", "^$", "-bench", ".", "-benchmem", "-count", "1"}, goBenchPackages...)
+	cmd := goCommand(ctx, repo, args...)
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, out.String())
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n`go test -run '^$' -bench . -benchmem %s` on the host (%s):\n\n", strings.Join(goBenchPackages, " "), hostCPU())
+	b.WriteString("| package | benchmark | time/op | B/op | allocs/op | other |\n|---|---|---:|---:|---:|---|\n")
+	pkg := ""
+	sc := bufio.NewScanner(&out)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		switch {
+		case len(f) == 2 && f[0] == "pkg:":
+			pkg = strings.TrimPrefix(f[1], "github.com/grdma/grdma/")
+		case len(f) >= 4 && strings.HasPrefix(f[0], "Benchmark"):
+			// Name, iterations, then value-unit pairs.
+			values := map[string]string{}
+			var other []string
+			for i := 2; i+1 < len(f); i += 2 {
+				values[f[i+1]] = f[i]
+				if f[i+1] != "ns/op" && f[i+1] != "B/op" && f[i+1] != "allocs/op" {
+					other = append(other, f[i]+" "+f[i+1])
+				}
+			}
+			name := strings.TrimSuffix(f[0], fmt.Sprintf("-%d", runtime.GOMAXPROCS(0)))
+			fmt.Fprintf(&b, "| %s | %s | %s ns | %s | %s | %s |\n", pkg, name, values["ns/op"], values["B/op"], values["allocs/op"], strings.Join(other, ", "))
+		case len(f) >= 3 && f[0] == "---" && f[1] == "SKIP:":
+			fmt.Fprintf(&b, "| %s | %s | skipped: no RDMA device on the host | | | |\n", pkg, f[2])
+		}
+	}
+	return b.String(), nil
+}
+
+// goCommand is a go command in the repository, building static binaries.
+func goCommand(ctx context.Context, repo string, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = repo
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	cmd.Stderr = os.Stderr
+	return cmd
+}
+
+// hostCPU is the model name of the host's first CPU.
+func hostCPU() string {
+	b, _ := os.ReadFile("/proc/cpuinfo")
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown CPU"
+}
+
+func qemuVersion(ctx context.Context) string {
+	out, err := exec.CommandContext(ctx, "qemu-system-x86_64", "--version").Output()
+	if err != nil {
+		return "(version unknown)"
+	}
+	f := strings.Fields(string(out))
+	if len(f) >= 4 {
+		return f[3]
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// replaceSections rewrites, in a Markdown file, the text between
+// "<!-- bench:NAME begin -->" and "<!-- bench:NAME end -->" for each section.
+func replaceSections(file string, sections map[string]string) error {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	text := string(b)
+	for name, body := range sections {
+		begin, end := "<!-- bench:"+name+" begin -->\n", "<!-- bench:"+name+" end -->"
+		i, j := strings.Index(text, begin), strings.Index(text, end)
+		if i < 0 || j < i {
+			return fmt.Errorf("%s: no %q ... %q markers", file, strings.TrimSpace(begin), end)
+		}
+		text = text[:i+len(begin)] + body + "\n" + text[j:]
+	}
+	return os.WriteFile(file, []byte(text), 0o644)
+}
