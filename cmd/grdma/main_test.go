@@ -11,6 +11,7 @@ import (
 	"github.com/grdma/grdma/internal/nlfixture"
 	"github.com/grdma/grdma/internal/rdmacompat"
 	"github.com/grdma/grdma/nldev"
+	"github.com/mdlayher/netlink"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
@@ -226,5 +227,32 @@ func TestVanishedDeviceIsSkipped(t *testing.T) {
 	// Asked for by name, a vanished device is an error.
 	if _, _, code := runGrdma(t, gone(standardKernel("6.12")), "link", "show", "rxe1"); code != exitFailed {
 		t.Fatalf("link show rxe1: exit %d, want 1", code)
+	}
+}
+
+// TestOnlyDeviceVanishes: a listing of every port skips a device that
+// vanished even when it was the only one (found by the churn test: a
+// single port used to count as asked for by name).
+func TestOnlyDeviceVanishes(t *testing.T) {
+	src := filepath.Join(recorded("6.12"), "stat", "nl")
+	dir := t.TempDir()
+	msgs, err := nlfixture.Load(filepath.Join(src, "get_dump.bin"))
+	if err != nil || len(msgs) < 3 {
+		t.Fatalf("%d messages, %v", len(msgs), err)
+	}
+	var dump []byte
+	for _, m := range []netlink.Message{msgs[0], msgs[len(msgs)-1]} { // rxe0, then DONE
+		b, _ := m.MarshalBinary()
+		dump = append(dump, b...)
+	}
+	os.WriteFile(filepath.Join(dir, "get_dump.bin"), dump, 0o644)
+	bad, _ := os.ReadFile(filepath.Join(src, "get_doit_bad_index.bin"))
+	os.WriteFile(filepath.Join(dir, "gone.bin"), bad, 0o644)
+	k := nlfixture.NewKernel(dir).Standard().
+		On(nlfixture.Request{Cmd: nldev.CmdGet, Dev: 0, Port: -1}, "gone.bin").
+		On(nlfixture.Request{Cmd: nldev.CmdStatGet, Dev: 0, Port: 1}, "gone.bin")
+	out, stderr, code := runGrdma(t, k, "-j", "stat", "show")
+	if code != 0 || out != "[]\n" || stderr != "" {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, stderr)
 	}
 }

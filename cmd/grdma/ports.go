@@ -13,6 +13,9 @@ import (
 type portRef struct {
 	dev  nldev.Device
 	port uint32
+	// named: the user asked for this device by name, so it vanishing or
+	// lacking something is an error rather than a port to skip.
+	named bool
 }
 
 // selectPorts lists the ports a DEV[/PORT] argument names: one port, every
@@ -32,7 +35,7 @@ func selectPorts(devs []nldev.Device, want devPort) ([]portRef, error) {
 	for _, d := range devs {
 		for p := uint32(1); p <= d.NumPorts; p++ {
 			if want.Port == 0 || want.Port == p {
-				refs = append(refs, portRef{d, p})
+				refs = append(refs, portRef{d, p, want.Dev != ""})
 			}
 		}
 	}

@@ -116,15 +116,15 @@ func (a *app) statPorts(args *argv) (*nldev.Client, []portRef, error) {
 // (siw, for one) is skipped with a note when the user asked for every port,
 // unlike rdma, which stops the whole listing at it; asked for by name, it
 // is an error.
-func (a *app) readCounters(c *nldev.Client, refs []portRef, one bool) ([]nldev.PortCounters, error) {
+func (a *app) readCounters(c *nldev.Client, refs []portRef) ([]nldev.PortCounters, error) {
 	out := make([]nldev.PortCounters, 0, len(refs))
 	for _, r := range refs {
 		pc, err := c.PortCounters(r.dev.Index, r.port)
 		if err != nil {
-			if !one && vanished(c, r.dev, err) {
+			if !r.named && vanished(c, r.dev, err) {
 				continue
 			}
-			if !one && (errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOPNOTSUPP)) {
+			if !r.named && (errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOPNOTSUPP)) {
 				fmt.Fprintf(a.stderr, "grdma: %s/%d has no hardware counters, skipped\n", r.dev.Name, r.port)
 				continue
 			}
@@ -140,17 +140,16 @@ func (a *app) statShow(args *argv, so *statOptions) error {
 	if err != nil {
 		return err
 	}
-	one := len(refs) == 1
 	if so.pma {
 		return a.statShowPMA(refs)
 	}
 	if so.interval != 0 {
-		return a.statRates(c, refs, one, so)
+		return a.statRates(c, refs, so)
 	}
 	if so.count != 0 {
 		return usagef(args.help, "-c needs -i")
 	}
-	counters, err := a.readCounters(c, refs, one)
+	counters, err := a.readCounters(c, refs)
 	p := a.printer()
 	p.StartList()
 	for i := range counters {
@@ -181,11 +180,11 @@ func renderCounters(p *output.Printer, pc *nldev.PortCounters) {
 
 // statRates prints per-second counter rates every interval: text blocks,
 // or one JSON object per port and sample (JSON lines, for streaming).
-func (a *app) statRates(c *nldev.Client, refs []portRef, one bool, so *statOptions) error {
+func (a *app) statRates(c *nldev.Client, refs []portRef, so *statOptions) error {
 	if so.interval < 10*time.Millisecond {
 		return usagef("grdma stat help", "interval %s is too short (10ms at least)", so.interval)
 	}
-	prev, err := a.readCounters(c, refs, one)
+	prev, err := a.readCounters(c, refs)
 	if err != nil {
 		return err
 	}
@@ -194,7 +193,7 @@ func (a *app) statRates(c *nldev.Client, refs []portRef, one bool, so *statOptio
 	defer ticker.Stop()
 	for n := 0; so.count == 0 || n < so.count; n++ {
 		<-ticker.C
-		cur, err := a.readCounters(c, refs, one)
+		cur, err := a.readCounters(c, refs)
 		if err != nil {
 			return err
 		}
