@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -187,7 +189,11 @@ func openNetNS(ns string) (*os.File, error) {
 		path = fmt.Sprintf("/proc/%s/ns/net", ns)
 	}
 	f, err := os.Open(path)
-	if err != nil {
+	switch {
+	case errors.Is(err, fs.ErrPermission):
+		// It exists: saying "not found" would send the user looking for it.
+		return nil, fmt.Errorf("network namespace %s: %s: %w: run as root", ns, path, unwrapPathError(err))
+	case err != nil:
 		return nil, fmt.Errorf("network namespace %s not found (%s: %w)", ns, path, unwrapPathError(err))
 	}
 	return f, nil

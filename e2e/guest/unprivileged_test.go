@@ -58,6 +58,12 @@ func TestUnprivileged(t *testing.T) {
 					"permission denied: this needs CAP_NET_ADMIN")
 			})
 		}
+		// nobody may not even open PID 1's namespace, which exists (it was
+		// reported as "not found").
+		t.Run("dev_set_rxe0_netns_1", func(t *testing.T) {
+			expectUnchanged(t, func() result { return runAs(nobody, grdma(), "dev", "set", "rxe0", "netns", "1") }, 1,
+				"network namespace 1: /proc/1/ns/net: permission denied: run as root")
+		})
 	})
 	t.Run("Reads", func(t *testing.T) {
 		for _, args := range readCommands {
