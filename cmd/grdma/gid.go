@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/grdma/grdma/gid"
+	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/output"
 	"github.com/spf13/cobra"
 )
@@ -51,7 +52,7 @@ func (a *app) gid(cmd *cobra.Command, args *argv, quiet bool) error {
 	if err != nil {
 		return err
 	}
-	tables, err := gid.ReadTables(fsys, want.Dev, want.Port)
+	tables, err := gid.ReadTablesVerbs(fsys, want.Dev, want.Port, a.uverbsDriverID())
 	if err != nil {
 		return err
 	}
@@ -186,4 +187,28 @@ func renderGIDJSON(p *output.Printer, r gidRow) {
 	}
 	p.CloseObject()
 	p.Newline()
+}
+
+// uverbsDriverID returns a device's rdma_driver_id from RDMA netlink
+// (GET_CHARDEV), which the uverbs ioctl ABI needs; devices are resolved
+// from one dump.
+func (a *app) uverbsDriverID() gid.DriverIDFunc {
+	var devs []nldev.Device
+	return func(dev string) (uint32, error) {
+		c, err := a.nl()
+		if err != nil {
+			return 0, err
+		}
+		if devs == nil {
+			if devs, err = c.Devices(); err != nil {
+				return 0, err
+			}
+		}
+		d, err := nldev.FindDevice(devs, dev)
+		if err != nil {
+			return 0, err
+		}
+		ch, err := c.Chardev(d.Index, "uverbs")
+		return ch.DriverID, err
+	}
 }

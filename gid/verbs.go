@@ -1,0 +1,144 @@
+package gid
+
+import (
+	"fmt"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/grdma/grdma/sysfs"
+	"github.com/grdma/grdma/uverbs"
+)
+
+// DriverIDFunc returns a device's enum rdma_driver_id, which the uverbs
+// ioctl ABI needs (nldev's Chardev(index, "uverbs").DriverID).
+type DriverIDFunc func(dev string) (uint32, error)
+
+// ReadTablesVerbs is ReadTables with one uverbs QUERY_GID_TABLE request per
+// device (what ibv_devinfo -v does, Linux 5.9+) instead of up to three
+// sysfs reads per slot (rxe has 1,024 slots a port: thousands of reads a
+// device). A device whose uverbs device cannot be used (no ib_uverbs, no
+// permission, an older kernel) is read from sysfs.
+func ReadTablesVerbs(fsys sysfs.FS, dev string, port uint32, driverID DriverIDFunc) ([]Table, error) {
+	refs, err := fsys.ListPorts(dev, port)
+	if err != nil {
+		return nil, err
+	}
+	names := &ifnames{fsys: fsys}
+	var tables []Table
+	for len(refs) > 0 {
+		n := 1 // the ports of one device
+		for n < len(refs) && refs[n].Device == refs[0].Device {
+			n++
+		}
+		devTables, err := tablesFromVerbs(fsys, refs[:n], driverID, names)
+		if err != nil {
+			devTables, err = readTables(fsys, refs[:n])
+		}
+		switch {
+		case sysfs.IsGone(err) && dev == "":
+		case err != nil:
+			return nil, err
+		default:
+			tables = append(tables, devTables...)
+		}
+		refs = refs[n:]
+	}
+	return tables, nil
+}
+
+// tablesFromVerbs asks the device for its GID table and splits it into
+// the requested ports.
+func tablesFromVerbs(fsys sysfs.FS, refs []sysfs.PortRef, driverID DriverIDFunc, names *ifnames) ([]Table, error) {
+	dev := refs[0].Device
+	id, err := driverID(dev)
+	if err != nil {
+		return nil, err
+	}
+	ctx, err := uverbs.Open(fsys, dev)
+	if err != nil {
+		return nil, err
+	}
+	defer ctx.Close()
+	portNums, err := fsys.PortNumbers(dev)
+	if err != nil {
+		return nil, err
+	}
+	room := 0
+	for _, p := range portNums {
+		attr, err := ctx.QueryPort(uint8(p))
+		if err != nil {
+			return nil, err
+		}
+		room += int(attr.GIDTblLen)
+	}
+	raw, err := ctx.QueryGIDTable(id, room)
+	if err != nil {
+		return nil, err
+	}
+	tables := make([]Table, 0, len(refs))
+	for _, ref := range refs {
+		t := Table{Device: dev, Port: ref.Port}
+		for _, r := range raw {
+			if r.Port != ref.Port {
+				continue
+			}
+			e, err := fromVerbs(r, names)
+			if err != nil {
+				return nil, fmt.Errorf("%s/%d GID %d: %w", dev, ref.Port, r.Index, err)
+			}
+			if !e.GID.IsEmpty() {
+				t.Entries = append(t.Entries, e)
+			}
+		}
+		slices.SortFunc(t.Entries, func(a, b Entry) int { return a.Index - b.Index })
+		tables = append(tables, t)
+	}
+	return tables, nil
+}
+
+// fromVerbs converts a kernel GID entry.
+func fromVerbs(r uverbs.GIDEntry, names *ifnames) (Entry, error) {
+	e := Entry{Port: r.Port, Index: int(r.Index), GID: GID(r.GID)}
+	switch r.Type {
+	case uverbs.GIDTypeIB:
+		e.Type = TypeIB
+	case uverbs.GIDTypeRoCEv1:
+		e.Type = TypeRoCEv1
+	case uverbs.GIDTypeRoCEv2:
+		e.Type = TypeRoCEv2
+	default:
+		return e, fmt.Errorf("%w %d", ErrUnknownType, r.Type)
+	}
+	if r.NetdevIfindex != 0 {
+		e.Netdev = names.name(r.NetdevIfindex)
+	}
+	return e, nil
+}
+
+// ifnames maps netdev ifindexes to names from class/net, read once and
+// only when a GID has a netdev.
+type ifnames struct {
+	fsys   sysfs.FS
+	byIdx  map[uint32]string
+	loaded bool
+}
+
+func (n *ifnames) name(ifindex uint32) string {
+	if !n.loaded {
+		n.loaded = true
+		n.byIdx = map[uint32]string{}
+		entries, _ := n.fsys.ReadDir("sys/class/net")
+		for _, de := range entries {
+			s, err := n.fsys.ReadAttr(path.Join("class/net", de.Name(), "ifindex"))
+			if err != nil {
+				continue
+			}
+			if i, err := strconv.ParseUint(strings.TrimSpace(s), 10, 32); err == nil {
+				n.byIdx[uint32(i)] = de.Name()
+			}
+		}
+	}
+	return n.byIdx[ifindex]
+}
