@@ -83,6 +83,13 @@ type Table struct {
 // devices that vanish meanwhile unless dev names them. Equivalent to
 // `show_gids [DEV [PORT]]`.
 func ReadTables(fsys sysfs.FS, dev string, port uint32) ([]Table, error) {
+	return readEachDevice(fsys, dev, port, readTables)
+}
+
+// readEachDevice reads the tables of the ports dev and port select, one
+// device at a time with read, skipping devices that vanish meanwhile
+// unless dev names them.
+func readEachDevice(fsys sysfs.FS, dev string, port uint32, read func(sysfs.FS, []sysfs.PortRef) ([]Table, error)) ([]Table, error) {
 	refs, err := fsys.ListPorts(dev, port)
 	if err != nil {
 		return nil, err
@@ -93,7 +100,7 @@ func ReadTables(fsys sysfs.FS, dev string, port uint32) ([]Table, error) {
 		for n < len(refs) && refs[n].Device == refs[0].Device {
 			n++
 		}
-		devTables, err := readTables(fsys, refs[:n])
+		devTables, err := read(fsys, refs[:n])
 		switch {
 		case sysfs.IsGone(err) && dev == "":
 		case err != nil:

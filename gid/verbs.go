@@ -21,31 +21,13 @@ type DriverIDFunc func(dev string) (uint32, error)
 // device). A device whose uverbs device cannot be used (no ib_uverbs, no
 // permission, an older kernel) is read from sysfs.
 func ReadTablesVerbs(fsys sysfs.FS, dev string, port uint32, driverID DriverIDFunc) ([]Table, error) {
-	refs, err := fsys.ListPorts(dev, port)
-	if err != nil {
-		return nil, err
-	}
 	names := &ifnames{fsys: fsys}
-	var tables []Table
-	for len(refs) > 0 {
-		n := 1 // the ports of one device
-		for n < len(refs) && refs[n].Device == refs[0].Device {
-			n++
+	return readEachDevice(fsys, dev, port, func(fsys sysfs.FS, refs []sysfs.PortRef) ([]Table, error) {
+		if tables, err := tablesFromVerbs(fsys, refs, driverID, names); err == nil {
+			return tables, nil
 		}
-		devTables, err := tablesFromVerbs(fsys, refs[:n], driverID, names)
-		if err != nil {
-			devTables, err = readTables(fsys, refs[:n])
-		}
-		switch {
-		case sysfs.IsGone(err) && dev == "":
-		case err != nil:
-			return nil, err
-		default:
-			tables = append(tables, devTables...)
-		}
-		refs = refs[n:]
-	}
-	return tables, nil
+		return readTables(fsys, refs)
+	})
 }
 
 // tablesFromVerbs asks the device for its GID table and splits it into
