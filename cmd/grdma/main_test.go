@@ -126,11 +126,7 @@ func TestEmptyMachine(t *testing.T) {
 }
 
 func TestErrors(t *testing.T) {
-	cases := []struct {
-		args   string
-		code   int
-		stderr string
-	}{
+	cases := []errorCase{
 		{"frobnicate", exitUsage, `unknown object "frobnicate"`},
 		{"dev frob", exitUsage, `unknown command "frob": expected show, list, set, help`},
 		{"link add rxe0 type rxe", exitUsage, "link add needs type TYPE and netdev NETDEV"},
@@ -148,9 +144,23 @@ func TestErrors(t *testing.T) {
 		{"--bogus dev", exitUsage, "unknown flag: --bogus"},
 		{"dev s rxe0", exitUsage, `ambiguous command "s": could be show, set`},
 	}
+	checkErrorCases(t, func() *nlfixture.Kernel { return standardKernel("6.12") }, cases)
+}
+
+// errorCase is a command line that must fail with an exit status and a
+// message.
+type errorCase struct {
+	args   string
+	code   int
+	stderr string
+}
+
+// checkErrorCases runs each case against a fresh kernel from newKernel.
+func checkErrorCases(t *testing.T, newKernel func() *nlfixture.Kernel, cases []errorCase) {
+	t.Helper()
 	for _, c := range cases {
 		t.Run(c.args, func(t *testing.T) {
-			out, stderr, code := runGrdma(t, standardKernel("6.12"), strings.Fields(c.args)...)
+			out, stderr, code := runGrdma(t, newKernel(), strings.Fields(c.args)...)
 			if code != c.code || !strings.Contains(stderr, c.stderr) {
 				t.Fatalf("exit %d, stderr %q (stdout %q); want exit %d and %q", code, stderr, out, c.code, c.stderr)
 			}

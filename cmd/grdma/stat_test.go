@@ -86,11 +86,7 @@ func TestStatValuesFromRealKernel(t *testing.T) {
 }
 
 func TestStatErrors(t *testing.T) {
-	cases := []struct {
-		args   string
-		code   int
-		stderr string
-	}{
+	cases := []errorCase{
 		{"stat set link rxe0/1 optional-counters cc_rx_ce_pkts", exitFailed, "rxe0/1 has no optional counters"},
 		{"stat set link rxe0 optional-counters a", exitUsage, "stat set needs link DEV/PORT"},
 		{"stat unset link rxe0/1 counters", exitUsage, `unknown parameter "counters"`},
@@ -103,14 +99,7 @@ func TestStatErrors(t *testing.T) {
 		{"stat show -i 1ms -c 1", exitUsage, "too short"},
 		{"stat export", exitUsage, "needs --textfile PATH"},
 	}
-	for _, c := range cases {
-		t.Run(c.args, func(t *testing.T) {
-			out, stderr, code := runGrdma(t, statKernel("6.12"), strings.Fields(c.args)...)
-			if code != c.code || !strings.Contains(stderr, c.stderr) {
-				t.Fatalf("exit %d, stderr %q (stdout %q); want exit %d and %q", code, stderr, out, c.code, c.stderr)
-			}
-		})
-	}
+	checkErrorCases(t, func() *nlfixture.Kernel { return statKernel("6.12") }, cases)
 }
 
 func TestCounterRate(t *testing.T) {
