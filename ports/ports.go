@@ -217,15 +217,19 @@ func (r *Reader) basePorts(d device, sysDev sysfs.Device) ([]Port, error) {
 // addSysfs fills in the link layer, width, speed and rate, the netdev when
 // netlink did not name one, and the netdev's MTU.
 func (r *Reader) addSysfs(p *Port, sysDev sysfs.Device) error {
-	sp, err := r.Sysfs.Port(p.Device, p.Port)
+	// Two files, not the port's nine: netlink (or basePorts) has the rest.
+	var err error
+	if p.LinkLayer, err = r.Sysfs.LinkLayer(p.Device, p.Port); err != nil {
+		return err
+	}
+	rate, err := r.Sysfs.PortRate(p.Device, p.Port)
 	if err != nil {
 		return err
 	}
-	p.LinkLayer = sp.LinkLayer
-	if sp.Rate.Lanes != 0 {
-		p.Width = WidthFromLanes(sp.Rate.Lanes)
-		p.Speed, _ = ParseSpeed(sp.Rate.Speed)
-		p.RateDeciGbps = sp.Rate.DeciGbps
+	if rate.Lanes != 0 {
+		p.Width = WidthFromLanes(rate.Lanes)
+		p.Speed, _ = ParseSpeed(rate.Speed)
+		p.RateDeciGbps = rate.DeciGbps
 	}
 	if p.Netdev == "" && p.LinkLayer == sysfs.LinkLayerEthernet {
 		if p.Netdev, err = r.roceNetdev(p, sysDev); err != nil {

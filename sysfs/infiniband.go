@@ -190,16 +190,8 @@ func (f FS) Port(dev string, port uint32) (Port, error) {
 	if p.LinkLayer, err = f.ReadAttr(dir + "/link_layer"); err != nil {
 		return Port{}, err
 	}
-	rate, err := f.ReadAttr(dir + "/rate")
-	switch {
-	case isNoEntry(err):
-		// unknown active width: leave Rate zero
-	case err != nil:
+	if p.Rate, err = f.PortRate(dev, port); err != nil {
 		return Port{}, err
-	default:
-		if p.Rate, err = ParseRate(rate); err != nil {
-			return Port{}, fmt.Errorf("sys/%s/rate: %w", dir, err)
-		}
 	}
 	for _, num := range []struct {
 		file string
@@ -354,6 +346,24 @@ func ParseGUID(s string) (uint64, error) {
 
 // LinkLayer reads ports/N/link_layer of device dev: LinkLayerInfiniBand,
 // LinkLayerEthernet or "Unknown".
+// PortRate reads ports/N/rate of device dev; the zero Rate when the kernel
+// cannot print it (EINVAL for an unknown active width).
+func (f FS) PortRate(dev string, port uint32) (Rate, error) {
+	dir := portDir(dev, port)
+	rate, err := f.ReadAttr(dir + "/rate")
+	switch {
+	case isNoEntry(err):
+		return Rate{}, nil
+	case err != nil:
+		return Rate{}, err
+	}
+	r, err := ParseRate(rate)
+	if err != nil {
+		return Rate{}, fmt.Errorf("sys/%s/rate: %w", dir, err)
+	}
+	return r, nil
+}
+
 func (f FS) LinkLayer(dev string, port uint32) (string, error) {
 	return f.ReadAttr(portDir(dev, port) + "/link_layer")
 }
