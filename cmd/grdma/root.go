@@ -48,7 +48,7 @@ Exit status: 0 success, 1 the operation failed, 2 the command line was wrong.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			switch {
 			case a.opts.version:
-				fmt.Fprintf(a.stdout, "grdma %s (commit %s)\n", version, commit)
+				fmt.Fprintln(a.stdout, versionString())
 				return nil
 			case a.opts.batch != "":
 				return a.runBatch(a.opts.batch)

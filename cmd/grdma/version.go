@@ -7,10 +7,14 @@ import "runtime/debug"
 // them from the build information the go command records, the module
 // version for `go install github.com/grdma/grdma/cmd/grdma@VERSION`, the
 // VCS revision for a build in a git checkout.
-func init() {
+//
+// It runs only for -V: start-up does no work it does not need.
+func versionString() string {
+	v, c := version, commit
 	if info, ok := debug.ReadBuildInfo(); ok {
-		version, commit = buildVersion(version, commit, info)
+		v, c = buildVersion(v, c, info)
 	}
+	return "grdma " + v + " (commit " + c + ")"
 }
 
 // buildVersion fills in the "dev" version and "unknown" commit from info.
