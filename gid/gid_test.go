@@ -149,22 +149,22 @@ func TestReadTable(t *testing.T) {
 	}{{
 		root: hcaRoot, dev: "mlx5_0",
 		want: []Entry{
-			{1, 0, ll, TypeRoCEv1, p0}, {1, 1, ll, TypeRoCEv2, p0},
-			{1, 2, v4, TypeRoCEv1, p0}, {1, 3, v4, TypeRoCEv2, p0},
-			{1, 6, v6, TypeRoCEv1, p0}, {1, 7, v6, TypeRoCEv2, p0},
-			{1, 8, ll, TypeRoCEv1, vlan}, {1, 9, ll, TypeRoCEv2, vlan},
-			{1, 10, vlan4, TypeRoCEv1, vlan}, {1, 11, vlan4, TypeRoCEv2, vlan},
+			{1, 0, ll, TypeRoCEv1, p0, AddrUsable}, {1, 1, ll, TypeRoCEv2, p0, AddrUsable},
+			{1, 2, v4, TypeRoCEv1, p0, AddrUsable}, {1, 3, v4, TypeRoCEv2, p0, AddrUsable},
+			{1, 6, v6, TypeRoCEv1, p0, AddrUsable}, {1, 7, v6, TypeRoCEv2, p0, AddrUsable},
+			{1, 8, ll, TypeRoCEv1, vlan, AddrUsable}, {1, 9, ll, TypeRoCEv2, vlan, AddrUsable},
+			{1, 10, vlan4, TypeRoCEv1, vlan, AddrUsable}, {1, 11, vlan4, TypeRoCEv2, vlan, AddrUsable},
 		},
 	}, {
 		root: hcaRoot, dev: "mlx5_2",
-		want: []Entry{{1, 0, mustParse(t, "fe80::c42:a103:ab:cdef"), TypeIB, ""}},
+		want: []Entry{{1, 0, mustParse(t, "fe80::c42:a103:ab:cdef"), TypeIB, "", AddrUsable}},
 	}, {
 		// captured: rxe has only RoCE v2 GIDs, here 3 of 1024 slots used
 		root: rxeRoot, dev: "rxe0",
 		want: []Entry{
-			{1, 0, mustParse(t, "fe80::4c9c:e2ff:fed0:bcea"), TypeRoCEv2, "veth0"},
-			{1, 1, mustParse(t, "::ffff:10.9.0.1"), TypeRoCEv2, "veth0"},
-			{1, 2, mustParse(t, "fd00:9::1"), TypeRoCEv2, "veth0"},
+			{1, 0, mustParse(t, "fe80::4c9c:e2ff:fed0:bcea"), TypeRoCEv2, "veth0", AddrUsable},
+			{1, 1, mustParse(t, "::ffff:10.9.0.1"), TypeRoCEv2, "veth0", AddrUsable},
+			{1, 2, mustParse(t, "fd00:9::1"), TypeRoCEv2, "veth0", AddrUsable},
 		},
 	}}
 	for _, tt := range tests {

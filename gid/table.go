@@ -14,6 +14,10 @@ type Entry struct {
 	GID    GID
 	Type   Type
 	Netdev string // the netdev of a RoCE GID; "" for IB
+	// State is the state of the IPv6 address behind a RoCE GID (tentative
+	// while duplicate address detection runs); readers of a live table
+	// set it from ReadAddrStates.
+	State AddrState
 }
 
 // IPv4 returns the IPv4 address of an IPv4-mapped RoCE GID.
@@ -28,11 +32,15 @@ func (e Entry) IPv4() (string, bool) {
 	return addr.String(), true
 }
 
-// String formats e as "3 ::ffff:10.9.0.1 RoCE v2 eth0".
+// String formats e as "3 ::ffff:10.9.0.1 RoCE v2 eth0", with the address
+// state in parentheses when it is not usable.
 func (e Entry) String() string {
 	s := fmt.Sprintf("%d %s %s", e.Index, e.GID, e.Type)
 	if e.Netdev != "" {
 		s += " " + e.Netdev
+	}
+	if e.State != AddrUsable {
+		s += " (" + e.State.String() + ")"
 	}
 	return s
 }
@@ -68,6 +76,11 @@ func ReadTable(fsys sysfs.FS, dev string, port uint32) ([]Entry, error) {
 		}
 		entries = append(entries, Entry{Port: port, Index: a.Index, GID: g, Type: typ, Netdev: a.Netdev})
 	}
+	states, err := ReadAddrStates(fsys)
+	if err != nil {
+		return nil, err
+	}
+	states.Annotate(entries)
 	return entries, nil
 }
 
@@ -197,25 +210,32 @@ func Filter(entries []Entry, c Criteria) []Entry {
 }
 
 // Select returns the entry a job should use among those satisfying c: the
-// first in table order, preferring routable GIDs (IPv4 or global IPv6) to
-// link-local ones, which cannot leave the subnet. So "RoCE v2, IPv4, on
-// eth0" answers NCCL_IB_GID_INDEX. When nothing matches, the error is a
-// *NoMatchError that names what was asked and what the table has.
+// first in table order, preferring usable addresses to tentative ones (the
+// kernel cannot resolve an IPv6 address during duplicate address
+// detection) and routable GIDs (IPv4 or global IPv6) to link-local ones,
+// which cannot leave the subnet. A GID whose address failed DAD is never
+// chosen. So "RoCE v2, IPv4, on eth0" answers NCCL_IB_GID_INDEX. When
+// nothing matches, the error is a *NoMatchError that names what was asked
+// and what the table has.
 func Select(entries []Entry, c Criteria) (Entry, error) {
-	var linkLocal *Entry
+	best, bestRank := -1, 0
 	for i, e := range entries {
-		if !c.Match(e) {
+		if !c.Match(e) || e.State == AddrDADFailed {
 			continue
 		}
-		if e.Type == TypeIB || !e.GID.IsLinkLocal() {
-			return e, nil
+		rank := 0
+		if e.State == AddrTentative {
+			rank += 2
 		}
-		if linkLocal == nil {
-			linkLocal = &entries[i]
+		if e.Type != TypeIB && e.GID.IsLinkLocal() {
+			rank++
+		}
+		if best < 0 || rank < bestRank {
+			best, bestRank = i, rank
 		}
 	}
-	if linkLocal != nil {
-		return *linkLocal, nil
+	if best >= 0 {
+		return entries[best], nil
 	}
 	return Entry{}, &NoMatchError{Criteria: c, Entries: entries}
 }

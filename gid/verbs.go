@@ -22,11 +22,19 @@ type DriverIDFunc func(dev string) (uint32, error)
 // permission, an older kernel) is read from sysfs.
 func ReadTablesVerbs(fsys sysfs.FS, dev string, port uint32, driverID DriverIDFunc) ([]Table, error) {
 	names := &ifnames{fsys: fsys}
+	states, err := ReadAddrStates(fsys)
+	if err != nil {
+		return nil, err
+	}
 	return readEachDevice(fsys, dev, port, func(fsys sysfs.FS, refs []sysfs.PortRef) ([]Table, error) {
-		if tables, err := tablesFromVerbs(fsys, refs, driverID, names); err == nil {
-			return tables, nil
+		tables, err := tablesFromVerbs(fsys, refs, driverID, names)
+		if err != nil {
+			return readTables(fsys, refs)
 		}
-		return readTables(fsys, refs)
+		for _, t := range tables {
+			states.Annotate(t.Entries)
+		}
+		return tables, nil
 	})
 }
 

@@ -3,6 +3,7 @@ package verbsprobe
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/grdma/grdma/gid"
 	"github.com/grdma/grdma/sysfs"
@@ -100,11 +101,79 @@ func (p *prober) chooseAddress() (string, error) {
 		return "", err
 	}
 	p.res.GIDIndex, p.res.GID = chosen.Index, chosen.GID
+	waited, err := p.awaitUsable(&chosen)
+	if err != nil {
+		return "", err
+	}
 	detail := "GID " + chosen.String()
 	if ib {
 		detail += fmt.Sprintf(", LID %#x", p.res.LID)
 	}
+	if waited >= addressPoll {
+		detail += fmt.Sprintf(", usable after %v of IPv6 duplicate address detection on %s", waited.Round(time.Millisecond), chosen.Netdev)
+	}
 	return detail, nil
+}
+
+// DefaultAddressWait is how long the probe waits for the IPv6 address of
+// its GID to finish duplicate address detection: Linux's defaults take up
+// to about two seconds after the netdev comes up (a random delay of up to
+// rtr_solicit_delay, then retrans_time per dad_transmits).
+const DefaultAddressWait = 5 * time.Second
+
+// addressPoll is how often a tentative address is looked at again.
+const addressPoll = 50 * time.Millisecond
+
+// awaitUsable waits, within Options.AddressWait, until the address of
+// the GID e stands for is usable: the kernel cannot resolve a tentative
+// address, and the queue pair's RTR would wait for it and may time out.
+// It returns how long it waited; e.State is updated. A DAD-failed address
+// is an error at once.
+func (p *prober) awaitUsable(e *gid.Entry) (time.Duration, error) {
+	limit := p.opts.AddressWait
+	if limit == 0 {
+		limit = DefaultAddressWait
+	}
+	start := time.Now()
+	deadline := time.NewTimer(limit)
+	defer deadline.Stop()
+	for e.State == gid.AddrTentative {
+		select {
+		case <-time.After(addressPoll):
+		case <-deadline.C:
+			return limit, &AddressStateError{Device: p.opts.Device, Port: p.opts.Port, Entry: *e, Waited: limit}
+		case <-p.ctx.Done():
+			return time.Since(start), fmt.Errorf("interrupted waiting for duplicate address detection of %s on %s: %w", e.GID, e.Netdev, p.ctx.Err())
+		}
+		states, err := gid.ReadAddrStates(p.opts.Sysfs)
+		if err != nil {
+			return time.Since(start), err
+		}
+		e.State = states.Of(*e)
+	}
+	if e.State == gid.AddrDADFailed {
+		return time.Since(start), &AddressStateError{Device: p.opts.Device, Port: p.opts.Port, Entry: *e}
+	}
+	return time.Since(start), nil
+}
+
+// AddressStateError means the address behind the chosen GID cannot be
+// used: still tentative when the wait ran out, or it failed duplicate
+// address detection.
+type AddressStateError struct {
+	Device string
+	Port   uint32
+	Entry  gid.Entry
+	Waited time.Duration // the bound that ran out; 0 for a DAD failure
+}
+
+func (e *AddressStateError) Error() string {
+	if e.Entry.State == gid.AddrDADFailed {
+		return fmt.Sprintf("GID %d %s of %s/%d is unusable: IPv6 duplicate address detection on %s failed",
+			e.Entry.Index, e.Entry.GID, e.Device, e.Port, e.Entry.Netdev)
+	}
+	return fmt.Sprintf("GID %d %s of %s/%d is still tentative after %v: IPv6 duplicate address detection on %s has not finished",
+		e.Entry.Index, e.Entry.GID, e.Device, e.Port, e.Waited.Round(time.Millisecond), e.Entry.Netdev)
 }
 
 // gidAt returns the populated GID slot index.
@@ -112,6 +181,11 @@ func (p *prober) gidAt(index int) (gid.Entry, error) {
 	if index < int(p.port.GIDTblLen) {
 		e, ok, err := p.readGID(index)
 		if err != nil || ok {
+			if err == nil {
+				one := []gid.Entry{e}
+				err = p.annotate(one)
+				e = one[0]
+			}
 			return e, err
 		}
 	}
@@ -142,12 +216,26 @@ func (p *prober) selectGID() (gid.Entry, error) {
 		}
 		entries = append(entries, e)
 	}
+	if err := p.annotate(entries); err != nil {
+		return gid.Entry{}, err
+	}
 	for _, c := range addressPreference[1:] {
 		if e, err := gid.Select(entries, c); err == nil {
 			return e, nil
 		}
 	}
 	return gid.Entry{}, &NoGIDError{Device: p.opts.Device, Port: p.opts.Port, Entries: entries}
+}
+
+// annotate sets the address state of entries from the kernel's IPv6
+// address list.
+func (p *prober) annotate(entries []gid.Entry) error {
+	states, err := gid.ReadAddrStates(p.opts.Sysfs)
+	if err != nil {
+		return err
+	}
+	states.Annotate(entries)
+	return nil
 }
 
 // readGID reads slot index of the port's GID table; false when it holds

@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/grdma/grdma/gid"
 	"github.com/grdma/grdma/sysfs"
 	"github.com/grdma/grdma/uverbs"
 )
@@ -49,15 +50,16 @@ func (p *prober) diagnose(step string, err error) *StepError {
 // likelyCause explains the failures an operator can do something about.
 func (p *prober) likelyCause(step string, err error) string {
 	var (
-		errno    unix.Errno
-		notFound *sysfs.NotFoundError
-		inactive *PortNotActiveError
-		noGID    *NoGIDError
-		badIndex *GIDIndexError
-		noLID    *NoLIDError
-		wcErr    *WCError
-		timeout  *CompletionTimeoutError
-		mismatch *PayloadMismatchError
+		errno     unix.Errno
+		notFound  *sysfs.NotFoundError
+		inactive  *PortNotActiveError
+		noGID     *NoGIDError
+		badIndex  *GIDIndexError
+		addrState *AddressStateError
+		noLID     *NoLIDError
+		wcErr     *WCError
+		timeout   *CompletionTimeoutError
+		mismatch  *PayloadMismatchError
 	)
 	errors.As(err, &errno)
 	switch {
@@ -77,6 +79,8 @@ func (p *prober) likelyCause(step string, err error) string {
 		return p.inactiveCause(inactive)
 	case errors.As(err, &noGID):
 		return p.noGIDCause()
+	case errors.As(err, &addrState):
+		return addressStateCause(addrState)
 	case errors.As(err, &badIndex):
 		return "give a populated index with gid-index, or leave it out to let the gid selector choose (grdma gid lists the table)"
 	case errors.As(err, &noLID):
@@ -87,6 +91,8 @@ func (p *prober) likelyCause(step string, err error) string {
 		return "the device does not enable this uverbs command"
 	case errno == unix.ENOSPC || errno == unix.EFAULT:
 		return "the kernel rejected the command's layout: a grdma bug, please report it"
+	case step == StepRTR && errno == unix.ETIMEDOUT && p.res.GIDIndex >= 0:
+		return p.resolutionTimeoutCause()
 	case step == StepRTR && (errno == unix.EINVAL || errno == unix.ENODATA || errno == unix.EHOSTUNREACH || errno == unix.ENETUNREACH || errno == unix.ETIMEDOUT):
 		return p.addressCause()
 	case errors.As(err, &wcErr):
@@ -160,6 +166,28 @@ func (p *prober) noGIDCause() string {
 func (p *prober) addressCause() string {
 	return fmt.Sprintf("the kernel could not use GID index %d as the source address, or could not resolve its own GID %s to a MAC address: the address may have left the network device, or the device is down",
 		p.res.GIDIndex, p.res.GID)
+}
+
+// resolutionTimeoutCause explains ETIMEDOUT at RTR on RoCE: the kernel
+// resolves the destination GID to a MAC address (its neighbour table) while
+// it moves the queue pair to RTR, and gave up.
+func (p *prober) resolutionTimeoutCause() string {
+	nd := p.netdev()
+	if nd == "" {
+		nd = "the port's network device"
+	}
+	return fmt.Sprintf("the kernel's address resolution of GID %s on %s timed out: check that %s is up with carrier (ip link show %s), that the address is not tentative or duplicated (ip addr show dev %s), and its neighbour entries (ip neigh show dev %s)",
+		p.res.GID, nd, nd, nd, nd, nd)
+}
+
+func addressStateCause(e *AddressStateError) string {
+	nd := e.Entry.Netdev
+	if e.Entry.State == gid.AddrDADFailed {
+		return fmt.Sprintf("another host on the link has the address %s: give %s another address or MAC (ip -6 addr show dev %s shows it dadfailed), or choose another GID with gid-index",
+			e.Entry.GID, nd, nd)
+	}
+	return fmt.Sprintf("the kernel cannot resolve a tentative address: wait for duplicate address detection to finish (ip -6 addr show dev %s), give %s an IPv4 address, or turn DAD off on it (sysctl -w net.ipv6.conf.%s.accept_dad=0)",
+		nd, nd, nd)
 }
 
 func (p *prober) completionCause(status uverbs.WCStatus) string {

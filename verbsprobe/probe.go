@@ -46,6 +46,9 @@ type Options struct {
 	// CompletionTimeout bounds the wait for each operation's
 	// completions; 0 means DefaultCompletionTimeout.
 	CompletionTimeout time.Duration
+	// AddressWait bounds the wait for the chosen GID's IPv6 address to
+	// finish duplicate address detection; 0 means DefaultAddressWait.
+	AddressWait time.Duration
 }
 
 // AutoGID asks for the GID the selector chooses.
@@ -62,7 +65,7 @@ const (
 	StepOpen        = "open"         // find the uverbs device in sysfs, open it, GET_CONTEXT
 	StepQueryDevice = "query_device" // QUERY_DEVICE
 	StepQueryPort   = "query_port"   // QUERY_PORT; the port must be ACTIVE
-	StepAddress     = "address"      // the GID (RoCE) or LID (InfiniBand) to connect to
+	StepAddress     = "address"      // the GID (RoCE) or LID (InfiniBand) to connect to; waits for IPv6 DAD
 	StepAllocPD     = "alloc_pd"     // ALLOC_PD
 	StepCreateCQ    = "create_cq"    // CREATE_CQ with the driver's queue
 	StepCreateQP    = "create_qp"    // CREATE_QP, RC, with the driver's queues
@@ -169,6 +172,7 @@ const (
 // prober runs one probe; its fields are the objects that exist, which
 // teardown destroys.
 type prober struct {
+	ctx    context.Context // stops waits within a step
 	opts   Options
 	res    *Result
 	dev    *sysfs.Device // see device
@@ -194,6 +198,7 @@ func Run(ctx context.Context, opts Options) *Result {
 		opts.CompletionTimeout = DefaultCompletionTimeout
 	}
 	p := &prober{
+		ctx:      ctx,
 		opts:     opts,
 		res:      &Result{Device: opts.Device, Port: opts.Port, GIDIndex: AutoGID, Traffic: opts.Traffic},
 		startPSN: rand.Uint32() & 0xffffff,

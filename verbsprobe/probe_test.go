@@ -86,7 +86,7 @@ func TestRunInterrupted(t *testing.T) {
 
 // newTestProber is a prober past QUERY_PORT on a sysfs tree.
 func newTestProber(fsys sysfs.FS, dev string, gidIndex int, port uverbs.PortAttr) *prober {
-	p := &prober{opts: Options{Sysfs: fsys, Device: dev, Port: 1, GIDIndex: gidIndex},
+	p := &prober{ctx: context.Background(), opts: Options{Sysfs: fsys, Device: dev, Port: 1, GIDIndex: gidIndex},
 		res: &Result{Device: dev, Port: 1, GIDIndex: AutoGID}, port: port}
 	return p
 }

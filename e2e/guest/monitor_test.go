@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -41,7 +42,9 @@ func TestMonitor(t *testing.T) {
 	if err := mon.Start(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(500 * time.Millisecond) // let it subscribe
+	if !eventually(20*time.Second, rdmaGroupSubscribed) {
+		t.Fatalf("grdma monitor never joined the RDMA netlink group\nstderr:\n%s", errb.String())
+	}
 	addRxe(t, "rxe0", "veth0")
 	must(t, layout.Rdma, "link", "delete", "rxe0")
 	if err := mon.Wait(); err != nil {
@@ -61,4 +64,21 @@ func TestMonitor(t *testing.T) {
 			t.Errorf("event %d: %s, want %s... rxe0", i, l, want[i])
 		}
 	}
+}
+
+// rdmaGroupSubscribed reports whether a NETLINK_RDMA (20) socket has
+// joined a multicast group: /proc/net/netlink's Eth and Groups columns.
+// Only the monitor under test subscribes, so events sent after this are
+// seen.
+func rdmaGroupSubscribed() bool {
+	b, err := os.ReadFile("/proc/net/netlink")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		if f := strings.Fields(line); len(f) >= 4 && f[1] == "20" && strings.Trim(f[3], "0") != "" {
+			return true
+		}
+	}
+	return false
 }

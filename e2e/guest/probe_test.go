@@ -30,22 +30,34 @@ type probeReport struct {
 	QPN      int    `json:"qpn"`
 	OK       bool   `json:"ok"`
 	Usec     float64
-	Steps    []struct {
-		Name   string  `json:"name"`
-		OK     bool    `json:"ok"`
-		Usec   float64 `json:"usec"`
-		Detail string  `json:"detail"`
-		Error  string  `json:"error"`
-		Errno  string  `json:"errno"`
-		Cause  string  `json:"cause"`
-	} `json:"steps"`
-	Count  int `json:"count"`
-	Runs   int `json:"runs"`
-	Passed int `json:"passed"`
-	Timing struct {
+	Steps    []probeStep `json:"steps"`
+	Count    int         `json:"count"`
+	Runs     int         `json:"runs"`
+	Passed   int         `json:"passed"`
+	Timing   struct {
 		Total probeTiming   `json:"total"`
 		Steps []probeTiming `json:"steps"`
 	} `json:"timing"`
+}
+
+type probeStep struct {
+	Name   string  `json:"name"`
+	OK     bool    `json:"ok"`
+	Usec   float64 `json:"usec"`
+	Detail string  `json:"detail"`
+	Error  string  `json:"error"`
+	Errno  string  `json:"errno"`
+	Cause  string  `json:"cause"`
+}
+
+// step returns the step named name, or a zero step.
+func (rep probeReport) step(name string) probeStep {
+	for _, s := range rep.Steps {
+		if s.Name == name {
+			return s
+		}
+	}
+	return probeStep{}
 }
 
 type probeTiming struct {
@@ -471,4 +483,93 @@ func timePingpong(t *testing.T, gidIndex int) (server, client time.Duration) {
 func probeMedian(ds []time.Duration) time.Duration {
 	s := slices.Sorted(slices.Values(ds))
 	return s[(len(s)-1)/2]
+}
+
+// freshVeth creates the veth pair name/name+"p", both up, with IPv6
+// duplicate address detection lasting dadMillis (one probe, retrans_time_ms)
+// so that its link-local address is tentative for a known while. It is
+// deleted when the test ends.
+func freshVeth(t *testing.T, name string, dadMillis int) {
+	t.Helper()
+	ip(t, "link", "add", name, "type", "veth", "peer", "name", name+"p")
+	t.Cleanup(func() { run(layout.IP, "link", "delete", name) })
+	for file, value := range map[string]string{
+		"conf/" + name + "/dad_transmits":    "1",
+		"neigh/" + name + "/retrans_time_ms": strconv.Itoa(dadMillis),
+	} {
+		if err := os.WriteFile("/proc/sys/net/ipv6/"+file, []byte(value), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ip(t, "link", "set", name+"p", "up")
+	ip(t, "link", "set", name, "up")
+}
+
+// tentative reports whether netdev has an IPv6 address in duplicate
+// address detection (IFA_F_TENTATIVE in /proc/net/if_inet6).
+func tentative(t *testing.T, netdev string) bool {
+	t.Helper()
+	b, err := os.ReadFile("/proc/net/if_inet6")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 6 && f[5] == netdev {
+			flags, err := strconv.ParseUint(f[4], 16, 32)
+			if err != nil {
+				t.Fatalf("/proc/net/if_inet6: %q", line)
+			}
+			if flags&0x40 != 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// TestProbeRightAfterLinkAdd: a probe of an rxe device made a moment ago
+// on a netdev without IPv4, whose only GID is a link-local address still
+// in duplicate address detection, waits for DAD and passes (it timed out
+// at RTR before: issue 12); a DAD longer than the probe's bound fails at
+// the address step naming the GID, the netdev and what to do.
+func TestProbeRightAfterLinkAdd(t *testing.T) {
+	cleanRDMA(t)
+	// DAD of 2 s: tentative when the probe starts, over well within its
+	// 5 s bound. Each try on a new netdev, so DAD starts again.
+	for i := range 3 {
+		netdev, dev := fmt.Sprintf("dad%d", i), fmt.Sprintf("rxd%d", i)
+		freshVeth(t, netdev, 2000)
+		must(t, grdma(), "link", "add", dev, "type", "rxe", "netdev", netdev)
+		if !tentative(t, netdev) {
+			t.Fatalf("%s: link-local address no longer tentative when the probe starts: the scenario tests nothing", netdev)
+		}
+		r := run(grdma(), "-j", "probe", dev, "traffic")
+		rep := parseProbe(t, r)
+		if r.code != 0 || !rep.OK {
+			t.Fatalf("probe right after link add:\n%s", r)
+		}
+		addr := rep.step("address")
+		if !strings.HasPrefix(rep.GID, "fe80::") || !strings.Contains(addr.Detail, "of IPv6 duplicate address detection on "+netdev) {
+			t.Errorf("try %d: GID %s, address step %q: want the link-local GID and the wait for DAD named", i, rep.GID, addr.Detail)
+		}
+		t.Logf("try %d: %s (%.0f µs)", i, addr.Detail, addr.Usec)
+	}
+
+	// DAD of 20 s: the probe gives up after its 5 s bound, at the address
+	// step, before creating anything.
+	freshVeth(t, "dadslow", 20000)
+	must(t, grdma(), "link", "add", "rxdslow", "type", "rxe", "netdev", "dadslow")
+	r := run(grdma(), "-j", "probe", "rxdslow")
+	rep := parseProbe(t, r)
+	failed := rep.step("address")
+	if r.code != 1 || rep.OK || failed.OK || strings.Join(rep.stepNames(), ",") != "open,query_device,query_port,address,close" ||
+		!strings.Contains(failed.Error, "is still tentative after 5s: IPv6 duplicate address detection on dadslow has not finished") ||
+		!strings.Contains(failed.Cause, "accept_dad=0") {
+		t.Fatalf("probe during a 20 s DAD: want exit 1 at the address step naming the GID and netdev, nothing created:\n%s", r)
+	}
+	r = run(grdma(), "probe", "rxdslow")
+	if r.code != 1 || !strings.Contains(r.stdout+r.stderr, "dadslow") {
+		t.Errorf("text output of the same failure:\n%s", r)
+	}
 }

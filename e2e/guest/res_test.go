@@ -61,7 +61,11 @@ func TestRes(t *testing.T) {
 	if !eventually(20*time.Second, func() bool { return listening(18600) }) {
 		t.Fatal("the waiting ibv_rc_pingpong server never listened")
 	}
-	time.Sleep(500 * time.Millisecond) // packets in flight when the pair stopped
+	// Packets in flight when the pair stopped: wait until rxe0's counters
+	// stand still, so that rdma and grdma see the same PSNs.
+	if !eventually(20*time.Second, func() bool { return countersSettled(t, "rxe0") }) {
+		t.Fatal("rxe0's packet counters never stood still after the pair was stopped")
+	}
 
 	var qps []map[string]any
 	if err := json.Unmarshal([]byte(must(t, layout.Rdma, "-j", "res", "show", "qp").stdout), &qps); err != nil {
@@ -99,9 +103,12 @@ func startTool(t *testing.T, name string, args ...string) *exec.Cmd {
 }
 
 // sentPackets reads rxe's sent_pkts hardware counter of port 1.
-func sentPackets(t *testing.T, dev string) uint64 {
+func sentPackets(t *testing.T, dev string) uint64 { return hwCounter(t, dev, "sent_pkts") }
+
+// hwCounter reads a hardware counter of port 1.
+func hwCounter(t *testing.T, dev, name string) uint64 {
 	t.Helper()
-	b, err := os.ReadFile("/sys/class/infiniband/" + dev + "/ports/1/hw_counters/sent_pkts")
+	b, err := os.ReadFile("/sys/class/infiniband/" + dev + "/ports/1/hw_counters/" + name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,4 +117,13 @@ func sentPackets(t *testing.T, dev string) uint64 {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// countersSettled reports whether dev sent and received no packet for
+// 100 ms.
+func countersSettled(t *testing.T, dev string) bool {
+	t.Helper()
+	sent, rcvd := hwCounter(t, dev, "sent_pkts"), hwCounter(t, dev, "rcvd_pkts")
+	time.Sleep(100 * time.Millisecond)
+	return hwCounter(t, dev, "sent_pkts") == sent && hwCounter(t, dev, "rcvd_pkts") == rcvd
 }
