@@ -100,7 +100,7 @@ func (p *prober) chooseAddress() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	p.res.GIDIndex, p.res.GID = chosen.Index, chosen.GID
+	p.res.GIDIndex, p.res.GID, p.res.GIDType = chosen.Index, chosen.GID, chosen.Type
 	waited, err := p.awaitUsable(&chosen)
 	if err != nil {
 		return "", err

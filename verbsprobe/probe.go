@@ -107,10 +107,20 @@ type Result struct {
 	LID      uint16
 	QPN      uint32
 	Traffic  bool
-	Steps    []Step
+	// GIDType is the type of the GID at GIDIndex.
+	GIDType gid.Type
+	Steps   []Step
 	// Unsupported says why the probe stopped short without a failure: the
 	// driver's data is unknown to grdma.
 	Unsupported string
+
+	// Between two hosts (Connect, Serve): this side's role, the test, the
+	// peer, the path MTU both queue pairs use, and what was measured.
+	Role         string
+	Test         *Test
+	Peer         *Peer
+	PathMTU      uverbs.MTU
+	Measurements []Measurement
 }
 
 // OK reports whether the probe did everything it was asked and every
@@ -186,26 +196,65 @@ type prober struct {
 	// startPSN is the first packet sequence number, random (24 bits);
 	// sending to itself, the queue pair's send and receive PSNs are equal.
 	startPSN uint32
+	// session is the probe's peer on another host; nil when the queue
+	// pair is connected to itself.
+	session    *session
+	deviceAttr uverbs.DeviceAttr // QUERY_DEVICE's answer
+}
+
+// connection is where the queue pair sends: to itself, or to a peer's
+// queue pair (see Connect and Serve).
+type connection struct {
+	destQPN  uint32
+	destPSN  uint32 // the peer's first send PSN: the receive PSN
+	dgid     gid.GID
+	dlid     uint16
+	pathMTU  uverbs.MTU
+	rdAtomic uint8 // RDMA READs outstanding each way
+	rnrRetry uint8
+}
+
+// connection returns where the queue pair connects: its peer's queue pair
+// when it has one, else itself.
+func (p *prober) connection() connection {
+	if p.session != nil {
+		return p.session.connection(p)
+	}
+	return connection{destQPN: p.qp.QP().QPN, destPSN: p.startPSN, dgid: p.res.GID, dlid: p.res.LID,
+		pathMTU: p.port.ActiveMTU, rdAtomic: rdAtomicSize, rnrRetry: rnrRetry}
+}
+
+// qpShape returns the completion queue's entries and the queue pair's
+// capacities.
+func (p *prober) qpShape() (cqe uint32, qpCap uverbs.QPCap) {
+	if p.session != nil {
+		return p.session.qpShape()
+	}
+	return cqEntries, uverbs.QPCap{MaxSendWR: queueDepth, MaxRecvWR: queueDepth, MaxSendSGE: 1, MaxRecvSGE: 1}
 }
 
 // Run probes the device opts names. The result lists every step that ran;
 // ctx stops the probe between steps (the teardown still runs).
 func Run(ctx context.Context, opts Options) *Result {
+	p := newProber(ctx, opts)
+	defer p.teardown()
+	p.run(ctx)
+	return p.res
+}
+
+func newProber(ctx context.Context, opts Options) *prober {
 	if opts.Port == 0 {
 		opts.Port = 1
 	}
 	if opts.CompletionTimeout == 0 {
 		opts.CompletionTimeout = DefaultCompletionTimeout
 	}
-	p := &prober{
+	return &prober{
 		ctx:      ctx,
 		opts:     opts,
 		res:      &Result{Device: opts.Device, Port: opts.Port, GIDIndex: AutoGID, Traffic: opts.Traffic},
 		startPSN: rand.Uint32() & 0xffffff,
 	}
-	defer p.teardown()
-	p.run(ctx)
-	return p.res
 }
 
 // stepFunc is one step: it returns what it found or made, or why it
@@ -282,6 +331,9 @@ func (p *prober) record(name string, d time.Duration, detail string, err error) 
 	s := Step{Name: name, OK: err == nil, Duration: d, Detail: detail}
 	if err != nil {
 		s.Err = p.diagnose(name, err)
+		if p.session != nil {
+			p.session.reportFailure(name, err)
+		}
 	}
 	p.res.Steps = append(p.res.Steps, s)
 }
@@ -310,6 +362,9 @@ func (p *prober) teardown() {
 		// Closing also frees whatever a failed destroy left.
 		p.step(ctx, StepClose, func() (string, error) { return "", p.c.Close() })
 		p.c = nil
+	}
+	if p.session != nil {
+		p.session.close()
 	}
 }
 
@@ -362,6 +417,7 @@ func (p *prober) queryDevice() (string, error) {
 	if err != nil {
 		return "", err
 	}
+	p.deviceAttr = attr
 	if p.opts.Port > uint32(attr.PhysPortCnt) {
 		return "", &sysfs.NotFoundError{Device: p.opts.Device, Port: p.opts.Port}
 	}
@@ -412,7 +468,8 @@ func (p *prober) allocPD() (string, error) {
 
 func (p *prober) createCQ() (string, error) {
 	var err error
-	if p.cq, err = p.driver.createCQ(p.c, cqEntries); err != nil {
+	cqe, _ := p.qpShape()
+	if p.cq, err = p.driver.createCQ(p.c, cqe); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("cq %d, %d entries", p.cq.CQ().Handle, p.cq.CQ().CQE), nil
@@ -420,8 +477,8 @@ func (p *prober) createCQ() (string, error) {
 
 func (p *prober) createQP() (string, error) {
 	cq := p.cq.CQ()
-	init := uverbs.QPInit{PD: *p.pd, SendCQ: cq, RecvCQ: cq, Type: uverbs.QPTypeRC, SignalAll: true,
-		Cap: uverbs.QPCap{MaxSendWR: queueDepth, MaxRecvWR: queueDepth, MaxSendSGE: 1, MaxRecvSGE: 1}}
+	_, qpCap := p.qpShape()
+	init := uverbs.QPInit{PD: *p.pd, SendCQ: cq, RecvCQ: cq, Type: uverbs.QPTypeRC, SignalAll: true, Cap: qpCap}
 	var err error
 	if p.qp, err = p.driver.createQP(p.c, init); err != nil {
 		return "", err
@@ -436,32 +493,30 @@ func (p *prober) toInit() (string, error) {
 	return "", p.c.ModifyQP(p.qp.QP(), &attr, uverbs.QPAttrsResetToInit)
 }
 
-// pathMTU is the port's active MTU, as ibv_rc_pingpong uses it.
-func (p *prober) pathMTU() uverbs.MTU { return p.port.ActiveMTU }
-
-// addressVector addresses the queue pair itself: its own GID (with a GRH)
-// or its own LID.
-func (p *prober) addressVector() uverbs.AddressVector {
-	av := uverbs.AddressVector{PortNum: uint8(p.opts.Port), DLID: p.res.LID}
+// addressVector addresses the queue pair's destination: a GID (with a
+// GRH) and LID. Its source GID is the probe's chosen GID.
+func (p *prober) addressVector(to connection) uverbs.AddressVector {
+	av := uverbs.AddressVector{PortNum: uint8(p.opts.Port), DLID: to.dlid}
 	if p.res.GIDIndex >= 0 {
-		av.IsGlobal, av.DGID, av.SGIDIndex, av.HopLimit = 1, p.res.GID, uint8(p.res.GIDIndex), hopLimit
+		av.IsGlobal, av.DGID, av.SGIDIndex, av.HopLimit = 1, to.dgid, uint8(p.res.GIDIndex), hopLimit
 	}
 	return av
 }
 
 func (p *prober) toRTR() (string, error) {
-	qp := p.qp.QP()
-	attr := uverbs.QPAttr{State: uverbs.QPStateRTR, PathMTU: p.pathMTU(), DestQPN: qp.QPN, RQPSN: p.startPSN,
-		MaxDestRdAtomic: rdAtomicSize, MinRNRTimer: minRNRTimer, AV: p.addressVector()}
+	qp, to := p.qp.QP(), p.connection()
+	attr := uverbs.QPAttr{State: uverbs.QPStateRTR, PathMTU: to.pathMTU, DestQPN: to.destQPN, RQPSN: to.destPSN,
+		MaxDestRdAtomic: to.rdAtomic, MinRNRTimer: minRNRTimer, AV: p.addressVector(to)}
 	if err := p.c.ModifyQP(qp, &attr, uverbs.QPAttrsInitToRTR); err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("to qpn %d, path MTU %s", qp.QPN, attr.PathMTU), nil
+	return fmt.Sprintf("to qpn %d, path MTU %s", to.destQPN, attr.PathMTU), nil
 }
 
 func (p *prober) toRTS() (string, error) {
-	attr := uverbs.QPAttr{State: uverbs.QPStateRTS, Timeout: ackTimeout, RetryCnt: retryCount, RNRRetry: rnrRetry,
-		SQPSN: p.startPSN, MaxRdAtomic: rdAtomicSize}
+	to := p.connection()
+	attr := uverbs.QPAttr{State: uverbs.QPStateRTS, Timeout: ackTimeout, RetryCnt: retryCount, RNRRetry: to.rnrRetry,
+		SQPSN: p.startPSN, MaxRdAtomic: to.rdAtomic}
 	return "", p.c.ModifyQP(p.qp.QP(), &attr, uverbs.QPAttrsRTRToRTS)
 }
 
@@ -481,14 +536,15 @@ func (p *prober) queryQP() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	want := p.addressVector()
+	to := p.connection()
+	want := p.addressVector(to)
 	for _, c := range []struct {
 		name      string
 		got, want any
 	}{
 		{"state", attr.State, uverbs.QPStateRTS},
-		{"dest_qp_num", attr.DestQPN, qp.QPN},
-		{"path_mtu", attr.PathMTU, p.pathMTU()},
+		{"dest_qp_num", attr.DestQPN, to.destQPN},
+		{"path_mtu", attr.PathMTU, to.pathMTU},
 		{"sq_psn", attr.SQPSN, p.startPSN},
 		{"port_num", attr.AV.PortNum, want.PortNum},
 		{"is_global", attr.AV.IsGlobal, want.IsGlobal},

@@ -34,16 +34,17 @@ const (
 // memoryRegion is the probe's registered buffer: anonymous memory outside
 // the Go heap.
 type memoryRegion struct {
-	buf []byte
-	mr  uverbs.MR
+	buf  []byte
+	mr   uverbs.MR
+	part int // the bytes of each part
 }
 
 func (m *memoryRegion) region(i int) []byte {
-	return m.buf[i*payloadSize : (i+1)*payloadSize]
+	return m.buf[i*m.part : (i+1)*m.part]
 }
 
 func (m *memoryRegion) sge(i int) uverbs.SGE {
-	return uverbs.SGE{Addr: m.mr.Addr + uint64(i*payloadSize), Length: payloadSize, LKey: m.mr.LKey}
+	return uverbs.SGE{Addr: m.mr.Addr + uint64(i*m.part), Length: uint32(m.part), LKey: m.mr.LKey}
 }
 
 // release deregisters the region, then unmaps it; it stays mapped when
@@ -55,8 +56,17 @@ func (m *memoryRegion) release(c *uverbs.Context) error {
 	return uverbs.FreeBuffer(m.buf)
 }
 
+// regionShape returns the size and count of the memory region's parts.
+func (p *prober) regionShape() (part, count int) {
+	if p.session != nil {
+		return p.session.regionShape()
+	}
+	return payloadSize, regionCount
+}
+
 func (p *prober) regMR() (string, error) {
-	buf, err := uverbs.AllocBuffer(regionCount * payloadSize)
+	part, count := p.regionShape()
+	buf, err := uverbs.AllocBuffer(part * count)
 	if err != nil {
 		return "", err
 	}
@@ -64,7 +74,7 @@ func (p *prober) regMR() (string, error) {
 	if err != nil {
 		return "", errors.Join(err, uverbs.FreeBuffer(buf))
 	}
-	p.mr = &memoryRegion{buf: buf, mr: mr}
+	p.mr = &memoryRegion{buf: buf, mr: mr, part: part}
 	return fmt.Sprintf("%d bytes, lkey %#x, rkey %#x", len(buf), mr.LKey, mr.RKey), nil
 }
 
@@ -177,9 +187,9 @@ func (t *traffic) send() (string, error) {
 		name:   "SEND",
 		recv:   &uverbs.RecvWR{ID: wrRecv, SGL: []uverbs.SGE{m.sge(regionReceive)}},
 		send:   uverbs.SendWR{ID: wrSend, Opcode: uverbs.WRSend, SGL: []uverbs.SGE{m.sge(regionSource)}},
-		expect: []expectedWC{{wrSend, uverbs.WCSend, -1}, {wrRecv, uverbs.WCRecv, payloadSize}},
+		expect: []expectedWC{{wrSend, uverbs.WCSend, -1}, {wrRecv, uverbs.WCRecv, m.part}},
 		landed: m.region(regionReceive),
-		detail: fmt.Sprintf("%d bytes received and verified", payloadSize),
+		detail: fmt.Sprintf("%d bytes received and verified", m.part),
 	}, m.region(regionSource))
 }
 
@@ -194,7 +204,7 @@ func (t *traffic) rdmaWrite() (string, error) {
 			RemoteAddr: m.sge(regionWritten).Addr, RKey: m.mr.RKey},
 		expect: []expectedWC{{wrWrite, uverbs.WCRDMAWrite, -1}},
 		landed: m.region(regionWritten),
-		detail: fmt.Sprintf("%d bytes written and verified", payloadSize),
+		detail: fmt.Sprintf("%d bytes written and verified", m.part),
 	}, m.region(regionSource))
 }
 
@@ -206,9 +216,9 @@ func (t *traffic) rdmaRead() (string, error) {
 		name: "RDMA READ",
 		send: uverbs.SendWR{ID: wrRead, Opcode: uverbs.WRRDMARead, SGL: []uverbs.SGE{m.sge(regionReadBack)},
 			RemoteAddr: m.sge(regionWritten).Addr, RKey: m.mr.RKey},
-		expect: []expectedWC{{wrRead, uverbs.WCRDMARead, payloadSize}},
+		expect: []expectedWC{{wrRead, uverbs.WCRDMARead, m.part}},
 		landed: m.region(regionReadBack),
-		detail: fmt.Sprintf("%d bytes read back and verified", payloadSize),
+		detail: fmt.Sprintf("%d bytes read back and verified", m.part),
 	}, m.region(regionWritten))
 }
 

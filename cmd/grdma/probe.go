@@ -21,6 +21,12 @@ type probeRequest struct {
 	target  devPort
 	options verbsprobe.Options
 	count   int
+	// Between two hosts: listen (listenAddr) or peer (peerAddr).
+	listen     bool
+	listenAddr string
+	peerAddr   string
+	test       verbsprobe.Test
+	timeout    time.Duration
 }
 
 // maxProbeCount bounds count: each probe takes milliseconds.
@@ -28,8 +34,10 @@ const maxProbeCount = 1_000_000
 
 func (a *app) probeCommand() *cobra.Command {
 	return &cobra.Command{
-		Use:   "probe DEV[/PORT] [gid-index N] [traffic] [count N]",
-		Short: "Prove that a device can run an RC queue pair, and carry traffic",
+		Use: "probe DEV[/PORT] [gid-index N] [traffic] [count N]\n" +
+			"  probe DEV[/PORT] [gid-index N] listen [[ADDR]:PORT] [pingpong] [size BYTES] [iters N] [timeout D]\n" +
+			"  probe DEV[/PORT] [gid-index N] peer HOST[:PORT] [traffic | bw [write|send|read] | lat [write|send|read] | pingpong] [size BYTES] [iters N] [duration D] [timeout D]",
+		Short: "Prove that a device can run an RC queue pair, and carry traffic, alone or with a peer host",
 		Long: `Run the verbs path of an RDMA device port (1 unless given) through the kernel's
 uverbs interface, without libibverbs: open the device, allocate a protection
 domain, a completion queue and an RC queue pair, connect the queue pair to
@@ -46,16 +54,46 @@ Each step is printed with its time; a failure names the step, the errno
 and its likely cause. With count, the probe runs N times (stopping at the
 first failure) and the times are summarized as min, median and max.
 
+Between two hosts: run "grdma probe DEV listen" on one; it waits for one
+peer (TCP port 18515 unless given, as ibv_rc_pingpong and perftest), serves
+the test that peer asks for, prints its own side and exits. On the other,
+"grdma probe DEV peer HOST" connects (retrying a refused connection until
+the timeout), exchanges queue pair numbers, PSNs, GIDs, MTUs and memory
+keys, brings both queue pairs to RTS against each other (path MTU: the
+smaller active MTU) and runs the test:
+  (none)    the control path only, both queue pairs in RTS
+  traffic   SEND, RDMA WRITE and RDMA READ across, every byte verified
+  bw OP     streaming OP (write, send or read; write by default) with 128
+            requests outstanding: Gb/s of payload and millions of messages
+            a second; size 65536 and iters 5000 by default, or duration D
+  lat OP    ping-pong, one message outstanding: latency min, median,
+            average, p99 and max in microseconds (one way for write and
+            send, as perftest; a whole READ for read); size 2, iters 1000
+  pingpong  ibv_rc_pingpong's exchange and loop: the peer is an
+            "ibv_rc_pingpong -g N" server (size 4096, iters 1000, as its
+            defaults; they must equal its -s and -n)
+The listening side also answers an ibv_rc_pingpong client ("ibv_rc_pingpong
+-g N HOST"), with its own size and iters. Both sides choose their GID with
+the gid selector unless gid-index is given; ports that cannot reach each
+other (InfiniBand and Ethernet, RoCE v1 and v2, IPv4 and IPv6 GIDs) fail at
+once, naming both sides. timeout (10s) bounds the connection and every wait
+on the peer; a peer that fails, goes away or is interrupted fails this side
+too, naming the step. Nothing is left behind on either side.
+
 rxe (Soft-RoCE) is probed fully; mlx5 up to a queue pair in RTS (no
 traffic); other drivers up to the protection domain, then reported as not
 supported.
 
-Exit status: 0 every step passed, 1 a step failed (or the driver is not
-supported), 2 the command line was wrong.`,
+Exit status: 0 every step passed (on both sides, between hosts), 1 a step
+failed (or the driver is not supported), 2 the command line was wrong.`,
 		Example: `  grdma probe rxe0
   grdma probe rxe0/1 traffic
   grdma probe mlx5_0 gid-index 3
-  grdma -j probe rxe0 traffic count 200`,
+  grdma -j probe rxe0 traffic count 200
+  grdma probe rxe0 listen                      # on host A
+  grdma -j probe rxe0 peer hosta bw write      # on host B
+  grdma probe rxe0 peer 10.0.0.1:18600 lat send iters 10000
+  grdma probe rxe0 peer hosta pingpong         # against ibv_rc_pingpong -g 1`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 && args[0] == "help" {
 				return cmd.Help()
@@ -69,6 +107,9 @@ supported), 2 the command line was wrong.`,
 	}
 }
 
+// probeKeywords are the words after DEV[/PORT].
+var probeKeywords = []string{"gid-index", "traffic", "count", "listen", "peer", "bw", "lat", "pingpong", "size", "iters", "duration", "timeout"}
+
 func parseProbe(args *argv) (probeRequest, error) {
 	if args.empty() {
 		return probeRequest{}, usagef(args.help, "probe needs a device: DEV[/PORT]")
@@ -79,14 +120,28 @@ func parseProbe(args *argv) (probeRequest, error) {
 	}
 	req := probeRequest{target: target, count: 1,
 		options: verbsprobe.Options{Device: target.Dev, Port: target.Port, GIDIndex: verbsprobe.AutoGID}}
+	seen := map[string]bool{}
 	for !args.empty() {
-		kw, err := args.keyword("argument", "", "gid-index", "traffic", "count")
+		kw, err := args.keyword("argument", "", probeKeywords...)
 		if err != nil {
 			return probeRequest{}, err
 		}
+		if seen[kw] {
+			return probeRequest{}, usagef(args.help, "%s given twice", kw)
+		}
+		seen[kw] = true
 		switch kw {
-		case "traffic":
-			req.options.Traffic = true
+		case "traffic", "bw", "lat", "pingpong":
+			if req.test.Kind != "" {
+				return probeRequest{}, usagef(args.help, "%s and %s: one test at a time", req.test.Kind, kw)
+			}
+			req.test.Kind = verbsprobe.TestKind(kw)
+			if (kw == "bw" || kw == "lat") && !args.empty() {
+				if op, ok := operation(args.words[0]); ok {
+					req.test.Op = op
+					args.next()
+				}
+			}
 		case "gid-index":
 			if req.options.GIDIndex, err = args.number("gid-index", 0, math.MaxUint8); err != nil {
 				return probeRequest{}, err
@@ -95,9 +150,107 @@ func parseProbe(args *argv) (probeRequest, error) {
 			if req.count, err = args.number("count", 1, maxProbeCount); err != nil {
 				return probeRequest{}, err
 			}
+		case "listen":
+			req.listen = true
+			if !args.empty() && !isProbeKeyword(args.words[0]) {
+				req.listenAddr = args.next()
+			}
+			if req.listenAddr, err = verbsprobe.ListenAddress(req.listenAddr); err != nil {
+				return probeRequest{}, usagef(args.help, "listen: %v", err)
+			}
+		case "peer":
+			v, err := args.value("peer address HOST[:PORT]")
+			if err != nil {
+				return probeRequest{}, err
+			}
+			if req.peerAddr, err = verbsprobe.PeerAddress(v); err != nil {
+				return probeRequest{}, usagef(args.help, "peer: %v", err)
+			}
+		case "size":
+			if req.test.Size, err = args.number("size", 1, verbsprobe.MaxTestSize); err != nil {
+				return probeRequest{}, err
+			}
+		case "iters":
+			if req.test.Iters, err = args.number("iters", 1, verbsprobe.MaxTestIters); err != nil {
+				return probeRequest{}, err
+			}
+		case "duration":
+			if req.test.Duration, err = args.duration("duration", verbsprobe.MaxTestDuration); err != nil {
+				return probeRequest{}, err
+			}
+		case "timeout":
+			if req.timeout, err = args.duration("timeout", time.Hour); err != nil {
+				return probeRequest{}, err
+			}
 		}
 	}
-	return req, nil
+	if req.test.Kind == verbsprobe.TestTraffic && !req.listen && req.peerAddr == "" {
+		req.options.Traffic = true // this host alone
+	}
+	return req, checkProbeRequest(args, req, seen)
+}
+
+// checkProbeRequest refuses keywords that do not go together.
+func checkProbeRequest(args *argv, req probeRequest, seen map[string]bool) error {
+	twoHost := req.listen || req.peerAddr != ""
+	switch {
+	case req.listen && req.peerAddr != "":
+		return usagef(args.help, "listen or peer, not both")
+	case !twoHost:
+		for _, kw := range []string{"bw", "lat", "pingpong", "size", "iters", "duration", "timeout"} {
+			if seen[kw] {
+				return usagef(args.help, "%s needs a peer: probe DEV listen on one host, probe DEV peer HOST %s on the other", kw, kw)
+			}
+		}
+		return nil
+	case seen["count"]:
+		return usagef(args.help, "count repeats a probe of this host alone; between hosts use iters or duration")
+	case req.listen && req.test.Kind != "" && req.test.Kind != verbsprobe.TestPingpong:
+		return usagef(args.help, "listen serves the test its peer asks for: give %s to probe ... peer HOST", req.test.Kind)
+	case seen["iters"] && seen["duration"]:
+		return usagef(args.help, "iters or duration, not both")
+	case req.listen && seen["duration"]:
+		return usagef(args.help, "listen serves the test its peer asks for: give duration to probe ... peer HOST")
+	}
+	test := req.test.WithDefaults()
+	if req.listen {
+		test = verbsprobe.Test{Kind: verbsprobe.TestPingpong, Size: req.test.Size, Iters: req.test.Iters}.WithDefaults()
+	}
+	if err := test.Validate(); err != nil {
+		return usagef(args.help, "%v", err)
+	}
+	return nil
+}
+
+func isProbeKeyword(word string) bool {
+	for _, k := range probeKeywords {
+		if strings.HasPrefix(k, word) {
+			return true
+		}
+	}
+	return false
+}
+
+func operation(word string) (verbsprobe.Operation, bool) {
+	for _, op := range []verbsprobe.Operation{verbsprobe.OpWrite, verbsprobe.OpSend, verbsprobe.OpRead} {
+		if string(op) == word {
+			return op, true
+		}
+	}
+	return "", false
+}
+
+// duration consumes a Go duration (10s, 1m30s, 500ms) within (0, max].
+func (a *argv) duration(what string, max time.Duration) (time.Duration, error) {
+	v, err := a.value(what + " value")
+	if err != nil {
+		return 0, err
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 || d > max {
+		return 0, usagef(a.help, "%s must be a duration from 1ms to %v such as 10s or 500ms, not %q", what, max, v)
+	}
+	return d, nil
 }
 
 // number consumes a decimal value of a keyword within [lo, hi].
@@ -122,6 +275,9 @@ func (a *app) probe(req probeRequest) error {
 	// Ctrl-C stops the probe between steps; the teardown still runs.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if req.listen || req.peerAddr != "" {
+		return a.probePeer(ctx, req)
+	}
 	results := verbsprobe.Repeat(ctx, req.options, req.count)
 	last := results[len(results)-1]
 
@@ -189,6 +345,9 @@ func renderProbeText(p *output.Printer, r *verbsprobe.Result, results []*verbspr
 	if count > 1 {
 		fmt.Fprintf(&b, ", run %d of %d", len(results), count)
 	}
+	if peer := peerSummary(r); peer != "" {
+		fmt.Fprintf(&b, "\n  %s", peer)
+	}
 	b.WriteString("\n")
 	for _, s := range r.Steps {
 		mark := "ok"
@@ -215,6 +374,8 @@ func renderProbeText(p *output.Printer, r *verbsprobe.Result, results []*verbspr
 		fmt.Fprintf(&b, "FAIL at %s\n", r.Failed().Name)
 	case r.Unsupported != "":
 		fmt.Fprintf(&b, "NOT SUPPORTED: %s\n", r.Unsupported)
+	case r.Role != "":
+		fmt.Fprintf(&b, "%s (%s)\n", passLine(r), formatDuration(r.Duration()))
 	case r.Traffic:
 		fmt.Fprintf(&b, "PASS: RC queue pair in RTS, SEND, RDMA WRITE and RDMA READ verified (%s)\n", formatDuration(r.Duration()))
 	default:
@@ -300,6 +461,7 @@ func renderProbeJSON(p *output.Printer, r *verbsprobe.Result, results []*verbspr
 		p.CloseObject()
 	}
 	p.CloseArray(output.JSONOnly, "")
+	renderPeerJSON(p, r)
 	if count > 1 {
 		p.Uint(output.JSONOnly, "count", "", uint64(count))
 		p.Uint(output.JSONOnly, "runs", "", uint64(len(results)))

@@ -1,0 +1,253 @@
+package verbsprobe
+
+import (
+	"bytes"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/grdma/grdma/gid"
+	"github.com/grdma/grdma/uverbs"
+)
+
+// ibv_rc_pingpong's exchange (rdma-core libibverbs/examples): the client
+// writes its address, the server connects its queue pair and answers with
+// its own, the client writes "done". An address is
+// "LLLL:QQQQQQ:PPPPPP:GGGG…" (LID, QPN and PSN in hex, the GID as 32 hex
+// digits of its bytes in order) and a NUL, 52 bytes.
+const (
+	pingpongAddressLen = len("0000:000000:000000:00000000000000000000000000000000") + 1
+	pingpongDone       = "done\x00"
+)
+
+// PingpongAddress is one side's address in ibv_rc_pingpong's exchange.
+type PingpongAddress struct {
+	LID uint16
+	QPN uint32
+	PSN uint32
+	GID gid.GID // zero when the side was given no -g
+}
+
+// MarshalBinary returns the 52 bytes ibv_rc_pingpong writes.
+func (a PingpongAddress) MarshalBinary() ([]byte, error) {
+	if a.QPN > 0xffffff || a.PSN > 0xffffff {
+		return nil, fmt.Errorf("QPN %#x or PSN %#x over 24 bits", a.QPN, a.PSN)
+	}
+	b := fmt.Appendf(nil, "%04x:%06x:%06x:%s", a.LID, a.QPN, a.PSN, hex.EncodeToString(a.GID[:]))
+	return append(b, 0), nil
+}
+
+// UnmarshalBinary parses ibv_rc_pingpong's 52 bytes, strictly: a peer
+// that sends anything else is not ibv_rc_pingpong.
+func (a *PingpongAddress) UnmarshalBinary(b []byte) error {
+	bad := func(why string) error {
+		return fmt.Errorf("not an ibv_rc_pingpong address (%s): %q", why, b)
+	}
+	if len(b) != pingpongAddressLen || b[len(b)-1] != 0 {
+		return bad(fmt.Sprintf("want %d bytes ending in NUL", pingpongAddressLen))
+	}
+	fields := bytes.Split(b[:len(b)-1], []byte(":"))
+	if len(fields) != 4 || len(fields[0]) != 4 || len(fields[1]) != 6 || len(fields[2]) != 6 || len(fields[3]) != 32 {
+		return bad("want LLLL:QQQQQQ:PPPPPP:32 hex digits")
+	}
+	var n [3]uint64
+	for i := range n {
+		v, err := strconv.ParseUint(string(fields[i]), 16, 32)
+		if err != nil {
+			return bad(err.Error())
+		}
+		n[i] = v
+	}
+	var g gid.GID
+	if _, err := hex.Decode(g[:], fields[3]); err != nil {
+		return bad(err.Error())
+	}
+	*a = PingpongAddress{LID: uint16(n[0]), QPN: uint32(n[1]), PSN: uint32(n[2]), GID: g}
+	return nil
+}
+
+func (p *prober) pingpongAddress() PingpongAddress {
+	a := PingpongAddress{LID: p.port.LID, QPN: p.qp.QP().QPN, PSN: p.startPSN}
+	if p.res.GIDIndex >= 0 {
+		a.GID = p.res.GID
+	}
+	return a
+}
+
+// takePingpong records an ibv_rc_pingpong peer's address.
+func (p *prober) takePingpong(b []byte) (string, error) {
+	var a PingpongAddress
+	if err := a.UnmarshalBinary(b); err != nil {
+		return "", p.session.peerError("reading the address of", err)
+	}
+	if p.port.LinkLayer == uverbs.LinkLayerEthernet && a.GID.InterfaceID() == 0 {
+		return "", p.session.peerError("connecting to", errors.New(
+			"the ibv_rc_pingpong peer sent no GID: on RoCE run it with -g INDEX (`grdma gid show DEV type v2 ipv4 -q` gives one)"))
+	}
+	remote := Endpoint{Ifname: "ibv_rc_pingpong", LinkLayer: p.port.LinkLayer.String(), GIDIndex: -1, GID: a.GID,
+		LID: a.LID, QPN: a.QPN, PSN: a.PSN, RdAtomic: 1}
+	if a.GID.InterfaceID() != 0 {
+		remote.GIDIndex = 0 // unknown; the GID is what counts
+	}
+	return p.takeRemote(remote)
+}
+
+// connectPingpongServer is the client's half of ibv_rc_pingpong's
+// exchange.
+func (p *prober) connectPingpongServer() (string, error) {
+	s := p.session
+	if err := s.dial(p.ctx); err != nil {
+		return "", err
+	}
+	if err := p.postReceives(); err != nil {
+		return "", err
+	}
+	mine, err := p.pingpongAddress().MarshalBinary()
+	if err != nil {
+		return "", err
+	}
+	if err := s.write(mine); err != nil {
+		return "", err
+	}
+	theirs := make([]byte, pingpongAddressLen)
+	if err := s.readFull(theirs, "reading the address of"); err != nil {
+		return "", err
+	}
+	detail, err := p.takePingpong(theirs)
+	if err != nil {
+		return "", err
+	}
+	return detail, s.write([]byte(pingpongDone))
+}
+
+// acceptPingpong is the server's first half of ibv_rc_pingpong's
+// exchange: the client's address.
+func (p *prober) acceptPingpong() (string, error) {
+	s := p.session
+	test := Test{Kind: TestPingpong, Size: s.test.Size, Iters: s.test.Iters}.WithDefaults()
+	if err := test.Validate(); err != nil {
+		return "", err
+	}
+	s.test = test
+	p.res.Test = &test
+	theirs := make([]byte, pingpongAddressLen)
+	if err := s.readFull(theirs, "reading the address of"); err != nil {
+		return "", err
+	}
+	detail, err := p.takePingpong(theirs)
+	if err != nil {
+		return "", err
+	}
+	return detail + ", an ibv_rc_pingpong client", nil
+}
+
+// welcomePingpong is the server's second half: receives posted and the
+// queue pair connected, it answers with its address and takes "done".
+func (p *prober) welcomePingpong() (string, error) {
+	s := p.session
+	if err := p.postReceives(); err != nil {
+		return "", err
+	}
+	mine, err := p.pingpongAddress().MarshalBinary()
+	if err != nil {
+		return "", err
+	}
+	if err := s.write(mine); err != nil {
+		return "", err
+	}
+	done := make([]byte, len(pingpongDone))
+	if err := s.readFull(done, "waiting for the done of"); err != nil {
+		return "", err
+	}
+	if string(done) != pingpongDone {
+		return "", s.peerError("waiting for the done of", fmt.Errorf("got %q, want %q", done, pingpongDone))
+	}
+	return fmt.Sprintf("qpn %#06x, psn %#06x", p.qp.QP().QPN, p.startPSN), nil
+}
+
+// write writes b within the timeout.
+func (s *session) write(b []byte) error {
+	s.conn.SetWriteDeadline(time.Now().Add(s.timeout))
+	if _, err := s.conn.Write(b); err != nil {
+		return s.peerError("writing to", err)
+	}
+	return nil
+}
+
+// readFull reads len(b) bytes within the timeout.
+func (s *session) readFull(b []byte, doing string) error {
+	s.conn.SetReadDeadline(time.Now().Add(s.timeout))
+	if _, err := io.ReadFull(s.rd, b); err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			err = errPeerClosed
+		}
+		return s.peerError(doing, err)
+	}
+	return nil
+}
+
+// pingpong runs ibv_rc_pingpong's loop: each side sends when its last
+// SEND and a RECV have completed; the client sends first. An exchange is
+// a SEND each way.
+func (t *traffic) pingpong() (string, error) {
+	s := t.p.session
+	test := s.test
+	m := t.p.mr
+	m.region(partSource)[0] = 0x7b // what ibv_rc_pingpong sends
+	send := uverbs.SendWR{ID: wrSend, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGL: []uverbs.SGE{m.sge(partSource)}}
+	recv := uverbs.RecvWR{ID: wrRecv, SGL: []uverbs.SGE{m.sge(partTarget)}}
+	pl := t.newPoller()
+	doing := fmt.Sprintf("exchanging with the ibv_rc_pingpong peer (its -n and -s must equal iters %d and size %d)", test.Iters, test.Size)
+	var rec latencyRecorder
+	pending := wrRecv
+	scnt, rcnt := 0, 0
+	start := time.Now()
+	lastSend := start
+	if s.role == RoleClient {
+		if err := t.qp.PostSend(send); err != nil {
+			return "", err
+		}
+		pending |= wrSend
+	}
+	for rcnt < test.Iters || scnt < test.Iters {
+		wcs, err := pl.poll(doing)
+		if err != nil {
+			return "", fmt.Errorf("after %d sent and %d received: %w", scnt, rcnt, err)
+		}
+		for _, wc := range wcs {
+			switch wc.WRID {
+			case wrSend:
+				scnt++
+			case wrRecv:
+				rcnt++
+				if err := t.qp.PostRecv(recv); err != nil {
+					return "", err
+				}
+			default:
+				return "", &UnexpectedCompletionError{WRID: wc.WRID, Problem: "not a SEND or RECV of ibv_rc_pingpong's loop"}
+			}
+			pending &^= wc.WRID
+			if scnt < test.Iters && pending == 0 {
+				now := time.Now()
+				if s.role == RoleClient {
+					rec.add((now.Sub(lastSend)) / 2)
+				}
+				lastSend = now
+				if err := t.qp.PostSend(send); err != nil {
+					return "", err
+				}
+				pending = wrRecv | wrSend
+			}
+		}
+	}
+	elapsed := time.Since(start)
+	meas := Measurement{Test: TestPingpong, Size: test.Size, Iters: test.Iters, Bytes: 2 * uint64(test.Size) * uint64(test.Iters),
+		Elapsed: elapsed, Latency: rec.stats()}
+	t.p.res.Measurements = append(t.p.res.Measurements, meas)
+	return fmt.Sprintf("%d bytes in %.2f seconds = %.2f Mbit/sec; %d iters in %.2f seconds = %.2f usec/iter",
+		meas.Bytes, elapsed.Seconds(), float64(meas.Bytes)*8/float64(elapsed.Microseconds()), test.Iters, elapsed.Seconds(),
+		float64(elapsed.Microseconds())/float64(test.Iters)), nil
+}

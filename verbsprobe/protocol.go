@@ -1,0 +1,280 @@
+package verbsprobe
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"time"
+)
+
+// ProtocolVersion is the version of grdma's out-of-band exchange. A side
+// refuses a peer of another version, naming both.
+//
+// The exchange is JSON, one object a line, over one TCP connection:
+//
+//	client → server  {"type":"hello","grdma_probe":1,"test":{...},"seed":N,"endpoint":{...}}
+//	server → client  {"type":"welcome","grdma_probe":1,"endpoint":{...}}   (its queue pair in RTS)
+//	client → server  {"type":"progress","done":N}                        (bw and lat, every second)
+//	client → server  {"type":"done","ok":true}                            (its test finished)
+//	server → client  {"type":"verdict","ok":true,"detail":"..."}          (its checks)
+//
+// Either side sends {"type":"failed","step":"...","error":"..."} when its
+// side fails, and then closes the connection.
+const ProtocolVersion = 1
+
+// Message types of the exchange.
+const (
+	msgHello    = "hello"
+	msgWelcome  = "welcome"
+	msgProgress = "progress"
+	msgDone     = "done"
+	msgVerdict  = "verdict"
+	msgFailed   = "failed"
+)
+
+// maxMessage bounds one line of the exchange.
+const maxMessage = 64 << 10
+
+// wireMessage is one line of the exchange; Type says which fields count.
+type wireMessage struct {
+	Type     string    `json:"type"`
+	Protocol int       `json:"grdma_probe,omitempty"`
+	Test     *Test     `json:"test,omitempty"`
+	Seed     uint64    `json:"seed,omitempty"`
+	Endpoint *Endpoint `json:"endpoint,omitempty"`
+	Done     int       `json:"done,omitempty"`
+	OK       bool      `json:"ok,omitempty"`
+	Step     string    `json:"step,omitempty"`
+	Error    string    `json:"error,omitempty"`
+	Detail   string    `json:"detail,omitempty"`
+}
+
+// Roles of the two sides.
+const (
+	RoleClient = "client" // Connect: asks for the test and runs it
+	RoleServer = "server" // Serve: answers
+)
+
+// session is a probe's link to its peer on another host.
+type session struct {
+	role    string
+	host    string
+	conn    net.Conn
+	rd      *bufio.Reader
+	timeout time.Duration
+	test    Test
+	seed    uint64 // the payloads' pattern
+	remote  Endpoint
+	// failedSent is set once this side has told the peer it failed.
+	failedSent bool
+	// incoming, while a server serves a test, carries the client's
+	// messages, read by a goroutine.
+	incoming chan received
+	quit     chan struct{} // closed by close: the reader goroutine stops
+	stopCtx  func() bool
+}
+
+// received is a message read, or why none could be.
+type received struct {
+	msg wireMessage
+	err error
+}
+
+// attach makes conn the session's connection; ctx's end unblocks every
+// read and write on it.
+func (s *session) attach(ctx context.Context, conn net.Conn) {
+	s.conn, s.rd = conn, bufio.NewReaderSize(conn, 4096)
+	s.stopCtx = context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
+}
+
+func (s *session) close() {
+	if s.quit != nil {
+		close(s.quit)
+	}
+	if s.stopCtx != nil {
+		s.stopCtx()
+	}
+	if s.conn != nil {
+		s.conn.Close()
+	}
+}
+
+// send writes one message within the timeout.
+func (s *session) send(m wireMessage) error {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	s.conn.SetWriteDeadline(time.Now().Add(s.timeout))
+	if _, err := s.conn.Write(append(b, '\n')); err != nil {
+		return s.peerError("writing to", err)
+	}
+	return nil
+}
+
+// receive reads one message within the timeout; a "failed" message from
+// the peer is a *RemoteFailure.
+func (s *session) receive(doing string) (wireMessage, error) {
+	s.conn.SetReadDeadline(time.Now().Add(s.timeout))
+	m, err := s.readMessage()
+	if err != nil {
+		return m, s.peerError(doing, err)
+	}
+	return m, nil
+}
+
+func (s *session) readMessage() (wireMessage, error) {
+	var m wireMessage
+	line, err := s.readLine()
+	if err != nil {
+		return m, err
+	}
+	if err := json.Unmarshal(line, &m); err != nil {
+		return m, fmt.Errorf("not a grdma probe message (%v): %.60q", err, line)
+	}
+	if m.Type == msgFailed {
+		return m, &RemoteFailure{Step: m.Step, Message: m.Error}
+	}
+	return m, nil
+}
+
+func (s *session) readLine() ([]byte, error) {
+	var line []byte
+	for {
+		part, isPrefix, err := s.rd.ReadLine()
+		line = append(line, part...)
+		switch {
+		case errors.Is(err, io.EOF) && len(line) == 0:
+			return nil, errPeerClosed
+		case err != nil:
+			return nil, err
+		case len(line) > maxMessage:
+			return nil, fmt.Errorf("a line longer than %d bytes: not a grdma probe peer", maxMessage)
+		case !isPrefix:
+			return line, nil
+		}
+	}
+}
+
+// peerError wraps err with the peer's address and what this side was
+// doing; a timeout says how long it waited.
+func (s *session) peerError(doing string, err error) error {
+	var remote *RemoteFailure
+	if errors.As(err, &remote) {
+		return err
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		err = fmt.Errorf("no answer within %v", s.timeout)
+	}
+	return &PeerError{Host: s.host, Doing: doing, Err: err}
+}
+
+// expect reads the next message, which must be of type want.
+func (s *session) expect(want, doing string) (wireMessage, error) {
+	m, err := s.receive(doing)
+	if err != nil {
+		return m, err
+	}
+	if m.Type != want {
+		return m, s.peerError(doing, fmt.Errorf("got a %q message, want %q: a grdma of another protocol?", m.Type, want))
+	}
+	return m, nil
+}
+
+// reportFailure tells the peer, once, that this side failed at step.
+func (s *session) reportFailure(step string, err error) {
+	if s.conn == nil || s.failedSent {
+		return
+	}
+	s.failedSent = true
+	var remote *RemoteFailure
+	var pe *PeerError
+	if errors.As(err, &remote) || errors.As(err, &pe) {
+		return // the peer knows, or cannot be told
+	}
+	s.send(wireMessage{Type: msgFailed, Step: step, Error: err.Error()})
+}
+
+// readInBackground starts delivering the peer's messages on s.incoming,
+// for a side that must watch the queues and the connection at once.
+func (s *session) readInBackground() {
+	s.incoming, s.quit = make(chan received, 16), make(chan struct{})
+	s.conn.SetReadDeadline(time.Time{})
+	go func() {
+		defer close(s.incoming)
+		for {
+			m, err := s.readMessage()
+			select {
+			case s.incoming <- received{m, err}:
+			case <-s.quit:
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+}
+
+// watcher follows the messages readInBackground delivers: the peer's
+// last sign of life and its "done".
+type watcher struct {
+	s         *session
+	lastHeard time.Time
+	done      *wireMessage
+}
+
+// check takes the messages that arrived; it fails when the peer failed,
+// went away, or was silent for the timeout.
+func (w *watcher) check(doing string) error {
+	for {
+		select {
+		case r, ok := <-w.s.incoming:
+			if !ok {
+				return w.s.peerError(doing, errPeerClosed)
+			}
+			if r.err != nil {
+				return w.s.peerError(doing, r.err)
+			}
+			w.lastHeard = time.Now()
+			switch r.msg.Type {
+			case msgDone:
+				m := r.msg
+				w.done = &m
+			case msgProgress:
+			default:
+				return w.s.peerError(doing, fmt.Errorf("unexpected %q message", r.msg.Type))
+			}
+		default:
+			if time.Since(w.lastHeard) > w.s.timeout {
+				return w.s.peerError(doing, fmt.Errorf("no word from the peer for %v", w.s.timeout))
+			}
+			return nil
+		}
+	}
+}
+
+// heard notes a sign of life that came through the queues.
+func (w *watcher) heard() { w.lastHeard = time.Now() }
+
+// ticker paces a client's progress messages.
+type ticker struct {
+	s    *session
+	next time.Time
+}
+
+const progressEvery = time.Second
+
+// tick sends a progress message once a second.
+func (t *ticker) tick(done int) error {
+	if now := time.Now(); now.After(t.next) {
+		t.next = now.Add(progressEvery)
+		return t.s.send(wireMessage{Type: msgProgress, Done: done})
+	}
+	return nil
+}

@@ -1,0 +1,553 @@
+package verbsprobe
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"runtime"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/grdma/grdma/uverbs"
+)
+
+// The parts of a bw, lat or pingpong test's memory region.
+const (
+	partSource = 0 // what this side sends, writes, or is read from
+	partTarget = 1 // where the peer's messages land
+)
+
+// peerTest runs the test on this side; false when a step did not pass.
+func (p *prober) peerTest(ctx context.Context) bool {
+	s := p.session
+	if s.test.Kind == TestConnect {
+		return true
+	}
+	t, ok := newTraffic(p)
+	if !ok {
+		p.res.Unsupported = fmt.Sprintf("%s needs driver %s's data path (WQE format, doorbells), which grdma does not have; the queue pair reached RTS against the peer",
+			s.test, p.res.Driver)
+		s.reportFailure(s.test.stepName(), fmt.Errorf("%s", p.res.Unsupported))
+		return false
+	}
+	client := s.role == RoleClient
+	switch s.test.Kind {
+	case TestTraffic:
+		if client {
+			return p.steps(ctx, []stepFunc{{StepSend, t.peerSend}, {StepRDMAWrite, t.peerWrite}, {StepRDMARead, t.peerRead}})
+		}
+		return p.steps(ctx, []stepFunc{{StepSend, t.checkSend}, {StepRDMAWrite, t.checkWrite}, {StepRDMARead, t.servedRead}})
+	case TestPingpong:
+		return p.step(ctx, s.test.stepName(), t.pingpong)
+	}
+	if client {
+		switch s.test.Kind {
+		case TestBandwidth:
+			return p.step(ctx, s.test.stepName(), t.bandwidth)
+		case TestLatency:
+			return p.step(ctx, s.test.stepName(), t.latency)
+		}
+	}
+	s.readInBackground()
+	if s.test.Kind == TestBandwidth {
+		return p.step(ctx, s.test.stepName(), t.serveBandwidth)
+	}
+	return p.step(ctx, s.test.stepName(), t.serveLatency)
+}
+
+// pattern fills b with bytes that both sides compute from the session's
+// seed: salt 1 is the SEND, 2 the RDMA WRITE, 3 what the RDMA READ reads.
+func pattern(b []byte, seed uint64, salt uint64) {
+	x := seed ^ (salt * 0x9e3779b97f4a7c15)
+	for i := range b {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		b[i] = byte(x)
+	}
+}
+
+// expected returns the pattern of salt for a part of this session's size.
+func (t *traffic) expected(salt uint64) []byte {
+	b := make([]byte, t.p.mr.part)
+	pattern(b, t.p.session.seed, salt)
+	return b
+}
+
+// postReceives posts receives into the part peers' messages land in:
+// traffic's receive part, else the target part, as many as the queue
+// takes.
+func (p *prober) postReceives() error {
+	qp, ok := p.qp.(dataPath)
+	if !ok {
+		return nil // no data path: the test step says so
+	}
+	part, n := partTarget, int(p.qp.QP().Cap.MaxRecvWR)
+	if p.session.test.Kind == TestTraffic {
+		part, n = regionReceive, 1
+	}
+	for range n {
+		if err := qp.PostRecv(uverbs.RecvWR{ID: wrRecv, SGL: []uverbs.SGE{p.mr.sge(part)}}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// prepareServer readies the server's memory and receives before it tells
+// the client its endpoint.
+func (p *prober) prepareServer() error {
+	s, m := p.session, p.mr
+	switch {
+	case s.test.Kind == TestTraffic:
+		pattern(m.region(regionSource), s.seed, 3)
+		clear(m.region(regionReceive))
+		clear(m.region(regionWritten))
+	case s.test.Kind == TestLatency && s.test.Op == OpWrite:
+		clear(m.region(partTarget))
+	}
+	if s.test.Kind == TestTraffic || s.test.Op == OpSend {
+		return p.postReceives()
+	}
+	return nil
+}
+
+// remotePart addresses part i of the peer's memory region.
+func (t *traffic) remotePart(i int) (uint64, uint32) {
+	r := t.p.session.remote
+	return r.Addr + uint64(i*r.Part), r.RKey
+}
+
+// peerSend sends the SEND pattern into the server's posted receive.
+func (t *traffic) peerSend() (string, error) {
+	m := t.p.mr
+	pattern(m.region(regionSource), t.p.session.seed, 1)
+	return t.run(operation{
+		name:   "SEND",
+		send:   uverbs.SendWR{ID: wrSend, Opcode: uverbs.WRSend, SGL: []uverbs.SGE{m.sge(regionSource)}},
+		expect: []expectedWC{{wrSend, uverbs.WCSend, -1}},
+		detail: fmt.Sprintf("%d bytes sent; the peer verifies them", m.part),
+	}, nil)
+}
+
+// peerWrite writes the WRITE pattern into the server's written part.
+func (t *traffic) peerWrite() (string, error) {
+	m := t.p.mr
+	pattern(m.region(regionSource), t.p.session.seed, 2)
+	addr, rkey := t.remotePart(regionWritten)
+	return t.run(operation{
+		name:   "RDMA WRITE",
+		send:   uverbs.SendWR{ID: wrWrite, Opcode: uverbs.WRRDMAWrite, SGL: []uverbs.SGE{m.sge(regionSource)}, RemoteAddr: addr, RKey: rkey},
+		expect: []expectedWC{{wrWrite, uverbs.WCRDMAWrite, -1}},
+		detail: fmt.Sprintf("%d bytes written; the peer verifies them", m.part),
+	}, nil)
+}
+
+// peerRead reads the server's READ pattern and verifies it.
+func (t *traffic) peerRead() (string, error) {
+	m := t.p.mr
+	clear(m.region(regionReadBack))
+	addr, rkey := t.remotePart(regionSource)
+	return t.run(operation{
+		name:   "RDMA READ",
+		send:   uverbs.SendWR{ID: wrRead, Opcode: uverbs.WRRDMARead, SGL: []uverbs.SGE{m.sge(regionReadBack)}, RemoteAddr: addr, RKey: rkey},
+		expect: []expectedWC{{wrRead, uverbs.WCRDMARead, m.part}},
+		landed: m.region(regionReadBack),
+		detail: fmt.Sprintf("%d bytes read from the peer and verified", m.part),
+	}, t.expected(3))
+}
+
+// checkSend waits for the client's "done" (its SEND, WRITE and READ
+// completed), then verifies its SEND: the completion and the bytes.
+func (t *traffic) checkSend() (string, error) {
+	if _, err := t.p.session.expect(msgDone, "waiting for the test of"); err != nil {
+		return "", err
+	}
+	m := t.p.mr
+	wcs, err := t.await(1)
+	if err != nil {
+		return "", err
+	}
+	if err := expect(wcs, wrRecv, uverbs.WCRecv, m.part); err != nil {
+		return "", err
+	}
+	if err := verify("SEND", m.region(regionReceive), t.expected(1)); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%d bytes received and verified", m.part), nil
+}
+
+// checkWrite verifies what the client's RDMA WRITE put in memory.
+func (t *traffic) checkWrite() (string, error) {
+	m := t.p.mr
+	if err := verify("RDMA WRITE", m.region(regionWritten), t.expected(2)); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%d bytes landed and verified", m.part), nil
+}
+
+// servedRead: the client verified its RDMA READ of this side's memory.
+func (t *traffic) servedRead() (string, error) {
+	return fmt.Sprintf("%d bytes served; the peer verified them", t.p.mr.part), nil
+}
+
+// request is the send work request a bw or lat test repeats.
+func (t *traffic) request(op Operation) uverbs.SendWR {
+	m := t.p.mr
+	switch op {
+	case OpSend:
+		return uverbs.SendWR{ID: wrSend, Opcode: uverbs.WRSend, SGL: []uverbs.SGE{m.sge(partSource)}}
+	case OpRead:
+		addr, rkey := t.remotePart(partSource)
+		return uverbs.SendWR{ID: wrRead, Opcode: uverbs.WRRDMARead, SGL: []uverbs.SGE{m.sge(partTarget)}, RemoteAddr: addr, RKey: rkey}
+	}
+	addr, rkey := t.remotePart(partTarget)
+	return uverbs.SendWR{ID: wrWrite, Opcode: uverbs.WRRDMAWrite, SGL: []uverbs.SGE{m.sge(partSource)}, RemoteAddr: addr, RKey: rkey}
+}
+
+// poller polls the completion queue, failing on an error status, a stall
+// longer than the session's timeout, or the end of ctx.
+type poller struct {
+	t      *traffic
+	wcs    []uverbs.WC
+	lastWC time.Time
+	// passive: the peer paces this side (a server), whose silence the
+	// session's watcher judges; no stall check here.
+	passive bool
+}
+
+func (t *traffic) newPoller() *poller {
+	return &poller{t: t, wcs: make([]uverbs.WC, 64), lastWC: time.Now()}
+}
+
+// poll returns the completions that arrived, waiting for none.
+func (pl *poller) poll(doing string) ([]uverbs.WC, error) {
+	n := pl.t.cq.Poll(pl.wcs)
+	now := time.Now()
+	if err := firstError(pl.wcs[:n]); err != nil {
+		return nil, err
+	}
+	if n > 0 {
+		pl.lastWC = now
+		return pl.wcs[:n], nil
+	}
+	return nil, pl.idle(doing, now)
+}
+
+// firstError returns the error of the first failed completion that is
+// not a flush: the flushes that follow a failure say nothing of its cause.
+func firstError(wcs []uverbs.WC) error {
+	var flushed *uverbs.WC
+	for i, wc := range wcs {
+		switch {
+		case wc.Status == uverbs.WCSuccess:
+		case wc.Status == uverbs.WCWRFlushErr:
+			if flushed == nil {
+				flushed = &wcs[i]
+			}
+		default:
+			return &WCError{WC: wc}
+		}
+	}
+	if flushed != nil {
+		return &WCError{WC: *flushed}
+	}
+	return nil
+}
+
+// idle is called when nothing happened: it yields, and fails on a stall or
+// the end of ctx.
+func (pl *poller) idle(doing string, now time.Time) error {
+	s := pl.t.p.session
+	if err := pl.t.p.ctx.Err(); err != nil {
+		return fmt.Errorf("interrupted %s: %w", doing, err)
+	}
+	if !pl.passive && now.Sub(pl.lastWC) > s.timeout {
+		return fmt.Errorf("nothing completed for %v %s: the peer stopped, or packets are lost (UDP 4791 filtered?)", s.timeout, doing)
+	}
+	if now.Sub(pl.lastWC) < spinFor {
+		runtime.Gosched()
+	} else {
+		time.Sleep(50 * time.Microsecond)
+	}
+	return nil
+}
+
+// progress notes a sign of life that is not a completion (a byte written
+// by the peer).
+func (pl *poller) progress() { pl.lastWC = time.Now() }
+
+// bandwidth streams the test's operation with a window of outstanding
+// requests, for Iters messages or Duration.
+func (t *traffic) bandwidth() (string, error) {
+	s := t.p.session
+	test := s.test
+	wr := t.request(test.Op)
+	wr.Flags |= uverbs.SendSignaled
+	window := int(t.p.qp.QP().Cap.MaxSendWR)
+	target := test.Iters
+	if test.Duration > 0 {
+		target = math.MaxInt
+	}
+	pl := t.newPoller()
+	tick := ticker{s: s}
+	posted, completed := 0, 0
+	doing := "streaming " + test.String()
+	start := time.Now()
+	end := start.Add(test.Duration)
+	for completed < target {
+		for posted-completed < window && posted < target {
+			if err := t.qp.PostSend(wr); err != nil {
+				return "", err
+			}
+			posted++
+		}
+		wcs, err := pl.poll(doing)
+		if err != nil {
+			return "", err
+		}
+		completed += len(wcs)
+		if test.Duration > 0 && target > posted && time.Now().After(end) {
+			target = posted
+		}
+		if err := tick.tick(completed); err != nil {
+			return "", err
+		}
+	}
+	m := Measurement{Test: test.Kind, Op: test.Op, Size: test.Size, Iters: completed,
+		Bytes: uint64(completed) * uint64(test.Size), Elapsed: time.Since(start)}
+	t.p.res.Measurements = append(t.p.res.Measurements, m)
+	return fmt.Sprintf("%.3f Gb/s, %.4f Mmsg/s: %d × %d bytes in %v", m.BWGbps(), m.MsgRateMpps(), m.Iters, m.Size,
+		m.Elapsed.Round(time.Microsecond)), nil
+}
+
+// serveBandwidth answers a bw test: for SEND it keeps receives posted
+// and counts what arrives; WRITE and READ need nothing of this side's
+// CPU, which watches the connection until the peer is done.
+func (t *traffic) serveBandwidth() (string, error) {
+	s := t.p.session
+	w := watcher{s: s, lastHeard: time.Now()}
+	doing := "serving " + s.test.String() + " to"
+	if s.test.Op != OpSend {
+		for w.done == nil {
+			if err := w.check(doing); err != nil {
+				return "", err
+			}
+			if w.done == nil {
+				select {
+				case <-time.After(10 * time.Millisecond):
+				case <-t.p.ctx.Done():
+					return "", fmt.Errorf("interrupted %s the peer: %w", doing, t.p.ctx.Err())
+				}
+			}
+		}
+		verb := map[Operation]string{OpWrite: "wrote into", OpRead: "read from"}[s.test.Op]
+		return fmt.Sprintf("the peer %s this side's memory; no CPU work here", verb), nil
+	}
+	pl := t.newPoller()
+	pl.passive = true
+	var received int
+	var first, last time.Time
+	recv := uverbs.RecvWR{ID: wrRecv, SGL: []uverbs.SGE{t.p.mr.sge(partTarget)}}
+	for polls := 0; ; polls++ {
+		n := t.cq.Poll(pl.wcs)
+		for _, wc := range pl.wcs[:n] {
+			if wc.Status != uverbs.WCSuccess {
+				return "", &WCError{WC: wc}
+			}
+			if wc.Opcode == uverbs.WCRecv {
+				if received == 0 {
+					first = time.Now()
+				}
+				received++
+				last = time.Now()
+				if err := t.qp.PostRecv(recv); err != nil {
+					return "", err
+				}
+			}
+		}
+		if n > 0 {
+			w.heard()
+		}
+		if n == 0 || polls%1024 == 0 {
+			if w.done != nil && n == 0 {
+				break
+			}
+			if err := w.check(doing); err != nil {
+				return "", err
+			}
+			if n == 0 {
+				if err := pl.idle(doing, time.Now()); err != nil {
+					return "", err
+				}
+			}
+		}
+	}
+	m := Measurement{Test: s.test.Kind, Op: s.test.Op, Size: s.test.Size, Iters: received,
+		Bytes: uint64(received) * uint64(s.test.Size), Elapsed: last.Sub(first)}
+	t.p.res.Measurements = append(t.p.res.Measurements, m)
+	return fmt.Sprintf("received %d × %d bytes, %.3f Gb/s", received, s.test.Size, m.BWGbps()), nil
+}
+
+// seqByte is the marker of exchange i in a latency test's last byte:
+// 1..127, with stopBit on the last exchange.
+func seqByte(i int) byte { return byte(i%127 + 1) }
+
+const stopBit = 0x80
+
+// lastByte reads byte i of b, which the device writes behind Go's back.
+func lastByte(b []byte, i int) byte {
+	word := (*uint32)(unsafe.Pointer(&b[i&^3]))
+	return byte(atomic.LoadUint32(word) >> (8 * (i & 3)))
+}
+
+// latency runs the ping-pong of a lat test and records each exchange.
+func (t *traffic) latency() (string, error) {
+	s := t.p.session
+	test := s.test
+	m := t.p.mr
+	src, dst := m.region(partSource), m.region(partTarget)
+	wr := t.request(test.Op)
+	wr.Flags |= uverbs.SendSignaled
+	pl := t.newPoller()
+	tick := ticker{s: s}
+	var rec latencyRecorder
+	doing := "running " + test.String()
+	start := time.Now()
+	unreaped := 0 // completions of sends not yet polled
+	for i := 0; ; i++ {
+		last := (test.Duration == 0 && i == test.Iters-1) || (test.Duration > 0 && time.Since(start) >= test.Duration)
+		v := seqByte(i)
+		if last {
+			v |= stopBit
+		}
+		src[len(src)-1] = v
+		t0 := time.Now()
+		if err := t.qp.PostSend(wr); err != nil {
+			return "", err
+		}
+		unreaped++
+		answered := false
+		for !answered || unreaped > 0 {
+			wcs, err := pl.poll(doing)
+			if err != nil {
+				return "", err
+			}
+			for _, wc := range wcs {
+				switch wc.Opcode {
+				case uverbs.WCRecv:
+					if err := t.qp.PostRecv(uverbs.RecvWR{ID: wrRecv, SGL: []uverbs.SGE{m.sge(partTarget)}}); err != nil {
+						return "", err
+					}
+					answered = true
+				default:
+					unreaped--
+					if test.Op == OpRead {
+						answered = true
+					}
+				}
+			}
+			if !answered && test.Op == OpWrite && lastByte(dst, len(dst)-1) == v {
+				answered = true
+				pl.progress()
+			}
+		}
+		d := time.Since(t0)
+		if test.Op == OpSend && dst[len(dst)-1] != v {
+			return "", &PayloadMismatchError{Operation: "SEND pong", Offset: len(dst) - 1, Got: dst[len(dst)-1], Want: v}
+		}
+		if test.Op != OpRead {
+			d /= 2 // one way, as perftest reports
+		}
+		rec.add(d)
+		if err := tick.tick(i + 1); err != nil {
+			return "", err
+		}
+		if last {
+			break
+		}
+	}
+	st := rec.stats()
+	meas := Measurement{Test: test.Kind, Op: test.Op, Size: test.Size, Iters: st.Samples,
+		Bytes: uint64(st.Samples) * uint64(test.Size), Elapsed: time.Since(start), Latency: st}
+	t.p.res.Measurements = append(t.p.res.Measurements, meas)
+	return fmt.Sprintf("%d exchanges of %d bytes: median %.2f µs, p99 %.2f µs", st.Samples, test.Size,
+		float64(st.Median)/1e3, float64(st.P99)/1e3), nil
+}
+
+// serveLatency answers a lat test: it returns each ping (WRITE, SEND);
+// an RDMA READ needs no CPU work here.
+func (t *traffic) serveLatency() (string, error) {
+	s := t.p.session
+	if s.test.Op == OpRead {
+		return t.serveBandwidth()
+	}
+	m := t.p.mr
+	src, dst := m.region(partSource), m.region(partTarget)
+	wr := t.request(s.test.Op)
+	wr.Flags |= uverbs.SendSignaled
+	w := watcher{s: s, lastHeard: time.Now()}
+	pl := t.newPoller()
+	pl.passive = true
+	doing := "answering " + s.test.String() + " of"
+	unreaped := 0
+	n := 0
+	for i := 0; ; i++ {
+		want := seqByte(i)
+		var got byte
+		for arrived := false; !arrived; {
+			wcs, err := pl.poll(doing)
+			if err != nil {
+				return "", err
+			}
+			for _, wc := range wcs {
+				if wc.Opcode != uverbs.WCRecv {
+					unreaped--
+					continue
+				}
+				// A SEND: its last byte is the marker. The buffer is
+				// reused only after this side answers.
+				got, arrived = dst[len(dst)-1], true
+				if err := t.qp.PostRecv(uverbs.RecvWR{ID: wrRecv, SGL: []uverbs.SGE{m.sge(partTarget)}}); err != nil {
+					return "", err
+				}
+			}
+			if b := lastByte(dst, len(dst)-1); s.test.Op == OpWrite && b&^stopBit == want {
+				got, arrived = b, true
+			}
+			if arrived {
+				w.heard()
+			} else if err := w.check(doing); err != nil {
+				return "", err
+			}
+		}
+		if got&^stopBit != want {
+			return "", &PayloadMismatchError{Operation: "ping", Offset: len(dst) - 1, Got: got, Want: want}
+		}
+		src[len(src)-1] = got
+		for unreaped >= int(t.p.qp.QP().Cap.MaxSendWR)-1 {
+			wcs, err := pl.poll(doing)
+			if err != nil {
+				return "", err
+			}
+			unreaped -= len(wcs)
+		}
+		if err := t.qp.PostSend(wr); err != nil {
+			return "", err
+		}
+		unreaped++
+		n++
+		if got&stopBit != 0 {
+			break
+		}
+	}
+	// The client's "done" follows; finish reads it with the verdict.
+	for w.done == nil {
+		if err := w.check(doing); err != nil {
+			return "", err
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return fmt.Sprintf("answered %d exchanges of %d bytes", n, s.test.Size), nil
+}
