@@ -67,9 +67,10 @@ type TestNode struct {
 }
 
 // ParseGuestTests turns the guest's `-test.v=test2json` output into a test
-// tree, using go's own test2json so that any output is attributed right.
+// tree, using go's own test2json so that any output is attributed right
+// (with -t: without it, test2json leaves out the elapsed times too).
 func ParseGuestTests(ctx context.Context, log string) ([]*TestNode, error) {
-	cmd := exec.CommandContext(ctx, "go", "tool", "test2json")
+	cmd := exec.CommandContext(ctx, "go", "tool", "test2json", "-t")
 	cmd.Stdin = strings.NewReader(log)
 	var out, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &stderr
