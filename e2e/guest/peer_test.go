@@ -265,27 +265,47 @@ func fromPeer(r peer.Result) result {
 	return res
 }
 
+// serverListenWait bounds the wait for a server to listen on its port.
+const serverListenWait = 30 * time.Second
+
+// ServeOnA starts a server on A and returns once it listens on TCP port:
+// clients such as ibv_rc_pingpong and perftest give up at once on a
+// refused connection, and a probing connect would end the server's one
+// accept, so this watches A's /proc/net/tcp instead.
+func (p *pair) ServeOnA(t *testing.T, port int, name string, args ...string) *remoteCmd {
+	t.Helper()
+	srv := p.A.Start(name, args...)
+	if !eventually(serverListenWait, func() bool { return p.A.Listening(port) }) {
+		srv.Signal(syscall.SIGKILL)
+		t.Fatalf("%s on A never listened on TCP %d:\n%s", filepath.Base(name), port, srv.Wait())
+	}
+	return srv
+}
+
+// ServeOnB starts a server here in B and returns once it listens on TCP
+// port; its result comes on the channel when it ends (its time limit is
+// cmdTimeout).
+func (p *pair) ServeOnB(t *testing.T, port int, name string, args ...string) <-chan result {
+	t.Helper()
+	srv := make(chan result, 1)
+	go func() { srv <- run(name, args...) }()
+	if !eventually(serverListenWait, func() bool { return listening(port) }) {
+		t.Fatalf("%s on B never listened on TCP %d:\n%s", filepath.Base(name), port, <-srv)
+	}
+	return srv
+}
+
 // across runs a server/client tool (ibv_rc_pingpong, perftest) over the
-// link: the server on A when serverOnA, else on B; the client, given the
-// server's address, starts once the server listens on its TCP port (the
-// tools give up at once on a refused connection).
+// link with the same arguments on both sides: the server on A when
+// serverOnA, else on B; the client gets the server's address last.
 func (p *pair) across(t *testing.T, serverOnA bool, port int, tool string, args ...string) (server, client result) {
 	t.Helper()
-	const listenWait = 30 * time.Second
 	if serverOnA {
-		srv := p.A.Start(tool, args...)
-		if !eventually(listenWait, func() bool { return p.A.Listening(port) }) {
-			srv.Signal(syscall.SIGKILL)
-			t.Fatalf("%s server on A never listened on TCP %d:\n%s", filepath.Base(tool), port, srv.Wait())
-		}
+		srv := p.ServeOnA(t, port, tool, args...)
 		client = run(tool, append(args, p.PeerAddr)...)
 		return srv.Wait(), client
 	}
-	srv := make(chan result, 1)
-	go func() { srv <- run(tool, args...) }()
-	if !eventually(listenWait, func() bool { return listening(port) }) {
-		t.Fatalf("%s server on B never listened on TCP %d:\n%s", filepath.Base(tool), port, <-srv)
-	}
+	srv := p.ServeOnB(t, port, tool, args...)
 	client = p.A.Run(tool, append(args, p.LocalAddr)...)
 	return <-srv, client
 }

@@ -220,7 +220,7 @@ func ending(r Result) string {
 	case r.TimedOut:
 		return "killed (timeout)"
 	case r.Signal != "":
-		return "killed by " + r.Signal
+		return "signal: " + r.Signal
 	}
 	return fmt.Sprintf("exit %d", r.Code)
 }
