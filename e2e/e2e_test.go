@@ -63,6 +63,19 @@ func build(ctx context.Context, bed *Bed) (grdma, testBin string, err error) {
 	return builds.grdma, builds.testBin, builds.err
 }
 
+// readyBed is the bed with its host tools installed.
+func readyBed(t *testing.T) (context.Context, *Bed) {
+	t.Helper()
+	bed, err := NewBed(t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bed.EnsureTools(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return context.Background(), bed
+}
+
 // kernelLabels are the kernels to boot (E2E_KERNELS, default Labels).
 func kernelLabels() []string {
 	if k := os.Getenv("E2E_KERNELS"); k != "" {
@@ -86,15 +99,8 @@ func TestGuest(t *testing.T) {
 		t.Skip("E2E_RUN=none")
 	}
 	t.Parallel() // alongside TestHungGuestIsKilled, after TestTwoHosts
-	ctx := context.Background()
-	bed, err := NewBed(t.Logf)
-	if err != nil {
-		t.Fatal(err)
-	}
 	start := time.Now()
-	if err := bed.EnsureTools(ctx); err != nil {
-		t.Fatal(err)
-	}
+	ctx, bed := readyBed(t)
 	labels := kernelLabels()
 	timeout := guestTimeout()
 
@@ -233,14 +239,7 @@ func TestTwoHosts(t *testing.T) {
 	if pattern == "none" {
 		t.Skip("E2E_PAIR_RUN=none")
 	}
-	ctx := context.Background()
-	bed, err := NewBed(t.Logf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := bed.EnsureTools(ctx); err != nil {
-		t.Fatal(err)
-	}
+	ctx, bed := readyBed(t)
 	grdma, testBin, err := build(ctx, bed)
 	if err != nil {
 		t.Fatal(err)
@@ -322,14 +321,7 @@ func pairTails(p *PairResult) string {
 // is killed and reported with its console's tail.
 func TestHungGuestIsKilled(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	bed, err := NewBed(t.Logf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := bed.EnsureTools(ctx); err != nil {
-		t.Fatal(err)
-	}
+	ctx, bed := readyBed(t)
 	label := Labels[0]
 	if ks := os.Getenv("E2E_KERNELS"); ks != "" {
 		label, _, _ = strings.Cut(ks, ",")

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/grdma/grdma/e2e/layout"
@@ -99,8 +98,8 @@ func (b *Bed) BootPair(ctx context.Context, spec PairSpec) (*PairResult, error) 
 	optA := BootOptions{Timeout: spec.Timeout + time.Minute}
 	optB := BootOptions{Timeout: spec.Timeout}
 	if spec.Console != nil {
-		w := &lineWriter{w: spec.Console}
-		optA.Console, optB.Console = w.prefixed("A: "), w.prefixed("B: ")
+		c := NewConsoles(spec.Console)
+		optA.Console, optB.Console = c.Prefixed("A: "), c.Prefixed("B: ")
 	}
 	p := &PairResult{}
 
@@ -221,25 +220,3 @@ func listensOn(pid, port int) bool {
 	}
 	return false
 }
-
-// lineWriter serialises the lines of several consoles onto one writer
-// (launch writes a console one line per Write).
-type lineWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lineWriter) prefixed(prefix string) io.Writer {
-	return writerFunc(func(p []byte) (int, error) {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		if _, err := io.WriteString(l.w, prefix); err != nil {
-			return 0, err
-		}
-		return l.w.Write(p)
-	})
-}
-
-type writerFunc func([]byte) (int, error)
-
-func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -218,6 +219,33 @@ func (m *machine) wait() (*Result, error) {
 	}
 	return r, nil
 }
+
+// Consoles shares one writer among the consoles of guests running at
+// once: each line whole, after its guest's prefix.
+type Consoles struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+// NewConsoles returns Consoles writing to w.
+func NewConsoles(w io.Writer) *Consoles { return &Consoles{w: w} }
+
+// Prefixed is a BootOptions.Console whose lines start with prefix (Boot
+// writes a console one line per Write).
+func (c *Consoles) Prefixed(prefix string) io.Writer {
+	return writerFunc(func(p []byte) (int, error) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if _, err := io.WriteString(c.w, prefix); err != nil {
+			return 0, err
+		}
+		return c.w.Write(p)
+	})
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 // ansi matches the terminal escapes SeaBIOS writes to the serial port.
 var ansi = regexp.MustCompile(`\x1b(\[[0-9;?]*[A-Za-z]|c)`)

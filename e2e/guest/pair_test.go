@@ -56,11 +56,7 @@ func TestPairRcPingpong(t *testing.T) {
 // TestPairWriteBw: perftest's ib_write_bw (RDMA write, 64 KiB messages)
 // from B to a server on A.
 func TestPairWriteBw(t *testing.T) {
-	p := withPeer(t)
-	const iters = 100
-	srv, cli := p.across(t, true, toolPort, layout.IbWriteBw,
-		"-d", p.Dev, "-x", strconv.Itoa(p.GIDIndex), "-n", strconv.Itoa(iters))
-	res := perftestFigures(t, srv, cli, iters)
+	res, cli := perftestAcross(t, layout.IbWriteBw, 100)
 	// #bytes #iterations BW peak[MB/sec] BW average[MB/sec] MsgRate[Mpps]
 	if len(res) < 5 || !positive(res[3]) {
 		t.Fatalf("want a positive average bandwidth in %q:\n%s", res, cli)
@@ -71,16 +67,22 @@ func TestPairWriteBw(t *testing.T) {
 // TestPairWriteLat: perftest's ib_write_lat (RDMA write ping-pong, 2
 // bytes) between B and a server on A.
 func TestPairWriteLat(t *testing.T) {
-	p := withPeer(t)
-	const iters = 100
-	srv, cli := p.across(t, true, toolPort, layout.IbWriteLat,
-		"-d", p.Dev, "-x", strconv.Itoa(p.GIDIndex), "-n", strconv.Itoa(iters))
-	res := perftestFigures(t, srv, cli, iters)
+	res, cli := perftestAcross(t, layout.IbWriteLat, 100)
 	// #bytes #iterations t_min t_max t_typical t_avg t_stdev 99% 99.9%
 	if len(res) < 6 || !positive(res[4]) {
 		t.Fatalf("want a positive typical latency in %q:\n%s", res, cli)
 	}
 	t.Logf("%s bytes x %s: typical %s us, average %s us", res[0], res[1], res[4], res[5])
+}
+
+// perftestAcross runs a perftest tool for iters iterations over the IPv4
+// GID, server on A and client here in B, and returns the fields of the
+// client's result line with its output.
+func perftestAcross(t *testing.T, tool string, iters int) ([]string, result) {
+	t.Helper()
+	p := withPeer(t)
+	srv, cli := p.across(t, true, toolPort, tool, "-d", p.Dev, "-x", strconv.Itoa(p.GIDIndex), "-n", strconv.Itoa(iters))
+	return perftestFigures(t, srv, cli, iters), cli
 }
 
 // perftestFigures checks that both sides of a perftest run exited 0 and

@@ -51,6 +51,21 @@ func (l *logBuffer) String() string {
 	return strings.Join(l.lines, "\n")
 }
 
+// firstLine polls the command's output until it printed a whole line
+// (for at most 10 s) and returns its output so far.
+func firstLine(t *testing.T, r *Remote) string {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		stdout, _, err := r.Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(stdout, "\n") || time.Now().After(end) {
+			return stdout
+		}
+	}
+}
+
 func TestRunReportsOutputAndExitStatus(t *testing.T) {
 	c, log := serve(t)
 	r, err := c.Run("sh", "-c", "echo out; echo err >&2; exit 3")
@@ -76,12 +91,7 @@ func TestStartThenSignal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stdout string
-	for end := time.Now().Add(10 * time.Second); !strings.Contains(stdout, "ready") && time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
-		if stdout, _, err = r.Output(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	stdout := firstLine(t, r)
 	if stdout != "ready\n" {
 		t.Fatalf("output so far: want ready, got %q", stdout)
 	}
@@ -164,12 +174,7 @@ func TestShutdownKillsCommandsAndStops(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stdout string
-	for end := time.Now().Add(10 * time.Second); !strings.HasSuffix(stdout, "\n") && time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
-		if stdout, _, err = r.Output(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	stdout := firstLine(t, r)
 	pid, err := strconv.Atoi(strings.TrimSpace(stdout))
 	if err != nil {
 		t.Fatalf("pid: %v", err)
