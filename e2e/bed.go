@@ -1,7 +1,8 @@
 // Package e2e is grdma's real-kernel test bed: it fetches Debian's stock
 // kernels, builds a small initramfs with rdma_rxe, iproute2, the ibverbs
-// tools, grdma and the guest tests, boots it in QEMU (no KVM, no network
-// device) and brings the results back over a 9p share.
+// tools, perftest, grdma and the guest tests, boots it in QEMU (no KVM, no
+// network device) and brings the results back over a 9p share. BootPair
+// boots the two-host topology: two guests joined by one Ethernet link.
 //
 // The host side is driven by e2e_test.go (build tag e2e, `make e2e`) and by
 // the capture tool cmd/guestrun; the guest side lives in e2e/guest.

@@ -4,6 +4,8 @@ package e2e
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +18,9 @@ import (
 //
 //	E2E_KERNELS=6.1          boot only these (comma list; default all)
 //	E2E_RUN=LinkAddDelete    -test.run pattern for the guest tests
+//	                         (none: no single-guest boots)
+//	E2E_PAIR_RUN=Ping        pattern for the two-host scenarios, matched
+//	                         after TestPair (none: no pair boots)
 //	E2E_GRDMA=/path          install this grdma instead of bin/grdma
 //	E2E_GUEST_GRDMA=/path    GRDMA inside the guest, e.g.
 //	                         /usr/libexec/e2e/grdma-wrong-key
@@ -23,27 +28,81 @@ import (
 //	E2E_TIMEOUT=6m           per guest
 //	E2E_VERBOSE=1            guest consoles to stderr
 
-// TestGuest boots every kernel (in parallel), runs the e2e/guest tests in
-// each and reports every guest test as TestGuest/KERNEL/NAME.
-func TestGuest(t *testing.T) {
-	t.Parallel() // alongside TestHungGuestIsKilled
-	ctx := context.Background()
+// builds are what every boot installs, made once per run.
+var builds struct {
+	once    sync.Once
+	dir     string
+	grdma   string
+	testBin string
+	err     error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if builds.dir != "" {
+		os.RemoveAll(builds.dir)
+	}
+	os.Exit(code)
+}
+
+// build returns grdma (E2E_GRDMA or `make build`'s) and the guest test
+// binary, building them on first use.
+func build(ctx context.Context, bed *Bed) (grdma, testBin string, err error) {
+	builds.once.Do(func() {
+		if builds.dir, builds.err = os.MkdirTemp("", "e2e-build-"); builds.err != nil {
+			return
+		}
+		if builds.grdma = os.Getenv("E2E_GRDMA"); builds.grdma == "" {
+			if builds.grdma, builds.err = bed.BuildGrdma(ctx); builds.err != nil {
+				return
+			}
+		}
+		builds.testBin = filepath.Join(builds.dir, "guest.test")
+		builds.err = bed.BuildGuestTests(ctx, builds.testBin)
+	})
+	return builds.grdma, builds.testBin, builds.err
+}
+
+// readyBed is the bed with its host tools installed.
+func readyBed(t *testing.T) (context.Context, *Bed) {
+	t.Helper()
 	bed, err := NewBed(t.Logf)
 	if err != nil {
 		t.Fatal(err)
 	}
-	start := time.Now()
-	if err := bed.EnsureTools(ctx); err != nil {
+	if err := bed.EnsureTools(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	labels := Labels
+	return context.Background(), bed
+}
+
+// kernelLabels are the kernels to boot (E2E_KERNELS, default Labels).
+func kernelLabels() []string {
 	if k := os.Getenv("E2E_KERNELS"); k != "" {
-		labels = strings.Split(k, ",")
+		return strings.Split(k, ",")
 	}
-	timeout := 6 * time.Minute
+	return Labels
+}
+
+// guestTimeout is the per-guest time limit (E2E_TIMEOUT, default 6m).
+func guestTimeout() time.Duration {
 	if d, err := time.ParseDuration(os.Getenv("E2E_TIMEOUT")); err == nil {
-		timeout = d
+		return d
 	}
+	return 6 * time.Minute
+}
+
+// TestGuest boots every kernel (in parallel), runs the e2e/guest tests in
+// each and reports every guest test as TestGuest/KERNEL/NAME.
+func TestGuest(t *testing.T) {
+	if os.Getenv("E2E_RUN") == "none" {
+		t.Skip("E2E_RUN=none")
+	}
+	t.Parallel() // alongside TestHungGuestIsKilled, after TestTwoHosts
+	start := time.Now()
+	ctx, bed := readyBed(t)
+	labels := kernelLabels()
+	timeout := guestTimeout()
 
 	// Kernels download while grdma and the guest tests compile.
 	type boot struct {
@@ -63,14 +122,8 @@ func TestGuest(t *testing.T) {
 			boots[i].dl = time.Since(t0)
 		}()
 	}
-	grdma := os.Getenv("E2E_GRDMA")
-	if grdma == "" {
-		if grdma, err = bed.BuildGrdma(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	testBin := filepath.Join(t.TempDir(), "guest.test")
-	if err := bed.BuildGuestTests(ctx, testBin); err != nil {
+	grdma, testBin, err := build(ctx, bed)
+	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("tools and builds ready in %v", time.Since(start).Round(100*time.Millisecond))
@@ -90,7 +143,7 @@ func TestGuest(t *testing.T) {
 			}
 			boots[i].r, boots[i].err = bed.RunGuestTests(ctx, &GuestTestRun{
 				Kernel: boots[i].k, Grdma: grdma, TestBinary: testBin,
-				Run: os.Getenv("E2E_RUN"), GuestGrdma: os.Getenv("E2E_GUEST_GRDMA"), Env: guestEnv(),
+				Run: os.Getenv("E2E_RUN"), Skip: PairScenarios, GuestGrdma: os.Getenv("E2E_GUEST_GRDMA"), Env: guestEnv(),
 				Timeout: timeout, Verbose: os.Getenv("E2E_VERBOSE") != "",
 			}, opt)
 		}()
@@ -119,7 +172,7 @@ func TestGuest(t *testing.T) {
 			}
 			t.Logf("guest tests: %s", Summary(nodes))
 			for _, n := range nodes {
-				report(t, n, r)
+				report(t, n, r, replay{})
 			}
 			if err := r.Err(); err != nil && !t.Failed() {
 				t.Errorf("%v\nguest output:\n%s", err, tail(r.Log, 40))
@@ -137,13 +190,27 @@ func guestEnv() []string {
 	return env
 }
 
+// replay says how report shows guest tests.
+type replay struct {
+	// otherGuest, if set, adds what the other guest did for a failed test.
+	otherGuest func(*TestNode) string
+	// logPassing logs the output of passed tests too (their figures).
+	logPassing bool
+}
+
 // report replays one guest test as a host subtest with the same outcome.
-func report(t *testing.T, n *TestNode, r *Result) {
+func report(t *testing.T, n *TestNode, r *Result, how replay) {
 	t.Run(n.Short, func(t *testing.T) {
 		for _, c := range n.Children {
-			report(t, c, r)
+			report(t, c, r, how)
 		}
 		out := strings.Join(n.Output, "\n")
+		if how.otherGuest != nil && len(n.Children) == 0 && n.Action != "pass" && n.Action != "skip" {
+			out += how.otherGuest(n)
+		}
+		if how.logPassing && n.Action == "pass" && strings.TrimSpace(out) != "" {
+			t.Log(out)
+		}
 		if !strings.Contains(n.Name, "/") && n.Action != "" {
 			t.Logf("%s in the guest after %.2fs", n.Action, n.Elapsed)
 		}
@@ -161,18 +228,100 @@ func report(t *testing.T, n *TestNode, r *Result) {
 	})
 }
 
+// TestTwoHosts boots, per kernel and one kernel after the other (a pair
+// takes both cores), two guests joined by one Ethernet link (BootPair):
+// the two-host scenarios (e2e/guest TestPair*) run in guest B and drive
+// guest A through its peer agent. Each is reported as
+// TestTwoHosts/KERNEL/NAME (without TestPair), with what A did for it
+// when it fails. It runs before TestGuest's parallel boots.
+func TestTwoHosts(t *testing.T) {
+	pattern := os.Getenv("E2E_PAIR_RUN")
+	if pattern == "none" {
+		t.Skip("E2E_PAIR_RUN=none")
+	}
+	ctx, bed := readyBed(t)
+	grdma, testBin, err := build(ctx, bed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, label := range kernelLabels() {
+		t.Run(label, func(t *testing.T) {
+			k, err := bed.Kernel(ctx, label)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var console io.Writer
+			if os.Getenv("E2E_VERBOSE") != "" {
+				console = os.Stderr
+			}
+			p, err := bed.RunPairTests(ctx, &GuestTestRun{
+				Kernel: k, Grdma: grdma, TestBinary: testBin, Run: pattern,
+				GuestGrdma: os.Getenv("E2E_GUEST_GRDMA"), Env: guestEnv(),
+				Timeout: guestTimeout(), Verbose: os.Getenv("E2E_VERBOSE") != "",
+			}, console)
+			defer p.Cleanup()
+			if err != nil {
+				t.Fatalf("%v\n%s", err, pairTails(p))
+			}
+			t.Logf("%s: pair booted in %v (A %v, B %v; wire 127.0.0.1:%d), scenarios %v, qemu total A %v, B %v",
+				k, p.Boot.Round(100*time.Millisecond), p.A.Boot.Round(100*time.Millisecond), p.B.Boot.Round(100*time.Millisecond),
+				p.Port, p.B.Run.Round(100*time.Millisecond), p.A.Total.Round(100*time.Millisecond), p.B.Total.Round(100*time.Millisecond))
+			nodes, err := ParseGuestTests(ctx, p.B.Log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(nodes) == 0 {
+				t.Fatalf("no two-host scenario ran: %v\n%s", p.Err(), pairTails(p))
+			}
+			t.Logf("scenarios: %s", Summary(nodes))
+			for _, n := range nodes {
+				n.Short = strings.TrimPrefix(n.Short, "Pair")
+				report(t, n, p.B, replay{otherGuest: func(n *TestNode) string { return agentLog(p.A.Log, n.Name) }, logPassing: true})
+			}
+			if err := p.Err(); err != nil && !t.Failed() {
+				t.Errorf("%v\n%s", err, pairTails(p))
+			}
+		})
+	}
+}
+
+// agentLog is what guest A's agent logged for a scenario (its requests
+// are tagged with the test's name).
+func agentLog(log, test string) string {
+	var b strings.Builder
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(line, "["+test+"]") || strings.Contains(line, "["+test+"/") {
+			b.WriteString("    " + line + "\n")
+		}
+	}
+	if b.Len() == 0 {
+		return ""
+	}
+	return "\nguest A's agent for this test:\n" + b.String()
+}
+
+// pairTails is the end of both guests' outputs and consoles, for a pair
+// that failed as a whole.
+func pairTails(p *PairResult) string {
+	var b strings.Builder
+	for _, g := range []struct {
+		name string
+		r    *Result
+	}{{"B", p.B}, {"A", p.A}} {
+		if g.r == nil {
+			fmt.Fprintf(&b, "guest %s: never started\n", g.name)
+			continue
+		}
+		fmt.Fprintf(&b, "guest %s output:\n%sguest %s console:\n%s", g.name, tail(g.r.Log, 30), g.name, tail(g.r.Console, 20))
+	}
+	return b.String()
+}
+
 // TestHungGuestIsKilled proves the time bound: a guest that never finishes
 // is killed and reported with its console's tail.
 func TestHungGuestIsKilled(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	bed, err := NewBed(t.Logf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := bed.EnsureTools(ctx); err != nil {
-		t.Fatal(err)
-	}
+	ctx, bed := readyBed(t)
 	label := Labels[0]
 	if ks := os.Getenv("E2E_KERNELS"); ks != "" {
 		label, _, _ = strings.Cut(ks, ",")

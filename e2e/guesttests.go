@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os/exec"
 	"sort"
 	"strings"
@@ -19,6 +20,7 @@ type GuestTestRun struct {
 	Grdma      string   // host path installed as layout.Grdma
 	TestBinary string   // from BuildGuestTests
 	Run        string   // -test.run pattern; "" runs all
+	Skip       string   // -test.skip pattern
 	GuestGrdma string   // GRDMA inside the guest; "" = layout.Grdma
 	Env        []string // KEY=VALUE settings for the guest tests, e.g. E2E_CHURN=20s
 	Timeout    time.Duration
@@ -40,6 +42,9 @@ func (r *GuestTestRun) script() string {
 	if r.Run != "" {
 		fmt.Fprintf(&s, " -test.run=%s", shellQuote(r.Run))
 	}
+	if r.Skip != "" {
+		fmt.Fprintf(&s, " -test.skip=%s", shellQuote(r.Skip))
+	}
 	s.WriteString("\n")
 	return s.String()
 }
@@ -56,6 +61,64 @@ func (b *Bed) RunGuestTests(ctx context.Context, r *GuestTestRun, opt BootOption
 	return b.Boot(ctx, g, opt)
 }
 
+// PairScenarios is the -test.run pattern of the two-host scenarios in
+// e2e/guest: their names start with TestPair, and the single guest skips them.
+const PairScenarios = "^TestPair"
+
+// RunPairTests boots the two-host pair (BootPair) with the guest tests in
+// both guests: A serves as the peer agent (layout.PeerAgentEnv), B runs the
+// two-host scenarios matching r.Run (within PairScenarios: "Ping" selects
+// TestPairPing) and stops A's agent when they end.
+func (b *Bed) RunPairTests(ctx context.Context, r *GuestTestRun, console io.Writer) (*PairResult, error) {
+	if r.Timeout == 0 {
+		r.Timeout = 6 * time.Minute
+	}
+	agent := fmt.Sprintf("%s:%d", layout.PeerA, layout.PeerAgentPort)
+	run := *r
+	run.Run = pairPattern(r.Run)
+	run.Skip = ""
+	run.Env = append([]string{layout.PeerEnv + "=" + agent}, r.Env...)
+	a := &Guest{Grdma: r.Grdma, TestBinary: r.TestBinary, Verbose: r.Verbose,
+		Run: fmt.Sprintf("export %s=%s\nexec %s\n", layout.PeerAgentEnv, agent, layout.GuestTest)}
+	bg := &Guest{Grdma: r.Grdma, TestBinary: r.TestBinary, Verbose: r.Verbose, Run: run.script()}
+	return b.BootPair(ctx, PairSpec{Kernel: r.Kernel, A: a, B: bg, Timeout: r.Timeout, Console: console})
+}
+
+// pairPattern narrows a -test.run pattern to the two-host scenarios: its
+// first (top-level) element is matched after the TestPair prefix.
+func pairPattern(run string) string {
+	if run == "" {
+		return PairScenarios
+	}
+	top, sub, hasSub := cutTopLevel(run)
+	p := PairScenarios + ".*(?:" + top + ")"
+	if hasSub {
+		p += "/" + sub
+	}
+	return p
+}
+
+// cutTopLevel splits a -test.run pattern at its first slash outside
+// brackets and parentheses, as go test does.
+func cutTopLevel(run string) (top, sub string, ok bool) {
+	depth := 0
+	for i := 0; i < len(run); i++ {
+		switch run[i] {
+		case '\\':
+			i++
+		case '[', '(':
+			depth++
+		case ']', ')':
+			depth--
+		case '/':
+			if depth == 0 {
+				return run[:i], run[i+1:], true
+			}
+		}
+	}
+	return run, "", false
+}
+
 // TestNode is one guest test (or subtest) and what it printed.
 type TestNode struct {
 	Name     string // full name, e.g. TestErrorCases/unprivileged
@@ -67,9 +130,10 @@ type TestNode struct {
 }
 
 // ParseGuestTests turns the guest's `-test.v=test2json` output into a test
-// tree, using go's own test2json so that any output is attributed right.
+// tree, using go's own test2json so that any output is attributed right
+// (with -t: without it, test2json leaves out the elapsed times too).
 func ParseGuestTests(ctx context.Context, log string) ([]*TestNode, error) {
-	cmd := exec.CommandContext(ctx, "go", "tool", "test2json")
+	cmd := exec.CommandContext(ctx, "go", "tool", "test2json", "-t")
 	cmd.Stdin = strings.NewReader(log)
 	var out, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &stderr

@@ -18,6 +18,10 @@ import (
 // dependency of rdma_rxe but without it `link add` fails with ENOENT.
 var bootModules = []string{"virtio_pci", "9pnet_virtio", "9p", "veth", "crc32_generic", "rdma_rxe", "ib_uverbs"}
 
+// linkModules are loaded by /init when the guest is on a link (Guest.Link):
+// virtio_net for the pair's virtio-net-pci NIC.
+var linkModules = []string{"virtio_net"}
+
 // extraModules are in the image for scripts and tests to load, not at
 // boot (rdma_ucm: connection manager IDs for resource captures; 8021q: a
 // VLAN netdev, which rxe must refuse).
@@ -25,7 +29,8 @@ var extraModules = []string{"rdma_ucm", "8021q"}
 
 // guestTools are host binaries copied to the same guest path, with the
 // shared libraries ldd finds for them.
-var guestTools = []string{layout.IP, layout.Rdma, layout.IbvDevinfo, layout.IbvRcPingpong, layout.Strace}
+var guestTools = []string{layout.IP, layout.Rdma, layout.IbvDevinfo, layout.IbvRcPingpong, layout.Strace,
+	layout.IbWriteBw, layout.IbWriteLat, layout.IbReadBw, layout.IbReadLat, layout.IbSendBw, layout.IbSendLat}
 
 var (
 	//go:embed guestfs/init.sh
@@ -51,6 +56,19 @@ type Guest struct {
 	Files map[string]string
 	// Verbose copies the script's output to the console as well.
 	Verbose bool
+	// Link, if set, puts the guest on an Ethernet link to another guest.
+	Link *Link
+}
+
+// Link is a guest's end of the pair's link: a virtio-net NIC whose wire is
+// a TCP socket on 127.0.0.1 between the two QEMUs (and nothing else).
+type Link struct {
+	// Socket is QEMU's socket netdev option: "listen=127.0.0.1:PORT" for
+	// the guest started first, "connect=127.0.0.1:PORT" for the other.
+	Socket string
+	MAC    string
+	// Address is layout.PairNetdev's IPv4 address with prefix, set by /init.
+	Address string
 }
 
 // buildInitramfs writes the guest's initramfs (an uncompressed cpio: the
@@ -71,6 +89,9 @@ func (b *Bed) buildInitramfs(ctx context.Context, g *Guest, file string) error {
 	t.file("etc/e2e/run", 0o755, []byte(g.Run))
 	if g.Verbose {
 		t.file("etc/e2e/verbose", 0o644, nil)
+	}
+	if g.Link != nil {
+		t.file(strings.TrimPrefix(layout.LinkConfig, "/"), 0o644, []byte(layout.PairNetdev+" "+g.Link.Address+"\n"))
 	}
 
 	if err := b.addModules(ctx, t, g.Kernel); err != nil {
@@ -162,15 +183,16 @@ func (b *Bed) addBusybox(ctx context.Context, t *cpioTree) error {
 	return nil
 }
 
-// addModules puts every module of bootModules and extraModules, with its
+// addModules puts every module of bootModules, linkModules and extraModules, with its
 // dependencies, into lib/modules (decompressed: busybox insmod cannot read
 // .ko.xz), and one ordered insmod list per name into layout.ModulesDir.
 func (b *Bed) addModules(ctx context.Context, t *cpioTree, k *Kernel) error {
 	modprobe := findTool("modprobe")
-	for i, name := range append(append([]string{}, bootModules...), extraModules...) {
+	required := append(append([]string{}, bootModules...), linkModules...)
+	for i, name := range append(required, extraModules...) {
 		out, err := b.run(ctx, "", nil, modprobe, "-d", k.Root, "-S", k.Release, "--show-depends", name)
 		if err != nil {
-			if i >= len(bootModules) {
+			if i >= len(required) {
 				b.logf("e2e: %s: optional module %s left out: %v", k.Label, name, err)
 				continue
 			}

@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -28,6 +29,7 @@ type Result struct {
 	// script; the script itself; the whole QEMU run.
 	Build, Boot, Run, Total time.Duration
 	dir                     string
+	killed                  string // why the harness killed it before its time limit
 }
 
 // Out is the host directory holding what the guest wrote under /out.
@@ -39,6 +41,8 @@ func (r *Result) Cleanup() { os.RemoveAll(r.dir) }
 // Err explains a boot whose script did not exit 0, with the console's tail.
 func (r *Result) Err() error {
 	switch {
+	case r.TimedOut && r.killed != "":
+		return fmt.Errorf("guest %s killed after %v: %s; console tail:\n%s", r.Kernel.Label, r.Total.Round(time.Second), r.killed, tail(r.Console, 40))
 	case r.TimedOut:
 		return fmt.Errorf("guest %s timed out after %v; console tail:\n%s", r.Kernel.Label, r.Total.Round(time.Second), tail(r.Console, 40))
 	case r.RC == -1:
@@ -60,9 +64,35 @@ type BootOptions struct {
 }
 
 // Boot builds the initramfs for g, boots it under QEMU (software
-// emulation, no network device) and collects the result. The error is
-// about the harness; the guest's own failure is in Result (see Err).
+// emulation; no network device unless g.Link) and collects the result. The
+// error is about the harness; the guest's own failure is in Result (see Err).
 func (b *Bed) Boot(ctx context.Context, g *Guest, opt BootOptions) (*Result, error) {
+	m, err := b.launch(ctx, g, opt)
+	if err != nil {
+		if m != nil {
+			return m.r, err
+		}
+		return nil, err
+	}
+	return m.wait()
+}
+
+// machine is a running QEMU.
+type machine struct {
+	r       *Result
+	cmd     *exec.Cmd
+	ctx     context.Context // the caller's
+	tctx    context.Context // with the time limit
+	cancel  context.CancelFunc
+	share   string
+	started time.Time
+	marks   map[string]time.Time
+	done    chan struct{} // closed once QEMU exited and its console is read
+	werr    error
+}
+
+// launch builds the image and starts QEMU; wait collects the result.
+func (b *Bed) launch(ctx context.Context, g *Guest, opt BootOptions) (*machine, error) {
 	if opt.Timeout == 0 {
 		opt.Timeout = 5 * time.Minute
 	}
@@ -78,87 +108,144 @@ func (b *Bed) Boot(ctx context.Context, g *Guest, opt BootOptions) (*Result, err
 	if err != nil {
 		return nil, err
 	}
-	r := &Result{Kernel: g.Kernel, RC: -1, dir: dir}
-	share := filepath.Join(dir, "share")
+	m := &machine{r: &Result{Kernel: g.Kernel, RC: -1, dir: dir}, ctx: ctx,
+		share: filepath.Join(dir, "share"), marks: map[string]time.Time{}, done: make(chan struct{})}
 	for _, d := range []string{"out", "e2e"} {
-		if err := os.MkdirAll(filepath.Join(share, d), 0o777); err != nil {
-			return r, err
+		if err := os.MkdirAll(filepath.Join(m.share, d), 0o777); err != nil {
+			return m, err
 		}
 	}
 	start := time.Now()
 	initrd := filepath.Join(dir, "initramfs.cpio")
 	if err := b.buildInitramfs(ctx, g, initrd); err != nil {
-		return r, err
+		return m, err
 	}
-	r.Build = time.Since(start)
+	m.r.Build = time.Since(start)
 
 	qemu := findTool(hostQemu)
 	if qemu == "" {
-		return r, errors.New("e2e: qemu-system-x86_64 not found (EnsureTools not run?)")
+		return m, errors.New("e2e: qemu-system-x86_64 not found (EnsureTools not run?)")
 	}
 	args := []string{
-		"-nographic", "-no-reboot", "-nic", "none",
+		"-nographic", "-no-reboot",
 		"-nodefaults", "-no-user-config", "-serial", "stdio",
 		"-m", strconv.Itoa(opt.MemoryMB), "-smp", "1",
 		"-kernel", g.Kernel.Vmlinuz(), "-initrd", initrd,
 		"-append", "console=ttyS0 panic=-1 quiet mitigations=off",
-		"-fsdev", "local,id=host,path=" + share + ",security_model=none",
+		"-fsdev", "local,id=host,path=" + m.share + ",security_model=none",
 		"-device", "virtio-9p-pci,fsdev=host,mount_tag=host",
 	}
-	tctx, cancel := context.WithTimeout(ctx, opt.Timeout)
-	defer cancel()
-	cmd := exec.CommandContext(tctx, qemu, args...)
-	cmd.WaitDelay = 5 * time.Second
-	stdout, err := cmd.StdoutPipe()
+	if g.Link == nil {
+		args = append(args, "-nic", "none")
+	} else {
+		args = append(args, "-netdev", "socket,id=n0,"+g.Link.Socket,
+			"-device", "virtio-net-pci,netdev=n0,mac="+g.Link.MAC)
+	}
+	m.tctx, m.cancel = context.WithTimeout(ctx, opt.Timeout)
+	m.cmd = exec.CommandContext(m.tctx, qemu, args...)
+	m.cmd.WaitDelay = 5 * time.Second
+	stdout, err := m.cmd.StdoutPipe()
 	if err != nil {
-		return r, err
+		m.cancel()
+		return m, err
 	}
-	cmd.Stderr = cmd.Stdout
+	m.cmd.Stderr = m.cmd.Stdout
 	b.logf("e2e: booting %s", g.Kernel)
-	qstart := time.Now()
-	if err := cmd.Start(); err != nil {
-		return r, err
+	m.started = time.Now()
+	if err := m.cmd.Start(); err != nil {
+		m.cancel()
+		return m, err
 	}
-	var console strings.Builder
-	marks := map[string]time.Time{}
-	sc := bufio.NewScanner(stdout)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := ansi.ReplaceAllString(strings.TrimRight(sc.Text(), "\r"), "")
-		if m, ok := strings.CutPrefix(line, "e2e-mark: "); ok {
-			marks[strings.Fields(m + " ")[0]] = time.Now()
+	go func() {
+		defer close(m.done)
+		var console strings.Builder
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			line := ansi.ReplaceAllString(strings.TrimRight(sc.Text(), "\r"), "")
+			if mark, ok := strings.CutPrefix(line, "e2e-mark: "); ok {
+				m.marks[strings.Fields(mark + " ")[0]] = time.Now()
+			}
+			console.WriteString(line + "\n")
+			if opt.Console != nil {
+				fmt.Fprintln(opt.Console, line)
+			}
 		}
-		console.WriteString(line + "\n")
-		if opt.Console != nil {
-			fmt.Fprintln(opt.Console, line)
-		}
+		m.werr = m.cmd.Wait()
+		m.r.Total = time.Since(m.started)
+		m.r.Console = console.String()
+	}()
+	return m, nil
+}
+
+// exited reports whether QEMU has stopped.
+func (m *machine) exited() bool {
+	select {
+	case <-m.done:
+		return true
+	default:
+		return false
 	}
-	werr := cmd.Wait()
-	r.Total = time.Since(qstart)
-	r.Console = console.String()
-	r.TimedOut = tctx.Err() == context.DeadlineExceeded
-	if t, ok := marks["run"]; ok {
-		r.Boot = t.Sub(qstart)
-		if d, ok := marks["done"]; ok {
+}
+
+// kill stops QEMU now; the result reports it as timed out, for reason.
+func (m *machine) kill(reason string) { m.r.killed = reason; m.cancel() }
+
+// wait waits for QEMU to stop and collects what the guest brought back.
+func (m *machine) wait() (*Result, error) {
+	<-m.done
+	defer m.cancel()
+	r := m.r
+	r.TimedOut = m.tctx.Err() != nil && m.ctx.Err() == nil
+	if t, ok := m.marks["run"]; ok {
+		r.Boot = t.Sub(m.started)
+		if d, ok := m.marks["done"]; ok {
 			r.Run = d.Sub(t)
 		}
 	}
-	if log, err := os.ReadFile(filepath.Join(share, "e2e", "run.log")); err == nil {
+	if log, err := os.ReadFile(filepath.Join(m.share, "e2e", "run.log")); err == nil {
 		r.Log = string(log)
 	}
-	if rc, err := os.ReadFile(filepath.Join(share, "e2e", "rc")); err == nil && !r.TimedOut {
+	if rc, err := os.ReadFile(filepath.Join(m.share, "e2e", "rc")); err == nil && !r.TimedOut {
 		if n, err := strconv.Atoi(strings.TrimSpace(string(rc))); err == nil {
 			r.RC = n
 		}
 	}
-	if ctx.Err() != nil {
-		return r, ctx.Err()
+	if m.ctx.Err() != nil {
+		return r, m.ctx.Err()
 	}
-	if werr != nil && r.RC == -1 && !r.TimedOut {
-		r.Console += fmt.Sprintf("[e2e: qemu: %v]\n", werr)
+	if m.werr != nil && r.RC == -1 && !r.TimedOut {
+		r.Console += fmt.Sprintf("[e2e: qemu: %v]\n", m.werr)
 	}
 	return r, nil
 }
+
+// Consoles shares one writer among the consoles of guests running at
+// once: each line whole, after its guest's prefix.
+type Consoles struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+// NewConsoles returns Consoles writing to w.
+func NewConsoles(w io.Writer) *Consoles { return &Consoles{w: w} }
+
+// Prefixed is a BootOptions.Console whose lines start with prefix (Boot
+// writes a console one line per Write).
+func (c *Consoles) Prefixed(prefix string) io.Writer {
+	return writerFunc(func(p []byte) (int, error) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if _, err := io.WriteString(c.w, prefix); err != nil {
+			return 0, err
+		}
+		return c.w.Write(p)
+	})
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 // ansi matches the terminal escapes SeaBIOS writes to the serial port.
 var ansi = regexp.MustCompile(`\x1b(\[[0-9;?]*[A-Za-z]|c)`)

@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
+
+	"github.com/grdma/grdma/e2e/layout"
 )
 
 // Host paths of what goes into the guest, or runs on the host.
@@ -31,6 +33,12 @@ var needs = []need{
 	{"/usr/bin/ibv_rc_pingpong", "ibverbs-utils"},
 	{rxeDriver, "ibverbs-providers"},
 	{rxeProvider, "ibverbs-providers"},
+	{layout.IbWriteBw, "perftest"},
+	{layout.IbWriteLat, "perftest"},
+	{layout.IbReadBw, "perftest"},
+	{layout.IbReadLat, "perftest"},
+	{layout.IbSendBw, "perftest"},
+	{layout.IbSendLat, "perftest"},
 	{"depmod", "kmod"},
 	{"modprobe", "kmod"},
 	{"xz", "xz-utils"},

@@ -92,14 +92,7 @@ func inRdmaJSON(t *testing.T, name string) bool {
 // and returns its index.
 func ipv4GID(t *testing.T, dev, addr string) int {
 	t.Helper()
-	var want string
-	{
-		var o [4]int
-		for i, p := range strings.Split(addr, ".") {
-			o[i], _ = strconv.Atoi(p)
-		}
-		want = "0000:0000:0000:0000:0000:ffff:" + hex4(o[0], o[1]) + ":" + hex4(o[2], o[3])
-	}
+	want := mappedGID(addr)
 	dir := filepath.Join("/sys/class/infiniband", dev, "ports/1/gids")
 	idx := -1
 	var table strings.Builder
@@ -122,6 +115,15 @@ func ipv4GID(t *testing.T, dev, addr string) int {
 		t.Fatalf("no GID %s (%s) on %s:\n%s", want, addr, dev, table.String())
 	}
 	return idx
+}
+
+// mappedGID is the GID text sysfs shows for an IPv4 address.
+func mappedGID(addr string) string {
+	var o [4]int
+	for i, p := range strings.Split(addr, ".") {
+		o[i], _ = strconv.Atoi(p)
+	}
+	return "0000:0000:0000:0000:0000:ffff:" + hex4(o[0], o[1]) + ":" + hex4(o[2], o[3])
 }
 
 func hex4(a, b int) string { return strconv.FormatInt(int64(0x10000|a<<8|b), 16)[1:] }
@@ -149,13 +151,16 @@ func pingpongN(t *testing.T, dev string, gid, n int) {
 
 // listening reports whether a TCP socket (v4 or v6) listens on port.
 func listening(port int) bool {
-	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
-		b, _ := os.ReadFile(f)
-		for _, line := range strings.Split(string(b), "\n") {
-			fields := strings.Fields(line)
-			if len(fields) > 3 && strings.HasSuffix(fields[1], fmt.Sprintf(":%04X", port)) && fields[3] == "0A" {
-				return true
-			}
+	return listeningIn(readFile("/proc/net/tcp")+readFile("/proc/net/tcp6"), port)
+}
+
+// listeningIn reports whether /proc/net/tcp{,6} text shows a socket
+// listening on port.
+func listeningIn(procNetTCP string, port int) bool {
+	for _, line := range strings.Split(procNetTCP, "\n") {
+		fields := strings.Fields(line)
+		if len(fields) > 3 && strings.HasSuffix(fields[1], fmt.Sprintf(":%04X", port)) && fields[3] == "0A" {
+			return true
 		}
 	}
 	return false

@@ -22,8 +22,14 @@ func TestToolsPresent(t *testing.T) {
 	} {
 		must(t, c[0], c[1:]...)
 	}
-	if _, err := os.Stat(layout.IbvRcPingpong); err != nil {
-		t.Error(err)
+	for _, tool := range []string{layout.IbvRcPingpong, layout.IbWriteBw, layout.IbWriteLat,
+		layout.IbReadBw, layout.IbReadLat, layout.IbSendBw, layout.IbSendLat} {
+		if _, err := os.Stat(tool); err != nil {
+			t.Error(err)
+		}
+	}
+	if _, err := os.Stat(layout.ModulesDir + "/virtio_net"); err != nil {
+		t.Errorf("virtio_net (the pair's NIC) not in the image: %v", err)
 	}
 	if _, err := os.Stat(grdma()); err != nil {
 		t.Errorf("grdma missing: %v", err)

@@ -1,6 +1,7 @@
 #!/bin/sh
 # /init of the e2e guest (busybox sh): mount the basics, load the modules,
-# mount the host's 9p share, make veth0/veth1, run /etc/e2e/run, power off.
+# mount the host's 9p share, make veth0/veth1, bring up the pair's link if
+# configured, run /etc/e2e/run, power off.
 # Results go to the share: e2e/run.log (the script's output), e2e/rc.
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root
 mark() { echo "e2e-mark: $1 $(cut -d' ' -f1 /proc/uptime)"; }
@@ -23,6 +24,13 @@ mount -o bind /mnt/host/out /out
 /usr/sbin/ip link add veth0 type veth peer name veth1
 /usr/sbin/ip link set veth0 up
 /usr/sbin/ip link set veth1 up
+# On the pair's link (see layout.LinkConfig): the NIC up with its address.
+if [ -f /etc/e2e/link ]; then
+	read -r netdev addr </etc/e2e/link
+	loadmod virtio_net || echo "e2e: loading virtio_net failed"
+	/usr/sbin/ip link set "$netdev" up || echo "e2e: $netdev missing"
+	/usr/sbin/ip addr add "$addr" dev "$netdev"
+fi
 mark run
 cd /tmp
 if [ -e /etc/e2e/verbose ]; then

@@ -14,6 +14,14 @@ const (
 	// provider from ibverbs-providers.
 	IbvDevinfo    = "/usr/bin/ibv_devinfo"
 	IbvRcPingpong = "/usr/bin/ibv_rc_pingpong"
+	// The perftest tools (Debian's perftest), the reference for traffic
+	// between the two guests of the pair.
+	IbWriteBw  = "/usr/bin/ib_write_bw"
+	IbWriteLat = "/usr/bin/ib_write_lat"
+	IbReadBw   = "/usr/bin/ib_read_bw"
+	IbReadLat  = "/usr/bin/ib_read_lat"
+	IbSendBw   = "/usr/bin/ib_send_bw"
+	IbSendLat  = "/usr/bin/ib_send_lat"
 	// Strace is the host's strace, for capturing netlink traffic.
 	Strace = "/usr/bin/strace"
 	// Busybox provides the shell and the small tools (sh, sed, insmod...).
@@ -41,4 +49,19 @@ const (
 	// Veth0 and Veth1 are the veth pair init creates and brings up.
 	Veth0 = "veth0"
 	Veth1 = "veth1"
+
+	// The two-host topology: guests A and B on one Ethernet link. init
+	// brings PairNetdev up with the guest's address when LinkConfig exists
+	// (it holds "NETDEV ADDRESS/PREFIX").
+	LinkConfig = "/etc/e2e/link"
+	PairNetdev = "eth0"
+	PairPrefix = 24
+	PeerA      = "10.10.0.1"
+	PeerB      = "10.10.0.2"
+	// PeerAgentPort is where guest A's peer agent listens, on PeerA.
+	PeerAgentPort = 7000
+	// PeerAgentEnv makes the guest test binary serve as the peer agent on
+	// the address it holds; PeerEnv tells the scenarios in B where it is.
+	PeerAgentEnv = "E2E_PEER_AGENT"
+	PeerEnv      = "E2E_PEER"
 )

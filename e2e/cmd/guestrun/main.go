@@ -13,7 +13,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"io/fs"
 	"log"
 	"os"
@@ -91,7 +90,7 @@ func main() {
 		}
 	}
 
-	stderr := &lockedWriter{w: os.Stderr}
+	consoles := e2e.NewConsoles(os.Stderr)
 	results := make([]*e2e.Result, len(labels))
 	errs := make([]error, len(labels))
 	var wg sync.WaitGroup
@@ -107,7 +106,11 @@ func main() {
 			g := &e2e.Guest{Kernel: k, Grdma: grdma, Run: string(body), Files: files, Verbose: *verbose}
 			opt := e2e.BootOptions{Timeout: *timeout}
 			if *verbose {
-				opt.Console = prefixed{stderr, label, len(labels) > 1}
+				prefix := ""
+				if len(labels) > 1 {
+					prefix = "[" + label + "] "
+				}
+				opt.Console = consoles.Prefixed(prefix)
 			}
 			results[i], errs[i] = bed.Boot(ctx, g, opt)
 		}()
@@ -169,33 +172,4 @@ func copyTree(dst, src string) error {
 		}
 		return os.WriteFile(target, data, 0o644)
 	})
-}
-
-// prefixed labels console lines when several guests run at once.
-type prefixed struct {
-	w     io.Writer
-	label string
-	on    bool
-}
-
-func (p prefixed) Write(b []byte) (int, error) {
-	if !p.on {
-		return p.w.Write(b)
-	}
-	if _, err := p.w.Write(append([]byte("["+p.label+"] "), b...)); err != nil {
-		return 0, err
-	}
-	return len(b), nil
-}
-
-// lockedWriter keeps two guests' console lines from interleaving mid-line.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }

@@ -1,0 +1,60 @@
+package e2e
+
+import (
+	"net"
+	"os"
+	"regexp"
+	"testing"
+)
+
+func TestPairPattern(t *testing.T) {
+	for _, c := range []struct {
+		run        string
+		match      []string
+		matchNot   []string
+		wantString string
+	}{
+		{run: "", wantString: "^TestPair", match: []string{"TestPairPing"}, matchNot: []string{"TestProbe"}},
+		{run: "Ping", wantString: "^TestPair.*(?:Ping)", match: []string{"TestPairPing", "TestPairRcPingpong"}, matchNot: []string{"TestPing", "TestPairWriteBw"}},
+		{run: "WriteBw|WriteLat", wantString: "^TestPair.*(?:WriteBw|WriteLat)", match: []string{"TestPairWriteBw", "TestPairWriteLat"}, matchNot: []string{"TestPairPing"}},
+		{run: "RcPingpong/AServes", wantString: "^TestPair.*(?:RcPingpong)/AServes"},
+		{run: "(a/b)/c", wantString: "^TestPair.*(?:(a/b))/c"},
+	} {
+		got := pairPattern(c.run)
+		if got != c.wantString {
+			t.Errorf("pairPattern(%q) = %q, want %q", c.run, got, c.wantString)
+			continue
+		}
+		top, _, _ := cutTopLevel(got)
+		re := regexp.MustCompile(top)
+		for _, name := range c.match {
+			if !re.MatchString(name) {
+				t.Errorf("pairPattern(%q) does not select %s", c.run, name)
+			}
+		}
+		for _, name := range c.matchNot {
+			if re.MatchString(name) {
+				t.Errorf("pairPattern(%q) selects %s", c.run, name)
+			}
+		}
+	}
+}
+
+// listensOn finds a listening socket by its owner, without connecting.
+func TestListensOn(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	if !listensOn(os.Getpid(), port) {
+		t.Errorf("listensOn(self, %d) = false while listening", port)
+	}
+	if listensOn(os.Getppid(), port) {
+		t.Errorf("listensOn(parent, %d) = true: the socket is ours", port)
+	}
+	l.Close()
+	if listensOn(os.Getpid(), port) {
+		t.Errorf("listensOn(self, %d) = true after closing", port)
+	}
+}
