@@ -198,19 +198,19 @@ type Peer struct {
 // IncompatibleError means two ports cannot reach each other whatever the
 // network does: it names both sides' values.
 type IncompatibleError struct {
-	What          string // "link layer", "GID type", "address family"
+	What          string // "link layers", "GID types", "address families"
 	Local, Remote string // "rxe0/1 Ethernet"
 }
 
 func (e *IncompatibleError) Error() string {
-	return fmt.Sprintf("%ss differ: this side's %s, the peer's %s", e.What, e.Local, e.Remote)
+	return fmt.Sprintf("%s differ: this side's %s, the peer's %s", e.What, e.Local, e.Remote)
 }
 
 // compatible reports whether local's queue pair can connect to remote's.
 func compatible(local, remote Endpoint) error {
 	side := func(e Endpoint, v string) string { return e.Name() + " " + v }
 	if local.LinkLayer != remote.LinkLayer {
-		return &IncompatibleError{What: "link layer", Local: side(local, local.LinkLayer), Remote: side(remote, remote.LinkLayer)}
+		return &IncompatibleError{What: "link layers", Local: side(local, local.LinkLayer), Remote: side(remote, remote.LinkLayer)}
 	}
 	if local.LinkLayer == uverbs.LinkLayerInfiniBand.String() {
 		if remote.GIDIndex < 0 && (remote.LID == 0 || remote.LID >= 0xc000) {
@@ -220,10 +220,10 @@ func compatible(local, remote Endpoint) error {
 	}
 	gidOf := func(e Endpoint) string { return fmt.Sprintf("GID %d %s (%s)", e.GIDIndex, e.GID, e.GIDType) }
 	if local.GIDType != remote.GIDType {
-		return &IncompatibleError{What: "GID type", Local: side(local, gidOf(local)), Remote: side(remote, gidOf(remote))}
+		return &IncompatibleError{What: "GID types", Local: side(local, gidOf(local)), Remote: side(remote, gidOf(remote))}
 	}
 	if local.GID.IsIPv4Mapped() != remote.GID.IsIPv4Mapped() {
-		return &IncompatibleError{What: "address family", Local: side(local, gidOf(local)), Remote: side(remote, gidOf(remote))}
+		return &IncompatibleError{What: "address families", Local: side(local, gidOf(local)), Remote: side(remote, gidOf(remote))}
 	}
 	return nil
 }

@@ -28,7 +28,7 @@ func TestPingpongAddress(t *testing.T) {
 		t.Errorf("round trip: %+v, %v", back, err)
 	}
 	for _, bad := range []string{
-		"0000:000011:abcdef:00000000000000000000ffff0a090001",       // no NUL
+		"0000:000011:abcdef:00000000000000000000ffff0a090001",        // no NUL
 		"0000:000011:abcdef:00000000000000000000ffff0a09000\x00\x00", // short GID
 		"00g0:000011:abcdef:00000000000000000000ffff0a090001\x00",    // not hex
 		`{"type":"hello","grdma_probe":1,"test":{"kind":"bw"}}` + "\x00",
@@ -131,7 +131,7 @@ func TestCompatible(t *testing.T) {
 		{ib, ib, ""},
 		{roce(v4, "RoCE v2"), ib, "link layers differ: this side's rxe0/1 Ethernet, the peer's mlx5_0/1 InfiniBand"},
 		{roce(v4, "RoCE v2"), roce(v4, "RoCE v1"), "GID types differ: this side's rxe0/1 GID 1 ::ffff:10.0.0.1 (RoCE v2), the peer's rxe0/1 GID 1 ::ffff:10.0.0.1 (RoCE v1)"},
-		{roce(v4, "RoCE v2"), roce(v6, "RoCE v2"), "address familys differ"},
+		{roce(v4, "RoCE v2"), roce(v6, "RoCE v2"), "address families differ"},
 		{ib, Endpoint{Ifname: "mlx5_1", Port: 1, LinkLayer: "InfiniBand", GIDIndex: -1}, "has no usable LID"},
 	} {
 		err := compatible(tt.local, tt.remote)

@@ -311,6 +311,10 @@ func (p *prober) connectPeer() (string, error) {
 		return "", err
 	}
 	m, err := s.receive("waiting for the queue pair of")
+	if errors.Is(err, errPeerClosed) || errors.Is(err, syscall.ECONNRESET) {
+		return "", &PeerError{Host: s.host, Doing: "waiting for the queue pair of", Err: fmt.Errorf(
+			"the peer closed the connection without answering: not a grdma probe listener? (ibv_rc_pingpong and perftest servers use port %d too: give pingpong to talk to ibv_rc_pingpong)", DefaultPeerPort)}
+	}
 	var remote *RemoteFailure
 	if errors.As(err, &remote) && m.Endpoint != nil {
 		// The server refused: say why in this side's words.

@@ -42,6 +42,8 @@ func (p *prober) peerTest(ctx context.Context) bool {
 		return p.step(ctx, s.test.stepName(), t.pingpong)
 	}
 	if client {
+		// The server says only that it failed until the verdict.
+		s.readInBackground()
 		switch s.test.Kind {
 		case TestBandwidth:
 			return p.step(ctx, s.test.stepName(), t.bandwidth)
@@ -215,10 +217,17 @@ type poller struct {
 	// passive: the peer paces this side (a server), whose silence the
 	// session's watcher judges; no stall check here.
 	passive bool
+	// watch, when set, follows the peer's messages while nothing
+	// completes: a client learns there that its server failed.
+	watch *watcher
 }
 
 func (t *traffic) newPoller() *poller {
-	return &poller{t: t, wcs: make([]uverbs.WC, 64), lastWC: time.Now()}
+	pl := &poller{t: t, wcs: make([]uverbs.WC, 64), lastWC: time.Now()}
+	if s := t.p.session; s != nil && s.role == RoleClient && s.incoming != nil {
+		pl.watch = &watcher{s: s, lastHeard: time.Now(), quiet: true}
+	}
+	return pl
 }
 
 // poll returns the completions that arrived, waiting for none.
@@ -261,10 +270,15 @@ func firstError(wcs []uverbs.WC) error {
 func (pl *poller) idle(doing string, now time.Time) error {
 	s := pl.t.p.session
 	if err := pl.t.p.ctx.Err(); err != nil {
-		return fmt.Errorf("interrupted %s: %w", doing, err)
+		return fmt.Errorf("interrupted: %w", err)
+	}
+	if pl.watch != nil {
+		if err := pl.watch.check(doing); err != nil {
+			return err
+		}
 	}
 	if !pl.passive && now.Sub(pl.lastWC) > s.timeout {
-		return fmt.Errorf("nothing completed for %v %s: the peer stopped, or packets are lost (UDP 4791 filtered?)", s.timeout, doing)
+		return fmt.Errorf("nothing completed for %v: the peer stopped, or packets are lost (UDP 4791 filtered?)", s.timeout)
 	}
 	if now.Sub(pl.lastWC) < spinFor {
 		runtime.Gosched()
@@ -293,7 +307,7 @@ func (t *traffic) bandwidth() (string, error) {
 	pl := t.newPoller()
 	tick := ticker{s: s}
 	posted, completed := 0, 0
-	doing := "streaming " + test.String()
+	doing := "streaming " + test.String() + " to"
 	start := time.Now()
 	end := start.Add(test.Duration)
 	for completed < target {
@@ -413,7 +427,7 @@ func (t *traffic) latency() (string, error) {
 	pl := t.newPoller()
 	tick := ticker{s: s}
 	var rec latencyRecorder
-	doing := "running " + test.String()
+	doing := "running " + test.String() + " with"
 	start := time.Now()
 	unreaped := 0 // completions of sends not yet polled
 	for i := 0; ; i++ {

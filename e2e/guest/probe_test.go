@@ -31,10 +31,38 @@ type probeReport struct {
 	OK       bool   `json:"ok"`
 	Usec     float64
 	Steps    []probeStep `json:"steps"`
-	Count    int         `json:"count"`
-	Runs     int         `json:"runs"`
-	Passed   int         `json:"passed"`
-	Timing   struct {
+	Role     string      `json:"role"`
+	Test     struct {
+		Kind string `json:"kind"`
+		Op   string `json:"op"`
+		Size int    `json:"size"`
+	} `json:"test"`
+	PathMTU int `json:"path_mtu"`
+	Peer    *struct {
+		Host     string `json:"host"`
+		Tool     string `json:"tool"`
+		Ifname   string `json:"ifname"`
+		GIDIndex int    `json:"gid_index"`
+		GID      string `json:"gid"`
+		QPN      int    `json:"qpn"`
+	} `json:"peer"`
+	Results []struct {
+		Test    string  `json:"test"`
+		Op      string  `json:"op"`
+		Size    int     `json:"size"`
+		Iters   int     `json:"iters"`
+		Bytes   int64   `json:"bytes"`
+		Seconds float64 `json:"seconds"`
+		BWGbps  float64 `json:"bw_gbps"`
+		MsgRate float64 `json:"msg_rate_mpps"`
+		Lat     *struct {
+			Min, Median, Avg, P99, Max float64
+		} `json:"lat_usec"`
+	} `json:"results"`
+	Count  int `json:"count"`
+	Runs   int `json:"runs"`
+	Passed int `json:"passed"`
+	Timing struct {
 		Total probeTiming   `json:"total"`
 		Steps []probeTiming `json:"steps"`
 	} `json:"timing"`

@@ -1,0 +1,263 @@
+//go:build e2eguest
+
+package guest
+
+// grdma's probe between two hosts (issue 13), across the two-host bed:
+// grdma on both sides, grdma against ibv_rc_pingpong both ways, and every
+// error an operator meets. withPeer fails a test that leaves an RC QP on
+// either guest.
+
+import (
+	"encoding/json"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/grdma/grdma/e2e/layout"
+)
+
+// probePort is where `grdma probe ... listen` waits by default.
+const probePort = 18515
+
+func parseProbeJSON(t *testing.T, side string, r result) probeReport {
+	t.Helper()
+	var rep probeReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("%s: probe JSON: %v\n%s", side, err, r)
+	}
+	return rep
+}
+
+// probeAcross runs `grdma -j probe rxe0 listen` on A and `grdma -j probe
+// rxe0 peer A args...` here in B, and returns both results.
+func probeAcross(t *testing.T, p *pair, listenArgs []string, args ...string) (server, client result) {
+	t.Helper()
+	srv := p.ServeOnA(t, probePort, grdma(), append([]string{"-j", "probe", p.Dev, "listen"}, listenArgs...)...)
+	client = run(grdma(), append([]string{"-j", "probe", p.Dev, "peer", p.PeerAddr}, args...)...)
+	return srv.Wait(), client
+}
+
+// TestPairProbe: every test of the probe between two hosts, grdma on
+// both sides: both exit 0 with ok, each names the other, and the
+// figures are there.
+func TestPairProbe(t *testing.T) {
+	for _, args := range [][]string{
+		nil,
+		{"traffic"},
+		{"traffic", "size", "20000"},
+		{"bw", "write", "iters", "200"},
+		{"bw", "send", "iters", "200"},
+		{"bw", "read", "iters", "200"},
+		{"bw", "write", "size", "4096", "duration", "2s"},
+		{"lat", "write", "iters", "100"},
+		{"lat", "send", "iters", "100"},
+		{"lat", "read", "iters", "100"},
+	} {
+		t.Run(strings.Join(append([]string{"test"}, args...), "_"), func(t *testing.T) {
+			p := withPeer(t)
+			srv, cli := probeAcross(t, p, nil, args...)
+			s, c := parseProbeJSON(t, "server", srv), parseProbeJSON(t, "client", cli)
+			if srv.code != 0 || cli.code != 0 || !s.OK || !c.OK {
+				t.Fatalf("want both sides to pass:\nserver: %s\nclient: %s", srv, cli)
+			}
+			if c.Role != "client" || s.Role != "server" || c.Peer == nil || s.Peer == nil ||
+				c.Peer.QPN != s.QPN || s.Peer.QPN != c.QPN || c.Peer.GID != "::ffff:"+p.PeerAddr || s.Peer.GID != "::ffff:"+p.LocalAddr ||
+				c.PathMTU != 1024 || !strings.HasPrefix(s.Peer.Host, p.LocalAddr+":") {
+				t.Errorf("each side names the other: client %+v peer %+v; server %+v peer %+v", c, c.Peer, s, s.Peer)
+			}
+			if len(args) == 0 || args[0] == "traffic" {
+				for _, step := range []string{"send", "rdma_write", "rdma_read"} {
+					if len(args) > 0 && (!c.step(step).OK || !s.step(step).OK) {
+						t.Errorf("step %s: client %+v, server %+v", step, c.step(step), s.step(step))
+					}
+				}
+				return
+			}
+			if len(c.Results) != 1 {
+				t.Fatalf("client results: %+v\n%s", c.Results, cli)
+			}
+			m := c.Results[0]
+			switch args[0] {
+			case "bw":
+				if m.Test != "bw" || m.Op != args[1] || m.BWGbps <= 0 || m.MsgRate <= 0 || m.Bytes != int64(m.Iters)*int64(m.Size) {
+					t.Errorf("bw result %+v", m)
+				}
+				if args[1] == "send" && (len(s.Results) != 1 || s.Results[0].Iters != m.Iters) {
+					t.Errorf("the server counted %+v SENDs, the client sent %d", s.Results, m.Iters)
+				}
+				t.Logf("%s: %.4f Gb/s, %.6f Mmsg/s, %d × %d bytes", strings.Join(args, " "), m.BWGbps, m.MsgRate, m.Iters, m.Size)
+			case "lat":
+				l := m.Lat
+				if l == nil || m.Iters != 100 || l.Min <= 0 || l.Min > l.Median || l.Median > l.P99 || l.P99 > l.Max || l.Avg < l.Min || l.Avg > l.Max {
+					t.Errorf("lat result %+v %+v", m, l)
+				} else {
+					t.Logf("%s: median %.1f µs, p99 %.1f µs", strings.Join(args, " "), l.Median, l.P99)
+				}
+			}
+		})
+	}
+	// The other way round: the listener here in B, the client on A.
+	t.Run("BServes", func(t *testing.T) {
+		p := withPeer(t)
+		srv := p.ServeOnB(t, probePort, grdma(), "-j", "probe", p.Dev, "listen")
+		cli := p.A.Run(grdma(), "-j", "probe", p.Dev, "peer", p.LocalAddr, "traffic")
+		s := <-srv
+		if s.code != 0 || cli.code != 0 {
+			t.Fatalf("want both sides to pass:\nserver: %s\nclient: %s", s, cli)
+		}
+	})
+}
+
+// TestPairProbePingpong: grdma speaks ibv_rc_pingpong's exchange, as the
+// client of its server and as the server of its client.
+func TestPairProbePingpong(t *testing.T) {
+	const iters = "50"
+	t.Run("GrdmaClient", func(t *testing.T) {
+		p := withPeer(t)
+		srv := p.ServeOnA(t, toolPort, layout.IbvRcPingpong, "-d", p.Dev, "-g", strconv.Itoa(p.GIDIndex), "-n", iters)
+		cli := run(grdma(), "-j", "probe", p.Dev, "peer", p.PeerAddr, "pingpong", "iters", iters)
+		s := srv.Wait()
+		c := parseProbeJSON(t, "grdma", cli)
+		if s.code != 0 || cli.code != 0 || !strings.Contains(s.stdout, iters+" iters in") || !c.OK ||
+			c.Peer == nil || c.Peer.Tool != "ibv_rc_pingpong" || len(c.Results) != 1 || c.Results[0].Iters != 50 {
+			t.Fatalf("ibv_rc_pingpong server on A, grdma here:\nserver: %s\ngrdma: %s", s, cli)
+		}
+	})
+	t.Run("GrdmaServer", func(t *testing.T) {
+		p := withPeer(t)
+		srv := p.ServeOnA(t, probePort, grdma(), "-j", "probe", p.Dev, "listen", "pingpong", "iters", iters)
+		cli := run(layout.IbvRcPingpong, "-d", p.Dev, "-g", strconv.Itoa(p.GIDIndex), "-n", iters, p.PeerAddr)
+		s := srv.Wait()
+		rep := parseProbeJSON(t, "grdma", s)
+		if s.code != 0 || cli.code != 0 || !strings.Contains(cli.stdout, iters+" iters in") || !rep.OK || rep.Test.Kind != "pingpong" {
+			t.Fatalf("grdma server on A, ibv_rc_pingpong here:\ngrdma: %s\nclient: %s", s, cli)
+		}
+	})
+}
+
+// startLocal starts a command here in B; it is killed when the test ends
+// if still running.
+func startLocal(t *testing.T, name string, args ...string) (*exec.Cmd, *strings.Builder, *strings.Builder) {
+	t.Helper()
+	c := exec.Command(name, args...)
+	var out, errb strings.Builder
+	c.Stdout, c.Stderr = &out, &errb
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+	return c, &out, &errb
+}
+
+func exitCode(c *exec.Cmd) int {
+	err := c.Wait()
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode()
+	}
+	if err != nil {
+		return -1
+	}
+	return 0
+}
+
+// trafficFlows waits until dev has sent packets since before.
+func trafficFlows(t *testing.T, dev string, before uint64) {
+	t.Helper()
+	if !eventually(30*time.Second, func() bool { return sentPackets(t, dev) > before+100 }) {
+		t.Fatal("no traffic started")
+	}
+}
+
+// TestPairProbeErrors: no listener, an unknown host, a listener that is
+// not grdma, incompatible ports, a listener nobody connects to, a peer
+// killed mid-test and Ctrl-C on either side: exit 1 naming the address,
+// step and cause, never a hang, nothing left behind (withPeer).
+func TestPairProbeErrors(t *testing.T) {
+	t.Run("NoListener", func(t *testing.T) {
+		p := withPeer(t)
+		r := run(grdma(), "probe", p.Dev, "peer", p.PeerAddr, "timeout", "2s")
+		if r.code != 1 || !strings.Contains(r.stderr, "failed at connect: connecting to "+p.PeerAddr+":18515: connection refused for 2s") {
+			t.Errorf("no listener on A:\n%s", r)
+		}
+	})
+	t.Run("UnknownHost", func(t *testing.T) {
+		p := withPeer(t)
+		r := run(grdma(), "probe", p.Dev, "peer", "nosuchhost.invalid", "timeout", "2s")
+		if r.code != 1 || !strings.Contains(r.stderr, "unknown host nosuchhost.invalid") {
+			t.Errorf("unknown host:\n%s", r)
+		}
+	})
+	t.Run("NotGrdma", func(t *testing.T) {
+		p := withPeer(t)
+		srv := p.ServeOnA(t, toolPort, layout.IbvRcPingpong, "-d", p.Dev, "-g", strconv.Itoa(p.GIDIndex), "-n", "5")
+		r := run(grdma(), "probe", p.Dev, "peer", p.PeerAddr, "traffic", "timeout", "3s")
+		srv.Wait()
+		if r.code != 1 || !strings.Contains(r.stderr, "failed at connect") || !strings.Contains(r.stderr, "pingpong") {
+			t.Errorf("grdma against an ibv_rc_pingpong server without pingpong:\n%s", r)
+		}
+	})
+	t.Run("Incompatible", func(t *testing.T) {
+		p := withPeer(t)
+		// A uses its IPv6 link-local GID (index 0), B its IPv4 GID.
+		srv, cli := probeAcross(t, p, []string{"gid-index", "0"}, "traffic")
+		for _, r := range []result{srv, cli} {
+			if r.code != 1 || !strings.Contains(r.stderr, "address families differ") || !strings.Contains(r.stderr, "::ffff:"+p.LocalAddr) ||
+				!strings.Contains(r.stderr, "fe80::") {
+				t.Errorf("IPv6 GID on A, IPv4 on B: want exit 1 naming both:\n%s", r)
+			}
+		}
+	})
+	t.Run("NobodyComes", func(t *testing.T) {
+		p := withPeer(t)
+		r := run(grdma(), "probe", p.Dev, "listen", "timeout", "1s")
+		if r.code != 1 || !strings.Contains(r.stderr, "failed at accept") || !strings.Contains(r.stderr, "no peer connected within 1s") {
+			t.Errorf("a listener nobody connects to:\n%s", r)
+		}
+	})
+	t.Run("ServerKilled", func(t *testing.T) {
+		p := withPeer(t)
+		srv := p.ServeOnA(t, probePort, grdma(), "probe", p.Dev, "listen")
+		before := sentPackets(t, p.Dev)
+		cli, _, stderr := startLocal(t, grdma(), "probe", p.Dev, "peer", p.PeerAddr, "bw", "write", "size", "4096", "duration", "60s")
+		trafficFlows(t, p.Dev, before)
+		srv.Signal(syscall.SIGKILL)
+		srv.Wait()
+		if code := exitCode(cli); code != 1 || !strings.Contains(stderr.String(), "failed at bw_write") {
+			t.Errorf("the listener killed mid-test: exit %d\n%s", code, stderr)
+		}
+	})
+	for _, side := range []string{"Client", "Server"} {
+		t.Run("Interrupt"+side, func(t *testing.T) {
+			p := withPeer(t)
+			srv := p.ServeOnA(t, probePort, grdma(), "probe", p.Dev, "listen")
+			before := sentPackets(t, p.Dev)
+			cli, _, stderr := startLocal(t, grdma(), "probe", p.Dev, "peer", p.PeerAddr, "lat", "write", "duration", "60s")
+			trafficFlows(t, p.Dev, before)
+			if side == "Client" {
+				cli.Process.Signal(syscall.SIGINT)
+			} else {
+				srv.Signal(syscall.SIGINT)
+			}
+			s, code := srv.Wait(), exitCode(cli)
+			interrupted, informed := stderr.String(), s.stderr
+			if side == "Server" {
+				interrupted, informed = informed, interrupted
+			}
+			if code != 1 || s.code != 1 || !strings.Contains(interrupted, "interrupted") ||
+				!strings.Contains(informed, "the peer failed at lat_write: interrupted") {
+				t.Errorf("Ctrl-C on the %s: client exit %d:\n%s\nserver: %s", strings.ToLower(side), code, stderr, s)
+			}
+		})
+	}
+	t.Run("BadKeywords", func(t *testing.T) {
+		for _, args := range [][]string{{"listen", "bw"}, {"peer"}, {"peer", "h", "bw", "size", "0"}, {"peer", "h", "lat", "duration", "x"}} {
+			r := run(grdma(), append([]string{"probe", "rxe0"}, args...)...)
+			if r.code != 2 {
+				t.Errorf("probe rxe0 %s: want exit 2:\n%s", strings.Join(args, " "), r)
+			}
+		}
+	})
+}
