@@ -75,6 +75,7 @@ type session struct {
 	// messages, read by a goroutine.
 	incoming chan received
 	quit     chan struct{} // closed by close: the reader goroutine stops
+	ctx      context.Context
 	stopCtx  func() bool
 }
 
@@ -84,11 +85,11 @@ type received struct {
 	err error
 }
 
-// attach makes conn the session's connection; ctx's end unblocks every
-// read and write on it.
+// attach makes conn the session's connection; ctx's end unblocks a read
+// on it. Writes stay possible: an interrupted side still tells its peer.
 func (s *session) attach(ctx context.Context, conn net.Conn) {
-	s.conn, s.rd = conn, bufio.NewReaderSize(conn, 4096)
-	s.stopCtx = context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
+	s.ctx, s.conn, s.rd = ctx, conn, bufio.NewReaderSize(conn, 4096)
+	s.stopCtx = context.AfterFunc(ctx, func() { conn.SetReadDeadline(time.Unix(1, 0)) })
 }
 
 func (s *session) close() {
@@ -180,6 +181,9 @@ func (s *session) peerError(doing string, err error) error {
 	var remote *RemoteFailure
 	if errors.As(err, &remote) {
 		return err
+	}
+	if s.ctx != nil && s.ctx.Err() != nil {
+		return fmt.Errorf("interrupted %s %s: %w", doing, s.host, s.ctx.Err())
 	}
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
