@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"net"
+	"time"
 
 	"github.com/grdma/grdma/sysfs"
 	"github.com/grdma/grdma/verbsprobe"
@@ -68,4 +70,47 @@ func ExampleStepError() {
 	// driver rxe verbs device uverbs0 ok false
 	// step open: open /dev/infiniband/uverbs0: no such file or directory
 	// cause: /dev/infiniband/uverbs0 does not exist: /dev has no devtmpfs, or a container lacks the device
+}
+
+// Measure RDMA WRITE bandwidth to a peer host that runs Serve (`grdma
+// probe rxe0 listen`), as `grdma probe rxe0 peer hosta bw write` does.
+// (No output check: it needs two hosts.)
+func ExampleConnect() {
+	fsys, err := sysfs.NewFS("/")
+	if err != nil {
+		log.Fatal(err)
+	}
+	addr, err := verbsprobe.PeerAddress("hosta") // hosta:18515
+	if err != nil {
+		log.Fatal(err)
+	}
+	r := verbsprobe.Connect(context.Background(),
+		verbsprobe.Options{Sysfs: fsys, Device: "rxe0", GIDIndex: verbsprobe.AutoGID},
+		addr, verbsprobe.Test{Kind: verbsprobe.TestBandwidth, Op: verbsprobe.OpWrite}, 0)
+	if err := r.Err(); err != nil {
+		// A failure of the peer is a *RemoteFailure naming its step;
+		// ports that cannot talk, an *IncompatibleError naming both.
+		log.Fatal(err)
+	}
+	for _, m := range r.Measurements {
+		fmt.Printf("%s: %.2f Gb/s, %.3f Mmsg/s\n", r.Test, m.BWGbps(), m.MsgRateMpps())
+	}
+}
+
+// Serve one peer on TCP 18515: a grdma Connect, or an ibv_rc_pingpong
+// client (`ibv_rc_pingpong -g 1 hostb`).
+func ExampleServe() {
+	fsys, err := sysfs.NewFS("/")
+	if err != nil {
+		log.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", ":18515")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer ln.Close()
+	r := verbsprobe.Serve(context.Background(),
+		verbsprobe.Options{Sysfs: fsys, Device: "rxe0", GIDIndex: verbsprobe.AutoGID},
+		ln, verbsprobe.Test{}, time.Minute)
+	fmt.Println(r.OK(), r.Peer.Host)
 }

@@ -15,6 +15,14 @@
 // The kernel frees everything a process created in its uverbs context when
 // the device is closed, so even a probe that is killed leaves nothing
 // behind.
+//
+// Between two hosts, Serve on one and Connect on the other bring their
+// queue pairs to RTS against each other over a small TCP exchange and run
+// a test: traffic, bandwidth or latency, or ibv_rc_pingpong's loop with
+// an ibv_rc_pingpong peer. The tests use a driver's data path only
+// through two interfaces (posting work requests, polling completions:
+// drivers.go), so a second driver's data path (mlx5's WQEs and doorbells)
+// needs neither the exchange nor the command line changed.
 package verbsprobe
 
 import (
