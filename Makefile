@@ -12,7 +12,7 @@ COMMIT   ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS  := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 BIN      := bin/grdma
 
-.PHONY: all build test e2e fuzz bench check man install uninstall clean
+.PHONY: all build test lint uapi-headers e2e fuzz bench check man install uninstall clean
 
 all: build
 
@@ -26,10 +26,24 @@ GOSRC := $(shell find . -name '*.go' -not -path './.cache/*' -not -path './e2e/*
 $(BIN): $(GOSRC)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/grdma
 
-# Unit tests: fakes only, no RDMA kernel needed.
-test:
+# Unit tests: fakes only, no RDMA kernel needed. The header-layout tests
+# compare the ABI structs with the kernel's UAPI headers (linux-libc-dev),
+# installed here when missing; go.mod must be tidy.
+test: uapi-headers
 	$(GO) vet ./...
+	$(GO) mod tidy -diff
 	CGO_ENABLED=0 $(GO) test ./...
+
+# staticcheck, pinned in go.mod as a tool.
+lint:
+	$(GO) tool staticcheck ./...
+
+UAPI_HEADERS := /usr/include/rdma/rdma_netlink.h /usr/include/rdma/ib_user_verbs.h
+uapi-headers:
+	@for h in $(UAPI_HEADERS); do test -e $$h || { \
+		echo "$$h missing: installing linux-libc-dev"; \
+		apt-get update -qq && apt-get install -y -qq linux-libc-dev >/dev/null || \
+		{ echo "install linux-libc-dev (the kernel's UAPI headers) and run make test again" >&2; exit 1; }; break; }; done
 
 # End-to-end tests in QEMU guests booting Debian's 6.1 and 6.12 kernels.
 e2e: build

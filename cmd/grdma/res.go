@@ -203,15 +203,6 @@ func portFilter(key string, attr nldev.Attr, get func(*nldev.CMID) netip.AddrPor
 	}}
 }
 
-func findResObject(t nldev.ResType) *resObject {
-	for i := range resObjects {
-		if resObjects[i].typ == t {
-			return &resObjects[i]
-		}
-	}
-	return nil
-}
-
 func (a *app) res(cmd *cobra.Command, args *argv) error {
 	verb, err := args.keyword("command", "show", "show", "list", "help")
 	if err != nil {
