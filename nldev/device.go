@@ -1,6 +1,7 @@
 package nldev
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/mdlayher/netlink"
@@ -105,6 +106,27 @@ func (c *Client) Devices() ([]Device, error) {
 		return nil
 	})
 	return devs, wrap("list RDMA devices", err, nil)
+}
+
+// Gone reports whether err, an answer about the device of index, means
+// that the device went away: the kernel answers EINVAL (or ENODEV) for an
+// index no device has, and a fresh look-up of the index fails the same
+// way. Listings of every device skip such a device, as a listing made a
+// moment later would; the one place this rule lives.
+func (c *Client) Gone(index uint32, err error) bool { return DeviceGone(c, index, err) }
+
+// DeviceLookup looks a device up by index; *Client is one.
+type DeviceLookup interface {
+	Device(index uint32) (Device, error)
+}
+
+// DeviceGone is Client.Gone for any DeviceLookup (a fake in tests).
+func DeviceGone(c DeviceLookup, index uint32, err error) bool {
+	if !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENODEV) {
+		return false
+	}
+	_, again := c.Device(index)
+	return errors.Is(again, unix.EINVAL) || errors.Is(again, unix.ENODEV)
 }
 
 // Device returns the device with the given kernel index.

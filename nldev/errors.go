@@ -3,6 +3,7 @@ package nldev
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"strings"
 
 	"github.com/mdlayher/netlink"
@@ -36,6 +37,24 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Err }
 
+// Is reports the kernel's errno as the io/fs error it stands for, as
+// mdlayher/ethtool does: ENODEV is fs.ErrNotExist, EPERM and EACCES are
+// fs.ErrPermission. (EINVAL, which the kernel also answers for an index no
+// device has, means too much else: Client.Gone tells.)
+func (e *Error) Is(target error) bool {
+	var errno unix.Errno
+	if !errors.As(e.Err, &errno) {
+		return false
+	}
+	switch target {
+	case fs.ErrNotExist:
+		return errno == unix.ENODEV
+	case fs.ErrPermission:
+		return errno == unix.EPERM || errno == unix.EACCES
+	}
+	return false
+}
+
 // InvalidArgumentError is input rejected before anything was sent.
 type InvalidArgumentError struct{ Reason string }
 
@@ -46,6 +65,9 @@ type NotFoundError struct {
 	Name     string
 	Existing []string // names that do exist, for the message
 }
+
+// Is makes a NotFoundError an fs.ErrNotExist.
+func (e *NotFoundError) Is(target error) bool { return target == fs.ErrNotExist }
 
 func (e *NotFoundError) Error() string {
 	if len(e.Existing) == 0 {

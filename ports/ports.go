@@ -6,11 +6,6 @@
 package ports
 
 import (
-	"errors"
-	"slices"
-
-	"golang.org/x/sys/unix"
-
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/sysfs"
 	"github.com/grdma/grdma/uverbs"
@@ -58,6 +53,8 @@ type Netlink interface {
 	Devices() ([]nldev.Device, error)
 	// Ports lists the ports of a device (RDMA_NLDEV_CMD_PORT_GET dump).
 	Ports(devIndex uint32) ([]nldev.Port, error)
+	// Device looks a device up by index, to tell a vanished device.
+	Device(devIndex uint32) (nldev.Device, error)
 }
 
 var _ Netlink = (*nldev.Client)(nil)
@@ -115,14 +112,9 @@ func (r *Reader) Read(dev string, port uint32) ([]Port, error) {
 }
 
 // vanished reports whether err is netlink's answer about a device that
-// went away after it was listed (EINVAL or ENODEV for its index): a fresh
-// list no longer has the index.
+// went away after it was listed (nldev.Client.Gone).
 func (r *Reader) vanished(d device, err error) bool {
-	if r.Netlink == nil || !(errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENODEV)) {
-		return false
-	}
-	devices, lerr := r.Netlink.Devices()
-	return lerr == nil && !slices.ContainsFunc(devices, func(x nldev.Device) bool { return x.Index == d.index })
+	return r.Netlink != nil && nldev.DeviceGone(r.Netlink, d.index, err)
 }
 
 // device is a device to read: its name, and with netlink its index.

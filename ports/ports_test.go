@@ -143,6 +143,19 @@ type fakeNetlink struct {
 
 func (f *fakeNetlink) Devices() ([]nldev.Device, error) { return f.devices, nil }
 
+func (f *fakeNetlink) Device(index uint32) (nldev.Device, error) { return deviceIn(f.devices, index) }
+
+// deviceIn answers a look-up as the kernel does: EINVAL for an index no
+// device has.
+func deviceIn(devices []nldev.Device, index uint32) (nldev.Device, error) {
+	for _, d := range devices {
+		if d.Index == index {
+			return d, nil
+		}
+	}
+	return nldev.Device{}, &nldev.Error{Op: "get RDMA device", Err: unix.EINVAL}
+}
+
 func (f *fakeNetlink) Ports(index uint32) ([]nldev.Port, error) {
 	if ports, ok := f.ports[index]; ok {
 		return ports, nil

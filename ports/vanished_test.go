@@ -26,6 +26,13 @@ func (v *vanishingNetlink) Devices() ([]nldev.Device, error) {
 	return slices.DeleteFunc(slices.Clone(v.devices), func(d nldev.Device) bool { return d.Index == v.gone }), nil
 }
 
+func (v *vanishingNetlink) Device(index uint32) (nldev.Device, error) {
+	if index == v.gone && !v.stillListed && v.lists > 0 {
+		return nldev.Device{}, &nldev.Error{Op: "get RDMA device", Err: unix.EINVAL}
+	}
+	return v.fakeNetlink.Device(index)
+}
+
 func (v *vanishingNetlink) Ports(index uint32) ([]nldev.Port, error) {
 	if index == v.gone {
 		return nil, &nldev.Error{Op: "list ports", Err: unix.EINVAL}
