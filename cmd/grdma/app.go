@@ -47,6 +47,8 @@ type app struct {
 
 	dial   func() (*nldev.Client, error) // tests replace it; nil dials the kernel
 	client *nldev.Client
+
+	inBatch bool // running the lines of -b
 }
 
 func newApp(stdin io.Reader, stdout, stderr io.Writer) *app {
@@ -147,7 +149,10 @@ func (a *app) report(err error) int {
 	var ia *nldev.InvalidArgumentError
 	var silent *silentError
 	var cannot *cannotRunError
+	var silentUsage *silentUsageError
 	switch {
+	case errors.As(err, &silentUsage):
+		return exitUsage
 	case errors.As(err, &cannot):
 		fmt.Fprintf(a.stderr, "grdma: %s\n", cannot.error)
 		return exitUsage

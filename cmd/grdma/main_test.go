@@ -266,3 +266,22 @@ func TestOnlyDeviceVanishes(t *testing.T) {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, stderr)
 	}
 }
+
+// TestBatchMisuse: -b inside a batch line would recurse (once ~20,000
+// levels deep); -b with a command would ignore one of them. Both are usage
+// errors naming the problem.
+func TestBatchMisuse(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "cmds")
+	os.WriteFile(file, []byte("dev show rxe0\n-b "+file+"\n"), 0o644)
+	out, stderr, code := runGrdma(t, standardKernel("6.12"), "-f", "-b", file)
+	if code != exitUsage || !strings.Contains(stderr, "a batch line cannot use -b") || !strings.Contains(stderr, file+":2") || strings.Count(out, "rxe0:") != 1 {
+		t.Fatalf("-b in a batch line: exit %d, stdout %q, stderr %q", code, out, stderr)
+	}
+	for _, args := range [][]string{{"-b", file, "dev", "show"}, {"dev", "-b", file}, {"-b", file, "frob"}} {
+		out, stderr, code := runGrdma(t, standardKernel("6.12"), args...)
+		if code != exitUsage || out != "" || !strings.Contains(stderr, "-b "+file+" runs the commands of the file: give no command with it") {
+			t.Errorf("grdma %s: exit %d, stdout %q, stderr %q", strings.Join(args, " "), code, out, stderr)
+		}
+	}
+}

@@ -134,6 +134,13 @@ func TestBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	cases = append(cases, badInput{name: "batch_unterminated_quote", args: []string{"-b", batch}, exit: 1, stderr: "unterminated quote"})
+	nested := filepath.Join(t.TempDir(), "nested")
+	if err := os.WriteFile(nested, []byte("dev show rxe0\n-b "+nested+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases = append(cases,
+		badInput{name: "batch_nested", args: []string{"-f", "-b", nested}, exit: 2, stderr: "a batch line cannot use -b"},
+		badInput{name: "batch_with_command", args: []string{"-b", nested, "dev", "show"}, exit: 2, stderr: "-b " + nested + " runs the commands of the file: give no command with it"})
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			if c.skip != "" {
