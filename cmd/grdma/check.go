@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -100,7 +101,7 @@ func parseCheckArgs(args *argv) (names []string, exp health.Expect, err error) {
 			exp.State = st
 		case "min-rate":
 			f, err := strconv.ParseFloat(v, 64)
-			if err != nil || f <= 0 {
+			if err != nil || !(f > 0) || math.IsInf(f, 1) { // NaN compares false
 				return nil, exp, usagef(args.help, "min-rate must be a positive number of Gb/s, not %q", v)
 			}
 			exp.MinRateGbps = f

@@ -97,6 +97,9 @@ func TestCheckUsage(t *testing.T) {
 	for args, msg := range map[string]string{
 		"ports mtu 1000":         "mtu must be an IB MTU",
 		"ports min-rate fast":    "min-rate must be a positive number",
+		"ports min-rate NaN":     `min-rate must be a positive number of Gb/s, not "NaN"`,
+		"ports min-rate Inf":     `min-rate must be a positive number of Gb/s, not "Inf"`,
+		"ports min-rate +Inf":    `not "+Inf"`,
 		"ports gid-type v3":      `unknown gid-type "v3"`,
 		"ports state UP":         `unknown port state "UP"`,
 		"frob":                   `unknown check or expectation "frob"`,

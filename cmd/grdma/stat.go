@@ -72,6 +72,11 @@ func (a *app) stat(cmd *cobra.Command, args *argv, so *statOptions) error {
 	if err != nil {
 		return err
 	}
+	if f := cmd.Flags(); f.Changed("interval") && so.interval <= 0 {
+		return usagef(args.help, "-i must be a positive interval such as 1s, not %s", so.interval)
+	} else if f.Changed("count") && so.count < 1 {
+		return usagef(args.help, "-c must be a number of samples from 1, not %d", so.count)
+	}
 	if verb != "show" && verb != "list" && (so.interval != 0 || so.count != 0 || so.pma) {
 		return usagef(args.help, "-i, -c and --pma go with stat show")
 	}
