@@ -38,7 +38,8 @@ type globalOptions struct {
 }
 
 // app holds what commands share: options, streams, and the netlink client,
-// dialled on first use and reused for every command of a batch.
+// dialled on first use and reused by the commands of a batch that talk to
+// the same network namespace.
 type app struct {
 	opts   globalOptions
 	stdin  io.Reader
@@ -47,6 +48,9 @@ type app struct {
 
 	dial   func() (*nldev.Client, error) // tests replace it; nil dials the kernel
 	client *nldev.Client
+	// clientNetNS is the -n the client was dialled for: a batch line with
+	// another -n needs another socket.
+	clientNetNS string
 
 	inBatch bool // running the lines of -b
 }
@@ -72,8 +76,12 @@ func (a *app) nlConfig() (cfg *nldev.Config, done func(), err error) {
 	return &nldev.Config{NetNS: int(f.Fd())}, func() { f.Close() }, nil
 }
 
-// nl returns the RDMA netlink client, dialling it on first use.
+// nl returns the RDMA netlink client of -n's namespace, dialling it on
+// first use and again when -n changed since.
 func (a *app) nl() (*nldev.Client, error) {
+	if a.client != nil && a.clientNetNS != a.opts.netns {
+		a.close()
+	}
 	if a.client == nil {
 		dial := a.dial
 		if dial == nil {
@@ -90,7 +98,7 @@ func (a *app) nl() (*nldev.Client, error) {
 		if err != nil {
 			return nil, err
 		}
-		a.client = c
+		a.client, a.clientNetNS = c, a.opts.netns
 	}
 	return a.client, nil
 }

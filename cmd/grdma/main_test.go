@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -283,5 +284,40 @@ func TestBatchMisuse(t *testing.T) {
 		if code != exitUsage || out != "" || !strings.Contains(stderr, "-b "+file+" runs the commands of the file: give no command with it") {
 			t.Errorf("grdma %s: exit %d, stdout %q, stderr %q", strings.Join(args, " "), code, out, stderr)
 		}
+	}
+}
+
+// TestBatchNetnsPerLine: a line's -n applies to that line only. The
+// client used to be dialled once, in the namespace of the first line
+// that needed it, and reused for every later line.
+func TestBatchNetnsPerLine(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "cmds")
+	os.WriteFile(file, []byte("dev\n-n blue dev\ndev\n-n blue dev\n"), 0o644)
+	var out, errOut bytes.Buffer
+	a := newApp(strings.NewReader(""), &out, &errOut)
+	var dialled []string
+	a.dial = func() (*nldev.Client, error) {
+		dialled = append(dialled, a.opts.netns)
+		if a.opts.netns == "blue" { // a namespace that sees no device
+			return nldev.NewClient(nlfixture.NewKernel(filepath.Join(recorded("6.12"), "nl-empty")).Standard().Conn()), nil
+		}
+		return nldev.NewClient(standardKernel("6.12").Conn()), nil
+	}
+	if code := a.main([]string{"-b", file}); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	if n := strings.Count(out.String(), "0: rxe0:"); n != 2 {
+		t.Errorf("rxe0 listed %d times, want 2 (lines 1 and 3); output:\n%s", n, out.String())
+	}
+	if !slices.Equal(dialled, []string{"", "blue", "", "blue"}) {
+		t.Errorf("dialled namespaces %q, want one per change of -n", dialled)
+	}
+	// -n on the command line is every line's default.
+	out.Reset()
+	dialled = nil
+	os.WriteFile(file, []byte("dev\n-n blue dev\n"), 0o644)
+	a.opts = globalOptions{}
+	if code := a.main([]string{"-n", "blue", "-b", file}); code != 0 || out.String() != "" || !slices.Equal(dialled, []string{"blue"}) {
+		t.Errorf("-n blue -b: exit %d, output %q, dialled %q", code, out.String(), dialled)
 	}
 }

@@ -5,6 +5,7 @@ package guest
 import (
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -74,6 +75,7 @@ func TestNetns(t *testing.T) {
 	if r := must(t, grdma(), "-n", testNS, "sys"); !strings.HasPrefix(r.stdout, "netns exclusive ") {
 		t.Errorf("grdma -n %s sys:\n%s", testNS, r)
 	}
+	batchNetnsPerLine(t)
 
 	// Moving rxe0 into the namespace.
 	r = run(grdma(), "dev", "set", "rxe0", "netns", testNS)
@@ -128,6 +130,26 @@ func TestNetns(t *testing.T) {
 }
 
 // grdmaDevs lists the device names grdma -j [ARGS] dev prints.
+// batchNetnsPerLine: in exclusive mode, a batch line's -n applies to that
+// line only (grdma used to keep the socket of the first line's namespace
+// for every line).
+func batchNetnsPerLine(t *testing.T) {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "batch")
+	lines := "dev\n-n " + testNS + " dev\ndev\n-n " + testNS + " -j dev\n"
+	if err := os.WriteFile(file, []byte(lines), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := must(t, grdma(), "-b", file)
+	if n := strings.Count(r.stdout, ": rxe0: "); n != 2 || !strings.HasSuffix(r.stdout, "[]\n") {
+		t.Errorf("batch %q: want rxe0 from lines 1 and 3, [] from line 4:\n%s", lines, r)
+	}
+	// -n on the command line is every line's namespace.
+	if r := must(t, grdma(), "-n", testNS, "-b", file); strings.Contains(r.stdout, "rxe0") {
+		t.Errorf("-n %s -b: a line saw rxe0 of the initial namespace:\n%s", testNS, r)
+	}
+}
+
 func grdmaDevs(t *testing.T, args ...string) []string {
 	t.Helper()
 	r := must(t, grdma(), append([]string{"-j"}, append(args, "dev")...)...)
