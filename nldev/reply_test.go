@@ -149,9 +149,9 @@ func TestStaleReplies(t *testing.T) {
 	stale := func(m netlink.Message) netlink.Message { m.Header.Sequence = 7; return m }
 	extAck := extAckError(unix.EINVAL, "Unknown device")
 	cases := map[string][][]byte{
-		"stale data and DONE":  {datagram(stale(devMsg(5, "old", netlink.Multi)), stale(doneMsg()))},
-		"stale extended ack":   {datagram(stale(extAck))},
-		"stale interrupted":    {datagram(stale(devMsg(5, "old", netlink.Multi|netlink.DumpInterrupted)))},
+		"stale data and DONE": {datagram(stale(devMsg(5, "old", netlink.Multi)), stale(doneMsg()))},
+		"stale extended ack":  {datagram(stale(extAck))},
+		"stale interrupted":   {datagram(stale(devMsg(5, "old", netlink.Multi|netlink.DumpInterrupted)))},
 	}
 	for name, before := range cases {
 		t.Run(name, func(t *testing.T) {
