@@ -150,10 +150,13 @@ func passingResult(qpn uint32, us time.Duration) *verbsprobe.Result {
 }
 
 func TestRenderProbePassing(t *testing.T) {
-	results := []*verbsprobe.Result{passingResult(17, 100), passingResult(18, 300), passingResult(19, 200)}
+	var series verbsprobe.Series
+	for _, r := range []*verbsprobe.Result{passingResult(17, 100), passingResult(18, 300), passingResult(19, 200)} {
+		series.Add(r)
+	}
 	var text bytes.Buffer
 	p := output.New(&text, output.Options{})
-	renderProbeText(p, results[2], results, 3)
+	renderProbeText(p, series.Last, &series, 3)
 	p.Flush()
 	want := `probe rxe0/1 (driver rxe, uverbs0, GID 1 ::ffff:192.168.77.1, qpn 19), run 3 of 3
   [ok  ] open                200µs
@@ -177,7 +180,9 @@ PASS: RC queue pair in RTS, SEND, RDMA WRITE and RDMA READ verified (2.00ms)
 	var js bytes.Buffer
 	p = output.New(&js, output.Options{JSON: true})
 	p.StartPlain()
-	renderProbeJSON(p, results[0], results[:1], 1)
+	var one verbsprobe.Series
+	one.Add(passingResult(17, 100))
+	renderProbeJSON(p, one.Last, &one, 1)
 	p.EndPlain()
 	p.Flush()
 	wantJSON := `{"ifname":"rxe0","port":1,"driver":"rxe","uverbs":"uverbs0","gid_index":1,"gid":"::ffff:192.168.77.1","qpn":17,"traffic":true,"ok":true,"usec":1000,` +
