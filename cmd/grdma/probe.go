@@ -120,7 +120,7 @@ func (a *app) probe(req probeRequest) error {
 	}
 	req.options.Sysfs = fsys
 	// Ctrl-C stops the probe between steps; the teardown still runs.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := interruptOnce()
 	defer stop()
 	series := verbsprobe.Repeat(ctx, req.options, req.count)
 	last := series.Last
@@ -137,6 +137,15 @@ func (a *app) probe(req probeRequest) error {
 		return err
 	}
 	return probeError(last, series.Runs, req.count)
+}
+
+// interruptOnce returns a context done at the first SIGINT or SIGTERM,
+// which stops catching them: a second Ctrl-C kills a probe stuck in a
+// kernel call.
+func interruptOnce() (context.Context, context.CancelFunc) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	context.AfterFunc(ctx, stop)
+	return ctx, stop
 }
 
 // probeError is what a probe that did not pass, or was interrupted before

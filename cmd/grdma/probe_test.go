@@ -3,8 +3,12 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -202,5 +206,30 @@ func TestFormatDuration(t *testing.T) {
 	}
 	if usec(1_234_567) != 1234.6 {
 		t.Errorf("usec = %v", usec(1_234_567))
+	}
+}
+
+// TestSecondInterruptKills: the first SIGINT is caught (the probe tears
+// down), the second kills. The probe used to catch SIGINT for its whole
+// run, so a probe stuck in a kernel call could not be stopped with Ctrl-C.
+// The test binary runs itself as a process that takes two SIGINTs.
+func TestSecondInterruptKills(t *testing.T) {
+	if os.Getenv("GRDMA_TEST_INTERRUPTS") == "1" {
+		ctx, stop := interruptOnce()
+		defer stop()
+		syscall.Kill(os.Getpid(), syscall.SIGINT)
+		<-ctx.Done()
+		fmt.Println("first caught")
+		syscall.Kill(os.Getpid(), syscall.SIGINT)
+		time.Sleep(20 * time.Second) // "stuck in a kernel call"
+		fmt.Println("second caught too")
+		os.Exit(0)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestSecondInterruptKills$")
+	cmd.Env = append(os.Environ(), "GRDMA_TEST_INTERRUPTS=1")
+	out, err := cmd.Output()
+	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if !strings.Contains(string(out), "first caught") || !ws.Signaled() || ws.Signal() != syscall.SIGINT {
+		t.Fatalf("output %q, %v; want the first SIGINT caught and the second to kill", out, err)
 	}
 }

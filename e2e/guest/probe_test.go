@@ -187,6 +187,32 @@ func TestProbe(t *testing.T) {
 		})
 	}
 
+	// Two Ctrl-Cs in a row: the first starts the teardown, the second
+	// kills the probe (it is no longer caught) unless the teardown was
+	// done already; either way the kernel is left with no QP of it.
+	t.Run("interrupted_twice", func(t *testing.T) {
+		c := exec.Command(grdma(), "probe", "rxe0", "traffic", "count", "1000000")
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if !eventually(20*time.Second, func() bool { return rdmaRes(t) != baseline }) {
+			t.Errorf("rdma res never showed the probe's objects")
+		}
+		c.Process.Signal(syscall.SIGINT)
+		time.Sleep(time.Millisecond)
+		c.Process.Signal(syscall.SIGINT)
+		c.Wait()
+		ws := c.ProcessState.Sys().(syscall.WaitStatus)
+		if !(ws.Signaled() && ws.Signal() == syscall.SIGINT) && ws.ExitStatus() != 1 {
+			t.Errorf("after two SIGINTs: %v; want killed by SIGINT or exit 1", c.ProcessState)
+		}
+		t.Logf("after two SIGINTs: %v", c.ProcessState)
+		var after string
+		if !eventually(10*time.Second, func() bool { after = rdmaRes(t); return after == baseline }) {
+			t.Errorf("rdma res changed (- before, + after):\n%s", lineDiff(baseline, after))
+		}
+	})
+
 	// A driver the probe does not know is checked up to the protection
 	// domain and reported as not supported, not as failing: rxe0 seen
 	// through a sysfs root that names its driver irdma.
