@@ -313,5 +313,5 @@ func writeCheckTextfile(path string, rep health.Report, ranAt time.Time) error {
 	if err := promfile.WriteChecks(&buf, results, float64(ranAt.UnixMilli())/1000); err != nil {
 		return err
 	}
-	return writeFileAtomic(path, buf.Bytes())
+	return promfile.WriteFile(path, buf.Bytes())
 }

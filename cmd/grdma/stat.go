@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -423,7 +422,7 @@ func (a *app) statExport(args *argv, path string) error {
 	if err := snap.WriteText(&buf); err != nil {
 		return err
 	}
-	return writeFileAtomic(path, buf.Bytes())
+	return promfile.WriteFile(path, buf.Bytes())
 }
 
 // statShowPMA prints the sysfs PMA counters in the layout of stat show.
@@ -447,43 +446,4 @@ func (a *app) statShowPMA(refs []portRef) error {
 		renderCounters(p, &pc)
 		return nil
 	})
-}
-
-// writeFileAtomic replaces path with data so that a reader never sees a
-// half-written file: write a temporary file beside it, sync, rename.
-func writeFileAtomic(path string, data []byte) error {
-	dir, base := splitPath(path)
-	f, err := os.CreateTemp(dir, "."+base+".tmp*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp, 0o644)
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-	}
-	return err
-}
-
-func splitPath(path string) (dir, base string) {
-	i := strings.LastIndex(path, "/")
-	if i < 0 {
-		return ".", path
-	}
-	if i == 0 {
-		return "/", path[1:]
-	}
-	return path[:i], path[i+1:]
 }
