@@ -43,9 +43,16 @@ func newPairClient(t testing.TB, answer func(req netlink.Message) [][]byte) *Cli
 	}
 	unix.SetsockoptInt(fds[1], unix.SOL_SOCKET, unix.SO_SNDBUF, 1<<20)
 	k := &pairKernel{fd: fds[1], answer: answer}
-	go k.serve()
+	served := make(chan struct{})
+	go func() { k.serve(); close(served) }()
 	c := NewClient(netlink.NewConn(newBlockingSocket(fds[0], false), 1))
-	t.Cleanup(func() { c.Close(); unix.Shutdown(fds[1], unix.SHUT_RDWR); unix.Close(fds[1]) })
+	t.Cleanup(func() {
+		// The kernel must be gone before its descriptor number is reused.
+		unix.Shutdown(fds[1], unix.SHUT_RDWR)
+		<-served
+		unix.Close(fds[1])
+		c.Close()
+	})
 	return c
 }
 
