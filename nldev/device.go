@@ -1,6 +1,7 @@
 package nldev
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/mdlayher/netlink"
@@ -119,6 +120,19 @@ func (c *Client) Device(index uint32) (Device, error) {
 		}
 		return ""
 	})
+}
+
+// Vanished reports whether err, from a request about device devIndex, means
+// the device went away after it was listed: the kernel answers EINVAL or
+// ENODEV for an unknown index, and a fresh GET of the index fails the same
+// way. A listing of every device skips such a device, as a listing made a
+// moment later would.
+func (c *Client) Vanished(devIndex uint32, err error) bool {
+	if !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENODEV) {
+		return false
+	}
+	_, gone := c.Device(devIndex)
+	return errors.Is(gone, unix.EINVAL) || errors.Is(gone, unix.ENODEV)
 }
 
 // DeviceByName resolves a device name (exact match), as rdma does client

@@ -227,7 +227,7 @@ func (a *app) checkPorts(sys sysfs.FS, exp health.Expect) []health.Result {
 	for _, p := range ps {
 		pi := health.PortInput{Port: p}
 		if exp.GIDType != 0 {
-			pi.GIDs, _ = gid.ReadTable(sys, p.Device, p.Port)
+			pi.GIDs, pi.GIDErr = gid.ReadTable(sys, p.Device, p.Port)
 		}
 		in = append(in, pi)
 	}

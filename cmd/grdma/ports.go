@@ -1,12 +1,10 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/output"
-	"golang.org/x/sys/unix"
 )
 
 // portRef is one port of a device.
@@ -43,15 +41,8 @@ func selectPorts(devs []nldev.Device, want devPort) ([]portRef, error) {
 }
 
 // vanished reports whether err comes from a device that disappeared after
-// it was listed (the kernel answers EINVAL for an unknown index): listings
-// of every device skip it, as a listing made a moment later would.
-func vanished(c *nldev.Client, d nldev.Device, err error) bool {
-	if !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENODEV) {
-		return false
-	}
-	_, gone := c.Device(d.Index)
-	return errors.Is(gone, unix.EINVAL) || errors.Is(gone, unix.ENODEV)
-}
+// it was listed (see nldev.Client.Vanished).
+func vanished(c *nldev.Client, d nldev.Device, err error) bool { return c.Vanished(d.Index, err) }
 
 // listPorts prints one record per port as render makes it, inside one
 // list; an error stops the listing and the list is still closed, so JSON

@@ -422,7 +422,17 @@ func (a *app) statExport(args *argv, path string) error {
 	if err := snap.WriteText(&buf); err != nil {
 		return err
 	}
-	return promfile.WriteFile(path, buf.Bytes())
+	if err := promfile.WriteFile(path, buf.Bytes()); err != nil {
+		return err
+	}
+	if len(snap.Errors) > 0 {
+		errs := make([]error, len(snap.Errors))
+		for i := range snap.Errors {
+			errs[i] = &snap.Errors[i]
+		}
+		return fmt.Errorf("stat export wrote %s without what it could not read (grdma_export_read_error):\n%w", path, errors.Join(errs...))
+	}
+	return nil
 }
 
 // statShowPMA prints the sysfs PMA counters in the layout of stat show.
