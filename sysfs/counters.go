@@ -25,6 +25,9 @@ var pmaWords = map[string]bool{
 // are left out; a port without a counters/ directory (rxe, RoCE on many
 // drivers) has none. Equivalent to `perfquery` without MADs.
 func (f FS) PMACounters(dev string, port uint32) ([]PMACounter, error) {
+	if err := checkName("RDMA device", dev); err != nil {
+		return nil, err
+	}
 	dir := path.Join("sys/class/infiniband", dev, "ports", strconv.FormatUint(uint64(port), 10), "counters")
 	entries, err := f.ReadDir(dir)
 	if err != nil {

@@ -43,6 +43,9 @@ func (f FS) VerbsDevices() ([]VerbsDevice, error) {
 
 // VerbsDevice reads class/infiniband_verbs/name.
 func (f FS) VerbsDevice(name string) (VerbsDevice, error) {
+	if err := checkName("uverbs device", name); err != nil {
+		return VerbsDevice{}, err
+	}
 	dir := "class/infiniband_verbs/" + name
 	d := VerbsDevice{Name: name}
 	var err error
@@ -75,6 +78,9 @@ func (f FS) VerbsDevice(name string) (VerbsDevice, error) {
 // reading every attribute of every uverbs device made `grdma port`
 // quadratic (BENCHMARKS.md).
 func (f FS) VerbsDeviceFor(ibdev string) (VerbsDevice, error) {
+	if err := checkName("RDMA device", ibdev); err != nil {
+		return VerbsDevice{}, err
+	}
 	names, err := f.listNames("class/infiniband_verbs")
 	if err != nil {
 		return VerbsDevice{}, err

@@ -235,6 +235,31 @@ func TestProbe(t *testing.T) {
 		}
 	})
 
+	// The uverbs device is opened only as the character device itself: a
+	// symbolic link to the real one is refused before it is opened (a root
+	// with the node itself probes fine).
+	t.Run("symlinked_uverbs_device", func(t *testing.T) {
+		root := probeFakeDriverRoot(t, "rxe0", "rxe")
+		if r := run(grdma(), "--sysfs-root", root, "probe", "rxe0"); r.code != 0 {
+			t.Fatalf("with the device node: want the probe to pass:\n%s", r)
+		}
+		nodes, _ := filepath.Glob(root + "/dev/infiniband/uverbs*")
+		if len(nodes) != 1 {
+			t.Fatalf("device nodes %v", nodes)
+		}
+		os.Remove(nodes[0])
+		if err := os.Symlink("/dev/infiniband/"+filepath.Base(nodes[0]), nodes[0]); err != nil {
+			t.Fatal(err)
+		}
+		r := run(grdma(), "--sysfs-root", root, "probe", "rxe0")
+		if r.code != 1 || !strings.Contains(r.stderr, "/dev/infiniband/"+filepath.Base(nodes[0])+" is not character device") {
+			t.Errorf("through a symlink: want exit 1, not a character device:\n%s", r)
+		}
+		if after := rdmaRes(t); after != baseline {
+			t.Errorf("rdma res changed (- before, + after):\n%s", lineDiff(baseline, after))
+		}
+	})
+
 	// Without an IPv4 address rxe1 has only its link-local RoCE v2 GID:
 	// the selector falls back to it and traffic still flows.
 	t.Run("link_local_gid", func(t *testing.T) {
