@@ -120,9 +120,21 @@ func (a *app) close() {
 	}
 }
 
-// sysfs returns the reader of /sys and /proc below --sysfs-root.
-func (a *app) sysfs() (sysfs.FS, error) {
+// rootFS returns the reader of /sys, /proc and /dev below --sysfs-root.
+func (a *app) rootFS() (sysfs.FS, error) {
 	return sysfs.NewFS(a.opts.sysfsRoot)
+}
+
+// sysfs returns the reader of /sys and /dev for a command that reads them
+// (what): -n NETNS reaches RDMA netlink only, and this process's sysfs
+// shows its own namespace, so such a command refuses -n rather than mix
+// two namespaces' data.
+func (a *app) sysfs(what string) (sysfs.FS, error) {
+	if a.opts.netns != "" {
+		return sysfs.FS{}, usagef("", "-n %s reaches RDMA netlink only, and %s also reads /sys and /dev, which would be this namespace's: run it inside the namespace (ip netns exec %s grdma %s)",
+			a.opts.netns, what, a.opts.netns, what)
+	}
+	return a.rootFS()
 }
 
 // printer returns an output printer for one command.

@@ -150,8 +150,10 @@ func (a *app) check(args *argv, quiet bool, textfile string) error {
 	if err != nil {
 		return err
 	}
-	sys, err := a.sysfs()
-	if err != nil {
+	sys, err := a.sysfs("check")
+	if ue := (*usageError)(nil); errors.As(err, &ue) {
+		return err
+	} else if err != nil {
 		return &cannotRunError{fmt.Errorf("cannot read sysfs: %w", err)}
 	}
 	ranAt := time.Now()

@@ -114,7 +114,7 @@ func (a *argv) number(what string, lo, hi int) (int, error) {
 }
 
 func (a *app) probe(req probeRequest) error {
-	fsys, err := a.sysfs()
+	fsys, err := a.sysfs("probe")
 	if err != nil {
 		return err
 	}

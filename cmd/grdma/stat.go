@@ -410,7 +410,7 @@ func (a *app) statExport(args *argv, path string) error {
 	if err != nil {
 		return err
 	}
-	sys, err := a.sysfs()
+	sys, err := a.sysfs("stat export")
 	if err != nil {
 		return err
 	}
@@ -437,7 +437,7 @@ func (a *app) statExport(args *argv, path string) error {
 
 // statShowPMA prints the sysfs PMA counters in the layout of stat show.
 func (a *app) statShowPMA(refs []portRef) error {
-	sys, err := a.sysfs()
+	sys, err := a.sysfs("stat show --pma")
 	if err != nil {
 		return err
 	}

@@ -76,6 +76,14 @@ func TestNetns(t *testing.T) {
 		t.Errorf("grdma -n %s sys:\n%s", testNS, r)
 	}
 	batchNetnsPerLine(t)
+	// -n reaches netlink only: commands that read /sys or /dev refuse it
+	// (they used to show the initial namespace's rxe0 under -n).
+	for _, cmd := range [][]string{{"port"}, {"gid"}, {"probe", "rxe0"}, {"check", "ports"}} {
+		r := run(grdma(), append([]string{"-n", testNS}, cmd...)...)
+		if r.code != 2 || !strings.Contains(r.stderr, "-n "+testNS+" reaches RDMA netlink only, and "+cmd[0]+" also reads /sys and /dev") {
+			t.Errorf("grdma -n %s %s: want exit 2 and the reason:\n%s", testNS, strings.Join(cmd, " "), r)
+		}
+	}
 
 	// Moving rxe0 into the namespace.
 	r = run(grdma(), "dev", "set", "rxe0", "netns", testNS)
