@@ -181,6 +181,9 @@ func (s *blockingSocket) ReceiveIter() iter.Seq2[netlink.Message, error] {
 				yield(netlink.Message{}, err)
 				return
 			}
+			if n < unix.NLMSG_HDRLEN {
+				continue // not netlink: no reply to anything
+			}
 			// Aligned and zero-padded, as Message.UnmarshalBinary wants it.
 			owned := make([]byte, align4(n))
 			copy(owned, s.buf[:n])
@@ -211,9 +214,14 @@ func (s *blockingSocket) receive() (int, error) {
 }
 
 // deliver yields the messages of datagram b that answer the last request
-// and reports whether there were any (or an error, or the caller stopped):
-// a datagram of an earlier reply only is dropped whole.
+// and reports whether there were any (or an error, or the caller stopped).
+// A datagram of an earlier reply, which the sequence number of its first
+// header tells, is dropped whole, unparsed: a malformed leftover must not
+// fail the next request; so is one too short to hold a header.
 func (s *blockingSocket) deliver(b []byte, yield func(netlink.Message, error) bool) bool {
+	if len(b) < unix.NLMSG_HDRLEN || binary.NativeEndian.Uint32(b[8:12]) != s.seq {
+		return false
+	}
 	delivered := false
 	for m, err := range splitMessages(b) {
 		if err != nil {
