@@ -82,6 +82,9 @@ type Expect struct {
 type PortInput struct {
 	Port ports.Port
 	GIDs []gid.Entry
+	// GIDErr is why the GID table could not be read: an expected GID type
+	// then fails as unverifiable, not as missing.
+	GIDErr error
 }
 
 // CheckPorts checks every port: the logical state (ACTIVE unless
@@ -115,7 +118,9 @@ func CheckPorts(in []PortInput, exp Expect) []Result {
 		if exp.NetdevMTU > 0 && p.NetdevMTU != exp.NetdevMTU {
 			problems = append(problems, fmt.Sprintf("netdev %s MTU %d, expected %d", p.Netdev, p.NetdevMTU, exp.NetdevMTU))
 		}
-		if exp.GIDType != 0 && len(gid.Filter(pi.GIDs, gid.Criteria{Type: exp.GIDType})) == 0 {
+		if exp.GIDType != 0 && pi.GIDErr != nil {
+			problems = append(problems, fmt.Sprintf("cannot read the GID table to find a %s GID: %v", exp.GIDType, pi.GIDErr))
+		} else if exp.GIDType != 0 && len(gid.Filter(pi.GIDs, gid.Criteria{Type: exp.GIDType})) == 0 {
 			problems = append(problems, fmt.Sprintf("no %s GID", exp.GIDType))
 		}
 		r.Signals = []Signal{

@@ -50,7 +50,7 @@ func Dial(cfg *Config) (*Client, error) {
 	if cfg == nil || cfg.NetNS == 0 {
 		c, err = dialBlocking()
 	} else {
-		c, err = netlink.Dial(unix.NETLINK_RDMA, &netlink.Config{NetNS: cfg.NetNS})
+		c, err = dialBlockingIn(cfg.NetNS)
 	}
 	if err != nil {
 		if errors.Is(err, unix.EPROTONOSUPPORT) {

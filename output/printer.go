@@ -10,6 +10,9 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Mode chooses which output a field goes to (iproute2's PRINT_ANY,
@@ -131,7 +134,9 @@ func (p *Printer) CloseArray(m Mode, text string) {
 	}
 }
 
-// String prints a string field: JSON "key":"value", text format with %s.
+// String prints a string field: JSON "key":"value", text format with %s
+// and the value passed through Escape (it may come from another user, as
+// /proc/PID/comm does).
 // An empty key inside a JSON array prints a bare element.
 func (p *Printer) String(m Mode, key, format, value string) {
 	switch {
@@ -141,8 +146,37 @@ func (p *Printer) String(m Mode, key, format, value string) {
 		}
 		p.j.str(value)
 	case p.toText(m):
-		p.text(format, value)
+		p.text(format, Escape(value))
 	}
+}
+
+// Escape makes a string safe to print on a terminal: each byte of what is
+// not printable (control characters such as ESC, C1 controls, invalid
+// UTF-8, Unicode format characters such as bidi overrides) becomes \xNN.
+// Printable text, UTF-8 included, is unchanged, so ordinary names print as
+// iproute2 rdma prints them (rdma prints every byte raw).
+func Escape(s string) string {
+	i := 0
+	for i < len(s) && s[i] >= 0x20 && s[i] < 0x7f {
+		i++
+	}
+	if i == len(s) {
+		return s
+	}
+	var b strings.Builder
+	b.WriteString(s[:i])
+	for i < len(s) {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if (r == utf8.RuneError && size == 1) || !unicode.IsPrint(r) {
+			for _, c := range []byte(s[i : i+size]) {
+				fmt.Fprintf(&b, "\\x%02x", c)
+			}
+		} else {
+			b.WriteString(s[i : i+size])
+		}
+		i += size
+	}
+	return b.String()
 }
 
 // Uint prints an unsigned number field.

@@ -2,6 +2,7 @@ package output
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 )
 
@@ -90,5 +91,44 @@ func TestEmptyListIsAnEmptyArray(t *testing.T) {
 	p.Flush()
 	if buf.String() != "[]\n" {
 		t.Fatalf("got %q, want %q", buf.String(), "[]\n")
+	}
+}
+
+// TestEscape: text output escapes what a terminal would act on; ordinary
+// names, UTF-8 included, are unchanged.
+func TestEscape(t *testing.T) {
+	for in, want := range map[string]string{
+		"ibv_rc_pingpong":   "ibv_rc_pingpong",
+		"[ib_core]":         "[ib_core]",
+		"kworker/0:1 x":     "kworker/0:1 x",
+		"café":              "café",
+		"\x1b]0;owned\x07":  `\x1b]0;owned\x07`,
+		"a\nb\tc\x7f":       `a\x0ab\x09c\x7f`,
+		"\xc2\x9b31m":       `\xc2\x9b31m`, // C1 CSI
+		"bad\xffutf8":       `bad\xffutf8`,
+		"evil\u202etxt.exe": `evil\xe2\x80\xaetxt.exe`, // bidi override
+		"":                  "",
+	} {
+		if got := Escape(in); got != want {
+			t.Errorf("Escape(%q) = %q, want %q", in, got, want)
+		}
+	}
+	var b bytes.Buffer
+	p := New(&b, Options{})
+	p.String(Any, "comm", "comm %s ", "\x1b[2Jx")
+	p.Flush()
+	if b.String() != `comm \x1b[2Jx ` {
+		t.Errorf("text %q", b.String())
+	}
+	b.Reset()
+	p = New(&b, Options{JSON: true})
+	p.StartPlain()
+	p.OpenObject("")
+	p.String(Any, "comm", "comm %s ", "\x1b[2Jx")
+	p.CloseObject()
+	p.EndPlain()
+	p.Flush()
+	if !strings.Contains(b.String(), `"comm":"\u001b[2Jx"`) {
+		t.Errorf("JSON %q", b.String())
 	}
 }

@@ -78,6 +78,11 @@ func ExampleSnapshot_WriteText() {
 	// # HELP grdma_port_hw_counter_total Hardware counter of an RDMA port, named as its driver names it (rdma statistic show).
 	// # TYPE grdma_port_hw_counter_total counter
 	// grdma_port_hw_counter_total{device="mlx5_0",port="1",counter="out_of_buffer"} 0
+	// # HELP grdma_export_read_errors Parts of devices and ports this export could not read (what: ports, counters, rate).
+	// # TYPE grdma_export_read_errors gauge
+	// grdma_export_read_errors 0
+	// # HELP grdma_export_read_error 1 for each part of a device or port this export could not read.
+	// # TYPE grdma_export_read_error gauge
 }
 
 // WriteChecks exports health check outcomes (grdma check --textfile).

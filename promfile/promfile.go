@@ -7,12 +7,14 @@ package promfile
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
 
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/sysfs"
+	"golang.org/x/sys/unix"
 )
 
 // Port holds the metrics of one port.
@@ -26,34 +28,76 @@ type Port struct {
 	Counters           []nldev.Counter
 }
 
-// Snapshot is the metrics of every port at one moment.
+// Snapshot is the metrics of every port at one moment, and what could not
+// be read.
 type Snapshot struct {
-	Ports []Port
+	Ports  []Port
+	Errors []ReadError
 }
 
+// ReadError is a part of a device or port the snapshot could not read: it
+// is exported as grdma_export_read_error, and the rest is exported still.
+type ReadError struct {
+	Device string
+	Port   uint32 // 0: the device (its port list)
+	What   string // "ports", "counters" or "rate"
+	Err    error
+}
+
+func (e *ReadError) Error() string {
+	if e.Port == 0 {
+		return fmt.Sprintf("%s: %s: %v", e.Device, e.What, e.Err)
+	}
+	return fmt.Sprintf("%s/%d: %s: %v", e.Device, e.Port, e.What, e.Err)
+}
+
+func (e *ReadError) Unwrap() error { return e.Err }
+
 // Collect reads every port of every device: state over netlink, counters
-// with STAT_GET (ports without counters have none), rate from sysfs.
+// with STAT_GET, rate from sysfs. A device that vanished meanwhile is left
+// out, as a moment later it would be; a port without counters (siw: EINVAL
+// or EOPNOTSUPP) or without a rate in sysfs has none; any other failure is
+// a ReadError. Only a failure to list the devices fails the whole snapshot.
 func Collect(c *nldev.Client, sys sysfs.FS) (*Snapshot, error) {
 	devs, err := c.Devices()
 	if err != nil {
 		return nil, err
 	}
 	var s Snapshot
+devices:
 	for _, d := range devs {
 		ports, err := c.Ports(d.Index)
 		if err != nil {
-			return nil, err
+			if !c.Gone(d.Index, err) {
+				s.Errors = append(s.Errors, ReadError{Device: d.Name, What: "ports", Err: err})
+			}
+			continue
 		}
+		var got []Port
+		var failed []ReadError
 		for _, p := range ports {
 			m := Port{Device: d.Name, Port: p.Index, State: p.State, PhysState: p.PhysState}
-			if pc, err := c.PortCounters(d.Index, p.Index); err == nil {
+			pc, err := c.PortCounters(d.Index, p.Index)
+			switch {
+			case err == nil:
 				m.Counters = pc.Counters
+			case c.Gone(d.Index, err):
+				continue devices
+			case errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOPNOTSUPP):
+			default:
+				failed = append(failed, ReadError{Device: d.Name, Port: p.Index, What: "counters", Err: err})
 			}
-			if sp, err := sys.Port(d.Name, p.Index); err == nil {
-				m.RateBytesPerSecond = float64(sp.Rate.DeciGbps) * 1e8 / 8
+			rate, err := sys.PortRate(d.Name, p.Index)
+			switch {
+			case err == nil:
+				m.RateBytesPerSecond = float64(rate.DeciGbps) * 1e8 / 8
+			case !sysfs.IsGone(err):
+				failed = append(failed, ReadError{Device: d.Name, Port: p.Index, What: "rate", Err: err})
 			}
-			s.Ports = append(s.Ports, m)
+			got = append(got, m)
 		}
+		s.Ports = append(s.Ports, got...)
+		s.Errors = append(s.Errors, failed...)
 	}
 	return &s, nil
 }
@@ -99,6 +143,12 @@ func (s *Snapshot) WriteText(w io.Writer) error {
 		for _, c := range p.Counters {
 			fmt.Fprintf(bw, "%s{device=%s,port=\"%d\",counter=%s} %d\n", counter, quote(p.Device), p.Port, quote(c.Name), c.Value)
 		}
+	}
+	const failed, failures = "grdma_export_read_error", "grdma_export_read_errors"
+	fmt.Fprintf(bw, "# HELP %s Parts of devices and ports this export could not read (what: ports, counters, rate).\n# TYPE %s gauge\n%s %d\n", failures, failures, failures, len(s.Errors))
+	fmt.Fprintf(bw, "# HELP %s 1 for each part of a device or port this export could not read.\n# TYPE %s gauge\n", failed, failed)
+	for _, e := range s.Errors {
+		fmt.Fprintf(bw, "%s{device=%s,port=\"%d\",what=%s} 1\n", failed, quote(e.Device), e.Port, quote(e.What))
 	}
 	return bw.Flush()
 }

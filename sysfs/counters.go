@@ -1,6 +1,7 @@
 package sysfs
 
 import (
+	"math"
 	"path"
 	"sort"
 	"strconv"
@@ -19,12 +20,32 @@ var pmaWords = map[string]bool{
 	"port_xmit_data_64": true, "port_rcv_data_64": true,
 }
 
+// parsePMAValue parses the text of counter name, in bytes for the data
+// counters the kernel reports in 4-byte words; a word count too large for
+// a byte count in 64 bits is refused rather than wrapped.
+func parsePMAValue(name, text string) (uint64, bool) {
+	v, err := strconv.ParseUint(strings.TrimSpace(text), 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	if pmaWords[name] {
+		if v > math.MaxUint64/4 {
+			return 0, false
+		}
+		v *= 4
+	}
+	return v, true
+}
+
 // PMACounters reads the PMA counters of a port, sorted by name, with the
 // data counters (port_xmit_data, port_rcv_data) converted from 4-byte
 // words to bytes. Counters the device cannot read ("N/A (no PMA)", EINVAL)
 // are left out; a port without a counters/ directory (rxe, RoCE on many
 // drivers) has none. Equivalent to `perfquery` without MADs.
 func (f FS) PMACounters(dev string, port uint32) ([]PMACounter, error) {
+	if err := checkName("RDMA device", dev); err != nil {
+		return nil, err
+	}
 	dir := path.Join("sys/class/infiniband", dev, "ports", strconv.FormatUint(uint64(port), 10), "counters")
 	entries, err := f.ReadDir(dir)
 	if err != nil {
@@ -39,12 +60,9 @@ func (f FS) PMACounters(dev string, port uint32) ([]PMACounter, error) {
 		if err != nil {
 			continue // unreadable counters are absent, as for the kernel
 		}
-		v, err := strconv.ParseUint(strings.TrimSpace(s), 10, 64)
-		if err != nil {
+		v, ok := parsePMAValue(e.Name(), s)
+		if !ok {
 			continue // "N/A (no PMA)"
-		}
-		if pmaWords[e.Name()] {
-			v *= 4
 		}
 		out = append(out, PMACounter{Name: e.Name(), Value: v})
 	}

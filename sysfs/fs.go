@@ -119,6 +119,9 @@ func (f FS) ReadDir(name string) ([]fs.DirEntry, error) {
 
 // Readlink returns the target of the symbolic link name.
 func (f FS) Readlink(name string) (string, error) {
+	if !fs.ValidPath(name) {
+		return "", &fs.PathError{Op: "readlink", Path: name, Err: fs.ErrInvalid}
+	}
 	target, err := os.Readlink(f.Path(name))
 	if err != nil {
 		return "", relativeError(err, name)
@@ -208,6 +211,36 @@ func openReadOnly(cpath []byte) (int, error) {
 			return -1, errno
 		}
 	}
+}
+
+// InvalidNameError is a device, port or netdev name that cannot name one
+// directory of sysfs: empty, ".", "..", or holding '/' or NUL. The readers
+// refuse it before building a path, so that no name reaches outside the
+// directory of its class.
+type InvalidNameError struct {
+	Kind, Name, Reason string
+}
+
+func (e *InvalidNameError) Error() string {
+	return fmt.Sprintf("invalid %s name %q: %s", e.Kind, e.Name, e.Reason)
+}
+
+// checkName refuses a name that is not one path element.
+func checkName(kind, name string) error {
+	reason := ""
+	switch {
+	case name == "":
+		reason = "empty"
+	case name == "." || name == "..":
+		reason = "not a name"
+	case strings.IndexByte(name, '/') >= 0:
+		reason = "contains '/'"
+	case strings.IndexByte(name, 0) >= 0:
+		reason = "contains NUL"
+	default:
+		return nil
+	}
+	return &InvalidNameError{Kind: kind, Name: name, Reason: reason}
 }
 
 // IsGone reports whether err means that the object read has gone away:

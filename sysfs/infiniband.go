@@ -94,6 +94,9 @@ func readEach[T any](names []string, read func(name string) (T, error)) ([]T, er
 // Device reads the device attributes of class/infiniband/name. An error for
 // which IsGone is true means the device does not exist (any more).
 func (f FS) Device(name string) (Device, error) {
+	if err := checkName("RDMA device", name); err != nil {
+		return Device{}, err
+	}
 	dir := "class/infiniband/" + name
 	d := Device{Name: name}
 	var err error
@@ -150,6 +153,9 @@ func (f FS) driver(dir string, d Device) (string, error) {
 
 // PortNumbers lists the port numbers of device dev, ascending.
 func (f FS) PortNumbers(dev string) ([]uint32, error) {
+	if err := checkName("RDMA device", dev); err != nil {
+		return nil, err
+	}
 	dir := "class/infiniband/" + dev + "/ports"
 	names, err := f.listNames(dir)
 	if err != nil {
@@ -175,6 +181,9 @@ func (f FS) PortNumbers(dev string) ([]uint32, error) {
 
 // Port reads the attributes of port number port of device dev.
 func (f FS) Port(dev string, port uint32) (Port, error) {
+	if err := checkName("RDMA device", dev); err != nil {
+		return Port{}, err
+	}
 	dir := portDir(dev, port)
 	p := Port{Number: port}
 	var v uint64
@@ -233,6 +242,9 @@ func (f FS) Ports(dev string) ([]Port, error) {
 // PKeys reads the P_Key table of a port (pkeys/N), in index order. It is
 // empty when the port has no P_Key table (RoCE on some drivers).
 func (f FS) PKeys(dev string, port uint32) ([]uint16, error) {
+	if err := checkName("RDMA device", dev); err != nil {
+		return nil, err
+	}
 	dir := portDir(dev, port) + "/pkeys"
 	indexes, err := f.tableIndexes(dir)
 	if err != nil {
@@ -349,6 +361,9 @@ func ParseGUID(s string) (uint64, error) {
 // PortRate reads ports/N/rate of device dev; the zero Rate when the kernel
 // cannot print it (EINVAL for an unknown active width).
 func (f FS) PortRate(dev string, port uint32) (Rate, error) {
+	if err := checkName("RDMA device", dev); err != nil {
+		return Rate{}, err
+	}
 	dir := portDir(dev, port)
 	rate, err := f.ReadAttr(dir + "/rate")
 	switch {
@@ -365,6 +380,9 @@ func (f FS) PortRate(dev string, port uint32) (Rate, error) {
 }
 
 func (f FS) LinkLayer(dev string, port uint32) (string, error) {
+	if err := checkName("RDMA device", dev); err != nil {
+		return "", err
+	}
 	return f.ReadAttr(portDir(dev, port) + "/link_layer")
 }
 
@@ -394,6 +412,11 @@ type PortRef struct {
 // while being listed are left out unless dev names them; a missing device
 // or port asked for is a *NotFoundError.
 func (f FS) ListPorts(dev string, port uint32) ([]PortRef, error) {
+	if dev != "" {
+		if err := checkName("RDMA device", dev); err != nil {
+			return nil, err
+		}
+	}
 	devices := []string{dev}
 	if dev == "" {
 		var err error

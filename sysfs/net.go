@@ -11,6 +11,9 @@ type Netdev struct {
 
 // Netdev reads class/net/name.
 func (f FS) Netdev(name string) (Netdev, error) {
+	if err := checkName("netdev", name); err != nil {
+		return Netdev{}, err
+	}
 	dir := "class/net/" + name
 	n := Netdev{Name: name}
 	var err error
@@ -33,6 +36,9 @@ func (f FS) Netdev(name string) (Netdev, error) {
 
 // NetdevMTU reads class/net/name/mtu.
 func (f FS) NetdevMTU(name string) (int, error) {
+	if err := checkName("netdev", name); err != nil {
+		return 0, err
+	}
 	mtu, err := f.readUint("class/net/"+name+"/mtu", 31)
 	return int(mtu), err
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -77,6 +79,49 @@ func FuzzPort(f *testing.F) {
 		}
 		if n, err := fsys.Netdev("fuzz0"); err == nil && n.MTU < 0 {
 			t.Errorf("mtu %q read as %d", mtu, n.MTU)
+		}
+	})
+}
+
+// FuzzParseDevNumber: the dev attribute of a uverbs device; what parses
+// prints back as the canonical "major:minor".
+func FuzzParseDevNumber(f *testing.F) {
+	for _, s := range []string{"231:192", "0:0", "4294967295:1", "231:", ":1", "231:192:1", "-1:3", "+1:3", "231 :192"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		major, minor, err := parseDevNumber(s)
+		if err != nil {
+			return
+		}
+		m2, n2, err := parseDevNumber(fmt.Sprintf("%d:%d", major, minor))
+		if err != nil || m2 != major || n2 != minor {
+			t.Fatalf("%q -> %d:%d does not parse back (%d:%d, %v)", s, major, minor, m2, n2, err)
+		}
+	})
+}
+
+// FuzzPMAValue: a PMA counter's text; data counters are in 4-byte words,
+// and the byte count must be exactly 4 times the words, never wrapped.
+func FuzzPMAValue(f *testing.F) {
+	for _, s := range []string{"0", "1234\n", "N/A (no PMA)", "18446744073709551615", "4611686018427387904", " 7 "} {
+		f.Add("port_xmit_data", s)
+		f.Add("symbol_error", s)
+	}
+	f.Fuzz(func(t *testing.T, name, text string) {
+		v, ok := parsePMAValue(name, text)
+		if !ok {
+			return
+		}
+		words, err := strconv.ParseUint(strings.TrimSpace(text), 10, 64)
+		if err != nil {
+			t.Fatalf("%q accepted as %d but does not parse", text, v)
+		}
+		if pmaWords[name] && (v%4 != 0 || v/4 != words) {
+			t.Fatalf("%s %q: %d bytes for %d words", name, text, v, words)
+		}
+		if !pmaWords[name] && v != words {
+			t.Fatalf("%s %q: %d, want %d", name, text, v, words)
 		}
 	})
 }

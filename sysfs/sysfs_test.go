@@ -515,3 +515,45 @@ func TestListPorts(t *testing.T) {
 		}
 	}
 }
+
+// TestNamesStayInTheirDirectory: a device, port or netdev name that is not
+// one path element is refused by every reader before a path is built (they
+// used to join it in: "../../../etc" read outside sysfs).
+func TestNamesStayInTheirDirectory(t *testing.T) {
+	f, err := NewFS("testdata/rxe-6.12")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readers := map[string]func(name string) error{
+		"Device":         func(n string) error { _, err := f.Device(n); return err },
+		"PortNumbers":    func(n string) error { _, err := f.PortNumbers(n); return err },
+		"Port":           func(n string) error { _, err := f.Port(n, 1); return err },
+		"Ports":          func(n string) error { _, err := f.Ports(n); return err },
+		"PKeys":          func(n string) error { _, err := f.PKeys(n, 1); return err },
+		"PortRate":       func(n string) error { _, err := f.PortRate(n, 1); return err },
+		"LinkLayer":      func(n string) error { _, err := f.LinkLayer(n, 1); return err },
+		"ListPorts":      func(n string) error { _, err := f.ListPorts(n, 0); return err },
+		"GIDAttrs":       func(n string) error { _, err := f.GIDAttrs(n, 1); return err },
+		"GIDAttr":        func(n string) error { _, err := f.GIDAttr(n, 1, 0); return err },
+		"PMACounters":    func(n string) error { _, err := f.PMACounters(n, 1); return err },
+		"Netdev":         func(n string) error { _, err := f.Netdev(n); return err },
+		"NetdevMTU":      func(n string) error { _, err := f.NetdevMTU(n); return err },
+		"VerbsDevice":    func(n string) error { _, err := f.VerbsDevice(n); return err },
+		"VerbsDeviceFor": func(n string) error { _, err := f.VerbsDeviceFor(n); return err },
+	}
+	for reader, read := range readers {
+		for _, name := range []string{"..", ".", "rxe0/../rxe1", "../../../sys/class/infiniband/rxe0", "rxe\x000"} {
+			var ine *InvalidNameError
+			if err := read(name); !errors.As(err, &ine) || ine.Name != name {
+				t.Errorf("%s(%q) = %v, want an *InvalidNameError", reader, name, err)
+			}
+		}
+	}
+	if _, err := f.Device("rxe0"); err != nil {
+		t.Errorf("Device(rxe0) = %v", err)
+	}
+	var ine *InvalidNameError
+	if _, err := f.Port("rxe0/..", 1); !errors.As(err, &ine) || err.Error() != `invalid RDMA device name "rxe0/..": contains '/'` {
+		t.Errorf("message: %v", err)
+	}
+}

@@ -43,6 +43,9 @@ func (f FS) VerbsDevices() ([]VerbsDevice, error) {
 
 // VerbsDevice reads class/infiniband_verbs/name.
 func (f FS) VerbsDevice(name string) (VerbsDevice, error) {
+	if err := checkName("uverbs device", name); err != nil {
+		return VerbsDevice{}, err
+	}
 	dir := "class/infiniband_verbs/" + name
 	d := VerbsDevice{Name: name}
 	var err error
@@ -58,14 +61,21 @@ func (f FS) VerbsDevice(name string) (VerbsDevice, error) {
 	if err != nil {
 		return VerbsDevice{}, err
 	}
-	major, minor, ok := strings.Cut(dev, ":")
-	ma, err1 := strconv.ParseUint(major, 10, 32)
-	mi, err2 := strconv.ParseUint(minor, 10, 32)
-	if !ok || err1 != nil || err2 != nil {
-		return VerbsDevice{}, fmt.Errorf("sys/%s/dev: %q: want \"<major>:<minor>\"", dir, dev)
+	if d.Major, d.Minor, err = parseDevNumber(dev); err != nil {
+		return VerbsDevice{}, fmt.Errorf("sys/%s/dev: %w", dir, err)
 	}
-	d.Major, d.Minor = uint32(ma), uint32(mi)
 	return d, nil
+}
+
+// parseDevNumber parses a dev attribute, "<major>:<minor>" in decimal.
+func parseDevNumber(dev string) (major, minor uint32, err error) {
+	ma, mi, ok := strings.Cut(dev, ":")
+	major64, err1 := strconv.ParseUint(ma, 10, 32)
+	minor64, err2 := strconv.ParseUint(mi, 10, 32)
+	if !ok || err1 != nil || err2 != nil {
+		return 0, 0, fmt.Errorf("%q: want \"<major>:<minor>\"", dev)
+	}
+	return uint32(major64), uint32(minor64), nil
 }
 
 // VerbsDeviceFor finds the uverbs device whose ibdev is the RDMA device
@@ -75,6 +85,9 @@ func (f FS) VerbsDevice(name string) (VerbsDevice, error) {
 // reading every attribute of every uverbs device made `grdma port`
 // quadratic (BENCHMARKS.md).
 func (f FS) VerbsDeviceFor(ibdev string) (VerbsDevice, error) {
+	if err := checkName("RDMA device", ibdev); err != nil {
+		return VerbsDevice{}, err
+	}
 	names, err := f.listNames("class/infiniband_verbs")
 	if err != nil {
 		return VerbsDevice{}, err

@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
+	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -31,6 +34,68 @@ func (e *UnsupportedDriverError) Error() string {
 // get none.
 var contextRequests = map[string]func(*Context) error{
 	mlx5Driver: (*Context).getMlx5Context,
+}
+
+// openVerbsDevice opens the character device at name, which must be the
+// one sysfs names (vd's device number) and belong to ib_uverbs (a major
+// /proc/devices lists as infiniband_verbs, where it can be read). It is
+// checked before the open (no side effects of opening another device) and
+// after (no swap in between); a symbolic link is refused.
+func openVerbsDevice(fsys sysfs.FS, name string, vd sysfs.VerbsDevice, ibdev string) (int, error) {
+	if majors, err := verbsMajors(fsys); err == nil && !slices.Contains(majors, vd.Major) {
+		return -1, fmt.Errorf("%s: sysfs names device %d:%d, whose major %d is not ib_uverbs' (/proc/devices: infiniband_verbs %v)",
+			ibdev, vd.Major, vd.Minor, vd.Major, majors)
+	}
+	want := unix.Mkdev(vd.Major, vd.Minor)
+	check := func(st *unix.Stat_t) error {
+		if st.Mode&unix.S_IFMT != unix.S_IFCHR || st.Rdev != want {
+			return fmt.Errorf("/%s is not character device %d:%d, which sysfs names for %s", name, vd.Major, vd.Minor, ibdev)
+		}
+		return nil
+	}
+	var st unix.Stat_t
+	if err := unix.Fstatat(unix.AT_FDCWD, fsys.Path(name), &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return -1, &fs.PathError{Op: "open", Path: "/" + name, Err: err}
+	}
+	if err := check(&st); err != nil {
+		return -1, err
+	}
+	fd, err := unix.Open(fsys.Path(name), unix.O_RDWR|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return -1, &fs.PathError{Op: "open", Path: "/" + name, Err: err}
+	}
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return -1, &fs.PathError{Op: "stat", Path: "/" + name, Err: err}
+	}
+	if err := check(&st); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	return fd, nil
+}
+
+// verbsMajors returns the character device majors /proc/devices lists for
+// infiniband_verbs (231, and a dynamic one beyond 32 devices).
+func verbsMajors(fsys sysfs.FS) ([]uint32, error) {
+	b, err := fsys.ReadFile("proc/devices")
+	if err != nil {
+		return nil, err
+	}
+	var majors []uint32
+	for line := range strings.Lines(string(b)) {
+		if strings.HasPrefix(line, "Block devices") {
+			break
+		}
+		num, dev, ok := strings.Cut(strings.TrimSpace(line), " ")
+		if m, err := strconv.ParseUint(num, 10, 32); ok && err == nil && dev == "infiniband_verbs" {
+			majors = append(majors, uint32(m))
+		}
+	}
+	if len(majors) == 0 {
+		return nil, errors.New("no infiniband_verbs in /proc/devices")
+	}
+	return majors, nil
 }
 
 // Open opens the uverbs device of RDMA device ibdev and creates a user
@@ -61,19 +126,9 @@ func Open(fsys sysfs.FS, ibdev string) (*Context, error) {
 		return nil, err
 	}
 	name := "dev/infiniband/" + vd.Name
-	fd, err := unix.Open(fsys.Path(name), unix.O_RDWR|unix.O_CLOEXEC, 0)
+	fd, err := openVerbsDevice(fsys, name, vd, ibdev)
 	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: "/" + name, Err: err}
-	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		unix.Close(fd)
-		return nil, &fs.PathError{Op: "stat", Path: "/" + name, Err: err}
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFCHR || st.Rdev != unix.Mkdev(vd.Major, vd.Minor) {
-		unix.Close(fd)
-		return nil, fmt.Errorf("/%s is not character device %d:%d, which sysfs names for %s",
-			name, vd.Major, vd.Minor, ibdev)
+		return nil, err
 	}
 	c, err := newContext(fmt.Sprintf("%s (%s)", vd.Name, ibdev), fd)
 	if err != nil {

@@ -38,15 +38,16 @@ func ExampleRun() {
 }
 
 // Time 100 probes of the control path and print the median of each step.
-func ExampleSummarize() {
+func ExampleRepeat() {
 	fsys, err := sysfs.NewFS("/")
 	if err != nil {
 		log.Fatal(err)
 	}
-	results := verbsprobe.Repeat(context.Background(), verbsprobe.Options{
+	series := verbsprobe.Repeat(context.Background(), verbsprobe.Options{
 		Sysfs: fsys, Device: "rxe0", GIDIndex: verbsprobe.AutoGID,
 	}, 100)
-	steps, total := verbsprobe.Summarize(results)
+	fmt.Printf("%d of %d passed\n", series.Passed, series.Runs)
+	steps, total := series.Timings()
 	for _, t := range append(steps, total) {
 		fmt.Printf("%-15s %v\n", t.Name, t.Median)
 	}

@@ -38,7 +38,8 @@ type globalOptions struct {
 }
 
 // app holds what commands share: options, streams, and the netlink client,
-// dialled on first use and reused for every command of a batch.
+// dialled on first use and reused by the commands of a batch that talk to
+// the same network namespace.
 type app struct {
 	opts   globalOptions
 	stdin  io.Reader
@@ -47,6 +48,11 @@ type app struct {
 
 	dial   func() (*nldev.Client, error) // tests replace it; nil dials the kernel
 	client *nldev.Client
+	// clientNetNS is the -n the client was dialled for: a batch line with
+	// another -n needs another socket.
+	clientNetNS string
+
+	inBatch bool // running the lines of -b
 }
 
 func newApp(stdin io.Reader, stdout, stderr io.Writer) *app {
@@ -70,8 +76,12 @@ func (a *app) nlConfig() (cfg *nldev.Config, done func(), err error) {
 	return &nldev.Config{NetNS: int(f.Fd())}, func() { f.Close() }, nil
 }
 
-// nl returns the RDMA netlink client, dialling it on first use.
+// nl returns the RDMA netlink client of -n's namespace, dialling it on
+// first use and again when -n changed since.
 func (a *app) nl() (*nldev.Client, error) {
+	if a.client != nil && a.clientNetNS != a.opts.netns {
+		a.close()
+	}
 	if a.client == nil {
 		dial := a.dial
 		if dial == nil {
@@ -88,7 +98,7 @@ func (a *app) nl() (*nldev.Client, error) {
 		if err != nil {
 			return nil, err
 		}
-		a.client = c
+		a.client, a.clientNetNS = c, a.opts.netns
 	}
 	return a.client, nil
 }
@@ -110,9 +120,21 @@ func (a *app) close() {
 	}
 }
 
-// sysfs returns the reader of /sys and /proc below --sysfs-root.
-func (a *app) sysfs() (sysfs.FS, error) {
+// rootFS returns the reader of /sys, /proc and /dev below --sysfs-root.
+func (a *app) rootFS() (sysfs.FS, error) {
 	return sysfs.NewFS(a.opts.sysfsRoot)
+}
+
+// sysfs returns the reader of /sys and /dev for a command that reads them
+// (what): -n NETNS reaches RDMA netlink only, and this process's sysfs
+// shows its own namespace, so such a command refuses -n rather than mix
+// two namespaces' data.
+func (a *app) sysfs(what string) (sysfs.FS, error) {
+	if a.opts.netns != "" {
+		return sysfs.FS{}, usagef("", "-n %s reaches RDMA netlink only, and %s also reads /sys and /dev, which would be this namespace's: run it inside the namespace (ip netns exec %s grdma %s)",
+			a.opts.netns, what, a.opts.netns, what)
+	}
+	return a.rootFS()
 }
 
 // printer returns an output printer for one command.
@@ -147,7 +169,10 @@ func (a *app) report(err error) int {
 	var ia *nldev.InvalidArgumentError
 	var silent *silentError
 	var cannot *cannotRunError
+	var silentUsage *silentUsageError
 	switch {
+	case errors.As(err, &silentUsage):
+		return exitUsage
 	case errors.As(err, &cannot):
 		fmt.Fprintf(a.stderr, "grdma: %s\n", cannot.error)
 		return exitUsage

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -100,7 +101,7 @@ func parseCheckArgs(args *argv) (names []string, exp health.Expect, err error) {
 			exp.State = st
 		case "min-rate":
 			f, err := strconv.ParseFloat(v, 64)
-			if err != nil || f <= 0 {
+			if err != nil || !(f > 0) || math.IsInf(f, 1) { // NaN compares false
 				return nil, exp, usagef(args.help, "min-rate must be a positive number of Gb/s, not %q", v)
 			}
 			exp.MinRateGbps = f
@@ -149,8 +150,10 @@ func (a *app) check(args *argv, quiet bool, textfile string) error {
 	if err != nil {
 		return err
 	}
-	sys, err := a.sysfs()
-	if err != nil {
+	sys, err := a.sysfs("check")
+	if ue := (*usageError)(nil); errors.As(err, &ue) {
+		return err
+	} else if err != nil {
 		return &cannotRunError{fmt.Errorf("cannot read sysfs: %w", err)}
 	}
 	ranAt := time.Now()
@@ -226,7 +229,7 @@ func (a *app) checkPorts(sys sysfs.FS, exp health.Expect) []health.Result {
 	for _, p := range ps {
 		pi := health.PortInput{Port: p}
 		if exp.GIDType != 0 {
-			pi.GIDs, _ = gid.ReadTable(sys, p.Device, p.Port)
+			pi.GIDs, pi.GIDErr = gid.ReadTable(sys, p.Device, p.Port)
 		}
 		in = append(in, pi)
 	}
@@ -312,5 +315,5 @@ func writeCheckTextfile(path string, rep health.Report, ranAt time.Time) error {
 	if err := promfile.WriteChecks(&buf, results, float64(ranAt.UnixMilli())/1000); err != nil {
 		return err
 	}
-	return writeFileAtomic(path, buf.Bytes())
+	return promfile.WriteFile(path, buf.Bytes())
 }

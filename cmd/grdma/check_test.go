@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -97,6 +98,9 @@ func TestCheckUsage(t *testing.T) {
 	for args, msg := range map[string]string{
 		"ports mtu 1000":         "mtu must be an IB MTU",
 		"ports min-rate fast":    "min-rate must be a positive number",
+		"ports min-rate NaN":     `min-rate must be a positive number of Gb/s, not "NaN"`,
+		"ports min-rate Inf":     `min-rate must be a positive number of Gb/s, not "Inf"`,
+		"ports min-rate +Inf":    `not "+Inf"`,
 		"ports gid-type v3":      `unknown gid-type "v3"`,
 		"ports state UP":         `unknown port state "UP"`,
 		"frob":                   `unknown check or expectation "frob"`,
@@ -106,5 +110,23 @@ func TestCheckUsage(t *testing.T) {
 		if code != exitUsage || !strings.Contains(stderr, msg) {
 			t.Errorf("check %s: exit %d, stderr %q; want 2 and %q", args, code, stderr, msg)
 		}
+	}
+}
+
+// TestCheckGIDTableUnreadable: a GID table that cannot be read fails the
+// gid-type expectation with the read error; it used to be reported as
+// "no RoCE v2 GID", as if the table had been read and had none.
+func TestCheckGIDTableUnreadable(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "root")
+	if out, err := exec.Command("cp", "-a", sysfsFixture("rxe-6.12"), root).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	gids := filepath.Join(root, "sys/devices/virtual/infiniband/rxe0/ports/1/gids")
+	os.RemoveAll(gids)
+	os.WriteFile(gids, []byte("not a directory\n"), 0o644)
+	out, _, code := runGrdma(t, standardKernel("6.12"), "--sysfs-root", root, "check", "ports", "gid-type", "v2")
+	if code != exitFailed || !strings.Contains(out, "FAIL    ports  rxe0/1   cannot read the GID table to find a RoCE v2 GID: ") ||
+		!strings.Contains(out, "not a directory") || !strings.Contains(out, "PASS    ports  rxe1/1") {
+		t.Fatalf("exit %d:\n%s", code, out)
 	}
 }

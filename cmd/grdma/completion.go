@@ -159,7 +159,7 @@ func (c *completer) ports(withDevs bool) []string {
 
 // netdevs lists the network devices of /sys/class/net below --sysfs-root.
 func (c *completer) netdevs() []string {
-	fsys, err := c.a.sysfs()
+	fsys, err := c.a.sysfs("completion")
 	if err != nil {
 		return nil
 	}

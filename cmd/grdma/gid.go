@@ -48,7 +48,7 @@ func (a *app) gid(cmd *cobra.Command, args *argv, quiet bool) error {
 	if err != nil {
 		return err
 	}
-	fsys, err := a.sysfs()
+	fsys, err := a.sysfs("gid")
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -264,5 +265,89 @@ func TestOnlyDeviceVanishes(t *testing.T) {
 	out, stderr, code := runGrdma(t, k, "-j", "stat", "show")
 	if code != 0 || out != "[]\n" || stderr != "" {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, stderr)
+	}
+}
+
+// TestBatchMisuse: -b inside a batch line would recurse (once ~20,000
+// levels deep); -b with a command would ignore one of them. Both are usage
+// errors naming the problem.
+func TestBatchMisuse(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "cmds")
+	os.WriteFile(file, []byte("dev show rxe0\n-b "+file+"\n"), 0o644)
+	out, stderr, code := runGrdma(t, standardKernel("6.12"), "-f", "-b", file)
+	if code != exitUsage || !strings.Contains(stderr, "a batch line cannot use -b") || !strings.Contains(stderr, file+":2") || strings.Count(out, "rxe0:") != 1 {
+		t.Fatalf("-b in a batch line: exit %d, stdout %q, stderr %q", code, out, stderr)
+	}
+	for _, args := range [][]string{{"-b", file, "dev", "show"}, {"dev", "-b", file}, {"-b", file, "frob"}} {
+		out, stderr, code := runGrdma(t, standardKernel("6.12"), args...)
+		if code != exitUsage || out != "" || !strings.Contains(stderr, "-b "+file+" runs the commands of the file: give no command with it") {
+			t.Errorf("grdma %s: exit %d, stdout %q, stderr %q", strings.Join(args, " "), code, out, stderr)
+		}
+	}
+}
+
+// TestBatchNetnsPerLine: a line's -n applies to that line only. The
+// client used to be dialled once, in the namespace of the first line
+// that needed it, and reused for every later line.
+func TestBatchNetnsPerLine(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "cmds")
+	os.WriteFile(file, []byte("dev\n-n blue dev\ndev\n-n blue dev\n"), 0o644)
+	var out, errOut bytes.Buffer
+	a := newApp(strings.NewReader(""), &out, &errOut)
+	var dialled []string
+	a.dial = func() (*nldev.Client, error) {
+		dialled = append(dialled, a.opts.netns)
+		if a.opts.netns == "blue" { // a namespace that sees no device
+			return nldev.NewClient(nlfixture.NewKernel(filepath.Join(recorded("6.12"), "nl-empty")).Standard().Conn()), nil
+		}
+		return nldev.NewClient(standardKernel("6.12").Conn()), nil
+	}
+	if code := a.main([]string{"-b", file}); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	if n := strings.Count(out.String(), "0: rxe0:"); n != 2 {
+		t.Errorf("rxe0 listed %d times, want 2 (lines 1 and 3); output:\n%s", n, out.String())
+	}
+	if !slices.Equal(dialled, []string{"", "blue", "", "blue"}) {
+		t.Errorf("dialled namespaces %q, want one per change of -n", dialled)
+	}
+	// -n on the command line is every line's default.
+	out.Reset()
+	dialled = nil
+	os.WriteFile(file, []byte("dev\n-n blue dev\n"), 0o644)
+	a.opts = globalOptions{}
+	if code := a.main([]string{"-n", "blue", "-b", file}); code != 0 || out.String() != "" || !slices.Equal(dialled, []string{"blue"}) {
+		t.Errorf("-n blue -b: exit %d, output %q, dialled %q", code, out.String(), dialled)
+	}
+}
+
+// TestNetnsRefusedWhereSysfsIsRead: -n reaches RDMA netlink only; commands
+// that also read /sys or /dev (of this process's namespace) refuse it
+// rather than mix two namespaces' data, as they used to do silently.
+func TestNetnsRefusedWhereSysfsIsRead(t *testing.T) {
+	textfile := filepath.Join(t.TempDir(), "rdma.prom")
+	for _, args := range []string{"port", "gid", "probe rxe0", "check", "check ports", "stat show --pma", "stat export --textfile " + textfile} {
+		cmd := strings.Fields(args)[0]
+		if strings.HasPrefix(args, "stat") {
+			cmd = strings.Join(strings.Fields(args)[:2], " ")
+			if strings.Contains(args, "--pma") {
+				cmd += " --pma"
+			}
+		}
+		out, stderr, code := runGrdma(t, statKernel("6.12"), append([]string{"-n", "blue"}, strings.Fields(args)...)...)
+		want := "grdma: -n blue reaches RDMA netlink only, and " + cmd + " also reads /sys and /dev, which would be this namespace's: run it inside the namespace (ip netns exec blue grdma " + cmd + ")\n"
+		if code != exitUsage || stderr != want || out != "" {
+			t.Errorf("grdma -n blue %s: exit %d, stdout %q, stderr %q; want exit 2 and %q", args, code, out, stderr, want)
+		}
+	}
+	if _, err := os.Stat(textfile); err == nil {
+		t.Errorf("stat export -n wrote %s", textfile)
+	}
+	// Netlink-only commands take -n.
+	for _, args := range []string{"dev", "link", "stat show"} {
+		if _, stderr, code := runGrdma(t, statKernel("6.12"), append([]string{"-n", "blue"}, strings.Fields(args)...)...); code != 0 {
+			t.Errorf("grdma -n blue %s: exit %d, %s", args, code, stderr)
+		}
 	}
 }

@@ -25,6 +25,9 @@ exits 2. Unprivileged users may listen.`,
 			if err := newArgv(args, "grdma monitor --help").done(); err != nil {
 				return err
 			}
+			if cmd.Flags().Changed("count") && count < 1 {
+				return usagef("grdma monitor --help", "--count must be a number of events from 1, not %d", count)
+			}
 			return a.monitor(count)
 		},
 	}

@@ -43,7 +43,7 @@ func (a *app) port(cmd *cobra.Command, args *argv) error {
 	if err := args.done(); err != nil {
 		return err
 	}
-	fsys, err := a.sysfs()
+	fsys, err := a.sysfs("port")
 	if err != nil {
 		return err
 	}

@@ -267,32 +267,41 @@ func (a *argv) number(what string, lo, hi int) (int, error) {
 }
 
 func (a *app) probe(req probeRequest) error {
-	fsys, err := a.sysfs()
+	fsys, err := a.sysfs("probe")
 	if err != nil {
 		return err
 	}
 	req.options.Sysfs = fsys
 	// Ctrl-C stops the probe between steps; the teardown still runs.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := interruptOnce()
 	defer stop()
 	if req.listen || req.peerAddr != "" {
 		return a.probePeer(ctx, req)
 	}
-	results := verbsprobe.Repeat(ctx, req.options, req.count)
-	last := results[len(results)-1]
+	series := verbsprobe.Repeat(ctx, req.options, req.count)
+	last := series.Last
 
 	p := a.printer()
 	if p.JSON() {
 		p.StartPlain()
-		renderProbeJSON(p, last, results, req.count)
+		renderProbeJSON(p, last, series, req.count)
 		p.EndPlain()
 	} else {
-		renderProbeText(p, last, results, req.count)
+		renderProbeText(p, last, series, req.count)
 	}
 	if err := p.Flush(); err != nil {
 		return err
 	}
-	return probeError(last, len(results), req.count)
+	return probeError(last, series.Runs, req.count)
+}
+
+// interruptOnce returns a context done at the first SIGINT or SIGTERM,
+// which stops catching them: a second Ctrl-C kills a probe stuck in a
+// kernel call.
+func interruptOnce() (context.Context, context.CancelFunc) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	context.AfterFunc(ctx, stop)
+	return ctx, stop
 }
 
 // probeError is what a probe that did not pass, or was interrupted before
@@ -321,7 +330,7 @@ func probeError(r *verbsprobe.Result, runs, count int) error {
 
 // renderProbeText prints the steps of r as a checklist, and with count
 // the timing summary of all runs.
-func renderProbeText(p *output.Printer, r *verbsprobe.Result, results []*verbsprobe.Result, count int) {
+func renderProbeText(p *output.Printer, r *verbsprobe.Result, series *verbsprobe.Series, count int) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "probe %s/%d", r.Device, r.Port)
 	var about []string
@@ -343,7 +352,7 @@ func renderProbeText(p *output.Printer, r *verbsprobe.Result, results []*verbspr
 		fmt.Fprintf(&b, " (%s)", strings.Join(about, ", "))
 	}
 	if count > 1 {
-		fmt.Fprintf(&b, ", run %d of %d", len(results), count)
+		fmt.Fprintf(&b, ", run %d of %d", series.Runs, count)
 	}
 	if peer := peerSummary(r); peer != "" {
 		fmt.Fprintf(&b, "\n  %s", peer)
@@ -382,24 +391,14 @@ func renderProbeText(p *output.Printer, r *verbsprobe.Result, results []*verbspr
 		fmt.Fprintf(&b, "PASS: RC queue pair in RTS (%s)\n", formatDuration(r.Duration()))
 	}
 	if count > 1 {
-		steps, total := verbsprobe.Summarize(results)
-		fmt.Fprintf(&b, "\n%d runs of %d, %d passed\n", len(results), count, passed(results))
+		steps, total := series.Timings()
+		fmt.Fprintf(&b, "\n%d runs of %d, %d passed\n", series.Runs, count, series.Passed)
 		fmt.Fprintf(&b, "  %-15s %9s %9s %9s\n", "step", "min", "median", "max")
 		for _, t := range append(steps, total) {
 			fmt.Fprintf(&b, "  %-15s %9s %9s %9s\n", t.Name, formatDuration(t.Min), formatDuration(t.Median), formatDuration(t.Max))
 		}
 	}
 	p.Text(b.String())
-}
-
-func passed(results []*verbsprobe.Result) int {
-	n := 0
-	for _, r := range results {
-		if r.OK() {
-			n++
-		}
-	}
-	return n
 }
 
 // formatDuration prints 812µs, 1.25ms or 2.50s.
@@ -419,7 +418,7 @@ func usec(d time.Duration) float64 { return math.Round(float64(d)/100) / 10 }
 // renderProbeJSON prints r as one object: ifname, port, gid_index, ok and
 // steps as the issue asks, what the probe found, and with count the
 // timing summary of all runs.
-func renderProbeJSON(p *output.Printer, r *verbsprobe.Result, results []*verbsprobe.Result, count int) {
+func renderProbeJSON(p *output.Printer, r *verbsprobe.Result, series *verbsprobe.Series, count int) {
 	p.OpenObject("")
 	p.String(output.JSONOnly, "ifname", "", r.Device)
 	p.Uint(output.JSONOnly, "port", "", uint64(r.Port))
@@ -437,7 +436,7 @@ func renderProbeJSON(p *output.Printer, r *verbsprobe.Result, results []*verbspr
 	}
 	p.OnOff(output.JSONOnly, "traffic", "", r.Traffic)
 	// Not ok either when interrupted before count runs.
-	p.OnOff(output.JSONOnly, "ok", "", r.OK() && len(results) == count)
+	p.OnOff(output.JSONOnly, "ok", "", r.OK() && series.Runs == count)
 	if r.Unsupported != "" {
 		p.String(output.JSONOnly, "unsupported", "", r.Unsupported)
 	}
@@ -464,9 +463,9 @@ func renderProbeJSON(p *output.Printer, r *verbsprobe.Result, results []*verbspr
 	renderPeerJSON(p, r)
 	if count > 1 {
 		p.Uint(output.JSONOnly, "count", "", uint64(count))
-		p.Uint(output.JSONOnly, "runs", "", uint64(len(results)))
-		p.Uint(output.JSONOnly, "passed", "", uint64(passed(results)))
-		steps, total := verbsprobe.Summarize(results)
+		p.Uint(output.JSONOnly, "runs", "", uint64(series.Runs))
+		p.Uint(output.JSONOnly, "passed", "", uint64(series.Passed))
+		steps, total := series.Timings()
 		p.OpenObject("timing")
 		p.OpenObject("total")
 		renderTimingJSON(p, total)

@@ -4,8 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"os"
+	"os/exec"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -151,10 +155,13 @@ func passingResult(qpn uint32, us time.Duration) *verbsprobe.Result {
 }
 
 func TestRenderProbePassing(t *testing.T) {
-	results := []*verbsprobe.Result{passingResult(17, 100), passingResult(18, 300), passingResult(19, 200)}
+	var series verbsprobe.Series
+	for _, r := range []*verbsprobe.Result{passingResult(17, 100), passingResult(18, 300), passingResult(19, 200)} {
+		series.Add(r)
+	}
 	var text bytes.Buffer
 	p := output.New(&text, output.Options{})
-	renderProbeText(p, results[2], results, 3)
+	renderProbeText(p, series.Last, &series, 3)
 	p.Flush()
 	want := `probe rxe0/1 (driver rxe, uverbs0, GID 1 ::ffff:192.168.77.1, qpn 19), run 3 of 3
   [ok  ] open                200µs
@@ -178,7 +185,9 @@ PASS: RC queue pair in RTS, SEND, RDMA WRITE and RDMA READ verified (2.00ms)
 	var js bytes.Buffer
 	p = output.New(&js, output.Options{JSON: true})
 	p.StartPlain()
-	renderProbeJSON(p, results[0], results[:1], 1)
+	var one verbsprobe.Series
+	one.Add(passingResult(17, 100))
+	renderProbeJSON(p, one.Last, &one, 1)
 	p.EndPlain()
 	p.Flush()
 	wantJSON := `{"ifname":"rxe0","port":1,"driver":"rxe","uverbs":"uverbs0","gid_index":1,"gid":"::ffff:192.168.77.1","qpn":17,"traffic":true,"ok":true,"usec":1000,` +
@@ -243,5 +252,30 @@ func TestParseProbePeer(t *testing.T) {
 		if !errors.As(err, &usage) || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v; want a usage error saying %q", line, err, want)
 		}
+	}
+}
+
+// TestSecondInterruptKills: the first SIGINT is caught (the probe tears
+// down), the second kills. The probe used to catch SIGINT for its whole
+// run, so a probe stuck in a kernel call could not be stopped with Ctrl-C.
+// The test binary runs itself as a process that takes two SIGINTs.
+func TestSecondInterruptKills(t *testing.T) {
+	if os.Getenv("GRDMA_TEST_INTERRUPTS") == "1" {
+		ctx, stop := interruptOnce()
+		defer stop()
+		syscall.Kill(os.Getpid(), syscall.SIGINT)
+		<-ctx.Done()
+		fmt.Println("first caught")
+		syscall.Kill(os.Getpid(), syscall.SIGINT)
+		time.Sleep(20 * time.Second) // "stuck in a kernel call"
+		fmt.Println("second caught too")
+		os.Exit(0)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestSecondInterruptKills$")
+	cmd.Env = append(os.Environ(), "GRDMA_TEST_INTERRUPTS=1")
+	out, err := cmd.Output()
+	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if !strings.Contains(string(out), "first caught") || !ws.Signaled() || ws.Signal() != syscall.SIGINT {
+		t.Fatalf("output %q, %v; want the first SIGINT caught and the second to kill", out, err)
 	}
 }

@@ -27,13 +27,15 @@ func (a *app) probePeer(ctx context.Context, req probeRequest) error {
 	} else {
 		r = verbsprobe.Connect(ctx, req.options, req.peerAddr, req.test, req.timeout)
 	}
+	series := &verbsprobe.Series{}
+	series.Add(r)
 	p := a.printer()
 	if p.JSON() {
 		p.StartPlain()
-		renderProbeJSON(p, r, []*verbsprobe.Result{r}, 1)
+		renderProbeJSON(p, r, series, 1)
 		p.EndPlain()
 	} else {
-		renderProbeText(p, r, []*verbsprobe.Result{r}, 1)
+		renderProbeText(p, r, series, 1)
 	}
 	if err := p.Flush(); err != nil {
 		return err

@@ -476,7 +476,7 @@ func (a *app) procComm() commLookup {
 			return e.name, e.ok
 		}
 		var e entry
-		if fsys, err := a.sysfs(); err == nil && pid != 0 {
+		if fsys, err := a.rootFS(); err == nil && pid != 0 {
 			if b, err := fsys.ReadFile("proc/" + strconv.FormatUint(uint64(pid), 10) + "/comm"); err == nil {
 				e.name, e.ok = strings.TrimSuffix(string(b), "\n"), true
 			}

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -393,5 +394,25 @@ func TestResDriverDetails(t *testing.T) {
 				t.Errorf("exit %d (stderr %q), output\n%q\nwant\n%q", code, errOut.String(), out.String(), c.want)
 			}
 		})
+	}
+}
+
+// TestResCommEscaped: a process name is chosen by its (possibly
+// unprivileged) owner; text output escapes what a terminal would act on,
+// so it cannot inject escape sequences into an admin's res output. It
+// used to be printed raw, as rdma prints it. JSON escapes it anyway.
+func TestResCommEscaped(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "root")
+	if out, err := exec.Command("cp", "-a", filepath.Join(resRecorded("6.12"), "root"), root).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	os.WriteFile(filepath.Join(root, "proc", "264", "comm"), []byte("\x1b]0;owned\x07\n"), 0o644)
+	out, stderr, code := runGrdma(t, resKernel("6.12"), "--sysfs-root", root, "res", "show", "qp")
+	if code != 0 || strings.ContainsAny(out, "\x1b\x07") || !strings.Contains(out, `comm \x1b]0;owned\x07`) {
+		t.Fatalf("exit %d, stderr %q, output:\n%q", code, stderr, out)
+	}
+	out, _, _ = runGrdma(t, resKernel("6.12"), "--sysfs-root", root, "-j", "res", "show", "qp")
+	if !strings.Contains(out, `"comm":"\u001b]0;owned\u0007"`) {
+		t.Fatalf("JSON:\n%s", out)
 	}
 }

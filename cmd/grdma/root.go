@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -41,9 +42,15 @@ Exit status: 0 success, 1 the operation failed, 2 the command line was wrong.`,
 		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
+				if a.opts.batch != "" {
+					return usagef("grdma --help", "-b %s runs the commands of the file: give no command with it", a.opts.batch)
+				}
 				return unknownObject(cmd, args[0])
 			}
 			return nil
+		},
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			return a.checkBatchUse(cmd)
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			switch {
@@ -72,7 +79,7 @@ Exit status: 0 success, 1 the operation failed, 2 the command line was wrong.`,
 	f.BoolVarP(&a.opts.force, "force", "f", false, "with --batch: go on after a failing command")
 	f.StringVarP(&a.opts.batch, "batch", "b", "", "run the commands of `FILE` (- for standard input), one per line")
 	f.StringVar(&a.opts.sysfsRoot, "sysfs-root", os.Getenv("GRDMA_SYSFS_ROOT"), "read /sys and /proc below `DIR` (default /, or $GRDMA_SYSFS_ROOT)")
-	f.StringVarP(&a.opts.netns, "netns", "n", "", "talk to the RDMA netlink of network namespace `NETNS` (a name in /run/netns, a path, or a PID)")
+	f.StringVarP(&a.opts.netns, "netns", "n", "", "talk to the RDMA netlink of network namespace `NETNS` (a name in /run/netns, a path, or a PID); refused by commands that also read /sys or /dev (port, gid, probe, check, stat --pma, stat export)")
 	root.Flags().BoolVarP(&a.opts.version, "version", "V", false, "print the version and exit")
 
 	root.AddCommand(a.devCommand(), a.linkCommand(), a.sysCommand(), a.statCommand(), a.monitorCommand(), a.checkCommand(), a.portCommand(), a.gidCommand(), a.resCommand(), a.probeCommand(), a.completionCommand())
@@ -94,6 +101,25 @@ func unknownObject(root *cobra.Command, word string) error {
 	return usagef("grdma --help", "unknown object %q", word)
 }
 
+// checkBatchUse refuses -b where it cannot work: with a command (one of
+// the two would be ignored) and on a batch line (it would recurse).
+func (a *app) checkBatchUse(cmd *cobra.Command) error {
+	switch {
+	case a.opts.batch == "":
+		return nil
+	case a.inBatch:
+		return &nestedBatchError{usagef("", "a batch line cannot use -b: put the commands of %s in this file instead", a.opts.batch)}
+	case cmd.HasParent():
+		return usagef("grdma --help", "-b %s runs the commands of the file: give no command with it (or put %q in the file)", a.opts.batch, cmd.CommandPath())
+	}
+	return nil
+}
+
+// nestedBatchError is a batch line with -b; it ends the batch, -f or not.
+type nestedBatchError struct{ error }
+
+func (e *nestedBatchError) Unwrap() error { return e.error }
+
 // runBatch runs one command per line of the file (- = standard input).
 // Each line starts from the global options of the command line and from a
 // clean state; with --force a failing line does not stop the batch.
@@ -109,6 +135,8 @@ func (a *app) runBatch(name string) error {
 	}
 	base := a.opts
 	base.batch = ""
+	a.inBatch = true
+	defer func() { a.inBatch = false }()
 	failed := 0
 	sc := bufio.NewScanner(r)
 	for lineNo := 1; sc.Scan(); lineNo++ {
@@ -123,6 +151,9 @@ func (a *app) runBatch(name string) error {
 		if err != nil {
 			a.report(err)
 			fmt.Fprintf(a.stderr, "grdma: command failed %s:%d\n", name, lineNo)
+			if nested := (*nestedBatchError)(nil); errors.As(err, &nested) {
+				return &silentUsageError{}
+			}
 			failed++
 			if !base.force {
 				return errBatchFailed
@@ -142,6 +173,11 @@ func (a *app) runBatch(name string) error {
 var errBatchFailed = &silentError{}
 
 type silentError struct{}
+
+// silentUsageError ends a batch with exit 2 after its message was printed.
+type silentUsageError struct{}
+
+func (*silentUsageError) Error() string { return "" }
 
 func (*silentError) Error() string { return "" }
 

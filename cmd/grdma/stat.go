@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -71,6 +70,11 @@ func (a *app) stat(cmd *cobra.Command, args *argv, so *statOptions) error {
 	verb, err := args.keyword("command", "show", "show", "list", "mode", "set", "unset", "qp", "export", "help")
 	if err != nil {
 		return err
+	}
+	if f := cmd.Flags(); f.Changed("interval") && so.interval <= 0 {
+		return usagef(args.help, "-i must be a positive interval such as 1s, not %s", so.interval)
+	} else if f.Changed("count") && so.count < 1 {
+		return usagef(args.help, "-c must be a number of samples from 1, not %d", so.count)
 	}
 	if verb != "show" && verb != "list" && (so.interval != 0 || so.count != 0 || so.pma) {
 		return usagef(args.help, "-i, -c and --pma go with stat show")
@@ -406,7 +410,7 @@ func (a *app) statExport(args *argv, path string) error {
 	if err != nil {
 		return err
 	}
-	sys, err := a.sysfs()
+	sys, err := a.sysfs("stat export")
 	if err != nil {
 		return err
 	}
@@ -418,12 +422,22 @@ func (a *app) statExport(args *argv, path string) error {
 	if err := snap.WriteText(&buf); err != nil {
 		return err
 	}
-	return writeFileAtomic(path, buf.Bytes())
+	if err := promfile.WriteFile(path, buf.Bytes()); err != nil {
+		return err
+	}
+	if len(snap.Errors) > 0 {
+		errs := make([]error, len(snap.Errors))
+		for i := range snap.Errors {
+			errs[i] = &snap.Errors[i]
+		}
+		return fmt.Errorf("stat export wrote %s without what it could not read (grdma_export_read_error):\n%w", path, errors.Join(errs...))
+	}
+	return nil
 }
 
 // statShowPMA prints the sysfs PMA counters in the layout of stat show.
 func (a *app) statShowPMA(refs []portRef) error {
-	sys, err := a.sysfs()
+	sys, err := a.sysfs("stat show --pma")
 	if err != nil {
 		return err
 	}
@@ -442,43 +456,4 @@ func (a *app) statShowPMA(refs []portRef) error {
 		renderCounters(p, &pc)
 		return nil
 	})
-}
-
-// writeFileAtomic replaces path with data so that a reader never sees a
-// half-written file: write a temporary file beside it, sync, rename.
-func writeFileAtomic(path string, data []byte) error {
-	dir, base := splitPath(path)
-	f, err := os.CreateTemp(dir, "."+base+".tmp*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp, 0o644)
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-	}
-	return err
-}
-
-func splitPath(path string) (dir, base string) {
-	i := strings.LastIndex(path, "/")
-	if i < 0 {
-		return ".", path
-	}
-	if i == 0 {
-		return "/", path[1:]
-	}
-	return path[:i], path[i+1:]
 }

@@ -87,6 +87,11 @@ func TestStatValuesFromRealKernel(t *testing.T) {
 
 func TestStatErrors(t *testing.T) {
 	cases := []errorCase{
+		{"stat show -i 1s -c -3", exitUsage, "-c must be a number of samples from 1, not -3"},
+		{"stat show -i 1s -c 0", exitUsage, "-c must be a number of samples from 1, not 0"},
+		{"stat show -i 0s", exitUsage, "-i must be a positive interval such as 1s, not 0s"},
+		{"stat show -i -1s -c 2", exitUsage, "-i must be a positive interval such as 1s, not -1s"},
+		{"monitor --count -1", exitUsage, "--count must be a number of events from 1, not -1"},
 		{"stat set link rxe0/1 optional-counters cc_rx_ce_pkts", exitFailed, "rxe0/1 has no optional counters"},
 		{"stat set link rxe0 optional-counters a", exitUsage, "stat set needs link DEV/PORT"},
 		{"stat unset link rxe0/1 counters", exitUsage, `unknown parameter "counters"`},

@@ -93,6 +93,11 @@ var badInputs = append(append(badNames("link", "add"), badNames("dev", "set", "r
 	// stat options
 	{name: "stat_interval_garbage", args: []string{"stat", "show", "-i", "soon"}, exit: 2, stderr: "invalid argument \"soon\""},
 	{name: "stat_count_without_show", args: []string{"stat", "mode", "-c", "3"}, exit: 2, stderr: "go with stat show"},
+	{name: "stat_count_negative", args: []string{"stat", "show", "-i", "1s", "-c", "-3"}, exit: 2, stderr: "-c must be a number of samples from 1, not -3"},
+	{name: "stat_interval_zero", args: []string{"stat", "show", "-i", "0s"}, exit: 2, stderr: "-i must be a positive interval such as 1s, not 0s"},
+	{name: "monitor_count_negative", args: []string{"monitor", "--count", "-1"}, exit: 2, stderr: "--count must be a number of events from 1, not -1"},
+	{name: "check_min_rate_nan", args: []string{"check", "ports", "min-rate", "NaN"}, exit: 2, stderr: `min-rate must be a positive number of Gb/s, not "NaN"`},
+	{name: "check_min_rate_inf", args: []string{"check", "ports", "min-rate", "Inf"}, exit: 2, stderr: `min-rate must be a positive number of Gb/s, not "Inf"`},
 	// whole command line
 	{name: "unknown_object", args: []string{"frobnicate"}, exit: 2, stderr: `unknown object "frobnicate"`},
 	{name: "unknown_flag", args: []string{"--frobnicate", "dev"}, exit: 2, stderr: "unknown flag: --frobnicate"},
@@ -134,6 +139,13 @@ func TestBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	cases = append(cases, badInput{name: "batch_unterminated_quote", args: []string{"-b", batch}, exit: 1, stderr: "unterminated quote"})
+	nested := filepath.Join(t.TempDir(), "nested")
+	if err := os.WriteFile(nested, []byte("dev show rxe0\n-b "+nested+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases = append(cases,
+		badInput{name: "batch_nested", args: []string{"-f", "-b", nested}, exit: 2, stderr: "a batch line cannot use -b"},
+		badInput{name: "batch_with_command", args: []string{"-b", nested, "dev", "show"}, exit: 2, stderr: "-b " + nested + " runs the commands of the file: give no command with it"})
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			if c.skip != "" {

@@ -5,6 +5,7 @@ package guest
 import (
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -74,6 +75,15 @@ func TestNetns(t *testing.T) {
 	if r := must(t, grdma(), "-n", testNS, "sys"); !strings.HasPrefix(r.stdout, "netns exclusive ") {
 		t.Errorf("grdma -n %s sys:\n%s", testNS, r)
 	}
+	batchNetnsPerLine(t)
+	// -n reaches netlink only: commands that read /sys or /dev refuse it
+	// (they used to show the initial namespace's rxe0 under -n).
+	for _, cmd := range [][]string{{"port"}, {"gid"}, {"probe", "rxe0"}, {"check", "ports"}} {
+		r := run(grdma(), append([]string{"-n", testNS}, cmd...)...)
+		if r.code != 2 || !strings.Contains(r.stderr, "-n "+testNS+" reaches RDMA netlink only, and "+cmd[0]+" also reads /sys and /dev") {
+			t.Errorf("grdma -n %s %s: want exit 2 and the reason:\n%s", testNS, strings.Join(cmd, " "), r)
+		}
+	}
 
 	// Moving rxe0 into the namespace.
 	r = run(grdma(), "dev", "set", "rxe0", "netns", testNS)
@@ -128,6 +138,26 @@ func TestNetns(t *testing.T) {
 }
 
 // grdmaDevs lists the device names grdma -j [ARGS] dev prints.
+// batchNetnsPerLine: in exclusive mode, a batch line's -n applies to that
+// line only (grdma used to keep the socket of the first line's namespace
+// for every line).
+func batchNetnsPerLine(t *testing.T) {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "batch")
+	lines := "dev\n-n " + testNS + " dev\ndev\n-n " + testNS + " -j dev\n"
+	if err := os.WriteFile(file, []byte(lines), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := must(t, grdma(), "-b", file)
+	if n := strings.Count(r.stdout, ": rxe0: "); n != 2 || !strings.HasSuffix(r.stdout, "[]\n") {
+		t.Errorf("batch %q: want rxe0 from lines 1 and 3, [] from line 4:\n%s", lines, r)
+	}
+	// -n on the command line is every line's namespace.
+	if r := must(t, grdma(), "-n", testNS, "-b", file); strings.Contains(r.stdout, "rxe0") {
+		t.Errorf("-n %s -b: a line saw rxe0 of the initial namespace:\n%s", testNS, r)
+	}
+}
+
 func grdmaDevs(t *testing.T, args ...string) []string {
 	t.Helper()
 	r := must(t, grdma(), append([]string{"-j"}, append(args, "dev")...)...)

@@ -227,6 +227,32 @@ func TestProbe(t *testing.T) {
 		})
 	}
 
+	// Two Ctrl-Cs in a row: the first starts the teardown, the second
+	// kills the probe (it is no longer caught) unless the teardown was
+	// done already; either way the kernel is left with no QP of it.
+	t.Run("interrupted_twice", func(t *testing.T) {
+		c := exec.Command(grdma(), "probe", "rxe0", "traffic", "count", "1000000")
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if !eventually(20*time.Second, func() bool { return rdmaRes(t) != baseline }) {
+			t.Errorf("rdma res never showed the probe's objects")
+		}
+		c.Process.Signal(syscall.SIGINT)
+		time.Sleep(time.Millisecond)
+		c.Process.Signal(syscall.SIGINT)
+		c.Wait()
+		ws := c.ProcessState.Sys().(syscall.WaitStatus)
+		if !(ws.Signaled() && ws.Signal() == syscall.SIGINT) && ws.ExitStatus() != 1 {
+			t.Errorf("after two SIGINTs: %v; want killed by SIGINT or exit 1", c.ProcessState)
+		}
+		t.Logf("after two SIGINTs: %v", c.ProcessState)
+		var after string
+		if !eventually(10*time.Second, func() bool { after = rdmaRes(t); return after == baseline }) {
+			t.Errorf("rdma res changed (- before, + after):\n%s", lineDiff(baseline, after))
+		}
+	})
+
 	// A driver the probe does not know is checked up to the protection
 	// domain and reported as not supported, not as failing: rxe0 seen
 	// through a sysfs root that names its driver irdma.
@@ -243,6 +269,31 @@ func TestProbe(t *testing.T) {
 			if !s.OK {
 				t.Errorf("step %s failed: %s", s.Name, s.Error)
 			}
+		}
+		if after := rdmaRes(t); after != baseline {
+			t.Errorf("rdma res changed (- before, + after):\n%s", lineDiff(baseline, after))
+		}
+	})
+
+	// The uverbs device is opened only as the character device itself: a
+	// symbolic link to the real one is refused before it is opened (a root
+	// with the node itself probes fine).
+	t.Run("symlinked_uverbs_device", func(t *testing.T) {
+		root := probeFakeDriverRoot(t, "rxe0", "rxe")
+		if r := run(grdma(), "--sysfs-root", root, "probe", "rxe0"); r.code != 0 {
+			t.Fatalf("with the device node: want the probe to pass:\n%s", r)
+		}
+		nodes, _ := filepath.Glob(root + "/dev/infiniband/uverbs*")
+		if len(nodes) != 1 {
+			t.Fatalf("device nodes %v", nodes)
+		}
+		os.Remove(nodes[0])
+		if err := os.Symlink("/dev/infiniband/"+filepath.Base(nodes[0]), nodes[0]); err != nil {
+			t.Fatal(err)
+		}
+		r := run(grdma(), "--sysfs-root", root, "probe", "rxe0")
+		if r.code != 1 || !strings.Contains(r.stderr, "/dev/infiniband/"+filepath.Base(nodes[0])+" is not character device") {
+			t.Errorf("through a symlink: want exit 1, not a character device:\n%s", r)
 		}
 		if after := rdmaRes(t); after != baseline {
 			t.Errorf("rdma res changed (- before, + after):\n%s", lineDiff(baseline, after))

@@ -5,6 +5,7 @@ package guest
 import (
 	"encoding/json"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -80,6 +81,28 @@ func TestStat(t *testing.T) {
 			t.Errorf("no sample shows a non-zero sent_pkts rate while traffic ran:\n%s", r.stdout)
 		}
 		t.Logf("rates:\n%s", r.stdout)
+	})
+
+	// Replacing the export keeps the file's mode and syncs the directory
+	// after the rename (strace shows the calls).
+	t.Run("ExportReplacesDurably", func(t *testing.T) {
+		dir := t.TempDir()
+		path := dir + "/rdma.prom"
+		if err := os.WriteFile(path, []byte("old\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		trace := dir + "/strace.out"
+		must(t, layout.Strace, "-f", "-o", trace, "-e", "trace=openat,rename,renameat,renameat2,fsync", grdma(), "stat", "export", "--textfile", path)
+		if st, err := os.Stat(path); err != nil || st.Mode().Perm() != 0o600 {
+			t.Errorf("mode after export: %v (%v), want 0600 as before", st.Mode().Perm(), err)
+		}
+		b, _ := os.ReadFile(trace)
+		calls := string(b)
+		renamed := strings.Index(calls, `, "`+path+`"`)
+		open := regexp.MustCompile(`openat\(AT_FDCWD, "` + regexp.QuoteMeta(dir) + `", [^)]*\) = (\d+)`).FindStringSubmatchIndex(calls)
+		if renamed < 0 || open == nil || open[0] < renamed || !strings.Contains(calls[open[1]:], "fsync("+calls[open[2]:open[3]]+")") {
+			t.Errorf("want the rename onto %s, then the directory opened and fsynced:\n%s", path, calls)
+		}
 	})
 
 	t.Run("PrometheusExport", func(t *testing.T) {
