@@ -28,13 +28,15 @@ $(BIN): $(GOSRC)
 
 # Unit tests: fakes only, no RDMA kernel needed. The header-layout tests
 # compare the ABI structs with the kernel's UAPI headers (linux-libc-dev),
-# installed here when missing; go.mod must be tidy.
+# installed here when missing; staticcheck (pinned in go.mod) must be
+# clean and go.mod tidy.
 test: uapi-headers
 	$(GO) vet ./...
+	$(GO) tool staticcheck ./...
 	$(GO) mod tidy -diff
 	CGO_ENABLED=0 $(GO) test ./...
 
-# staticcheck, pinned in go.mod as a tool.
+# staticcheck alone (make test runs it too).
 lint:
 	$(GO) tool staticcheck ./...
 

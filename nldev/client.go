@@ -40,12 +40,12 @@ type Config struct {
 // rdma, which opens a socket per request, a Client reuses its socket.
 // A Client is safe for use by one goroutine at a time.
 type Client struct {
-	c *netlink.Conn
+	t transport
 }
 
 // Dial opens a NETLINK_RDMA socket with extended acknowledgements on.
 func Dial(cfg *Config) (*Client, error) {
-	var c *netlink.Conn
+	var c *blockingSocket
 	var err error
 	if cfg == nil || cfg.NetNS == 0 {
 		c, err = dialBlocking()
@@ -58,19 +58,14 @@ func Dial(cfg *Config) (*Client, error) {
 		}
 		return nil, fmt.Errorf("open RDMA netlink socket: %w", err)
 	}
-	// Extended ACK carries the kernel's reason with an error; older kernels
-	// lack it, which is not a reason to fail. CAP_ACK is left off on purpose:
-	// mdlayher/netlink locates the TLVs after the full echoed request.
-	// (dialBlocking's socket has it set already and refuses this call.)
-	_ = c.SetOption(netlink.ExtendedAcknowledge, true)
-	return &Client{c: c}, nil
+	return &Client{t: c}, nil
 }
 
 // NewClient wraps an existing netlink connection, e.g. one from nltest.Dial.
-func NewClient(c *netlink.Conn) *Client { return &Client{c: c} }
+func NewClient(c *netlink.Conn) *Client { return &Client{t: connTransport{c}} }
 
 // Close closes the socket.
-func (c *Client) Close() error { return c.c.Close() }
+func (c *Client) Close() error { return c.t.close() }
 
 // request encodes attributes into a request message of the given command.
 func request(cmd Command, flags netlink.HeaderFlags, encode func(ae *netlink.AttributeEncoder)) (netlink.Message, error) {
@@ -99,7 +94,7 @@ func (c *Client) execute(cmd Command, ack bool, encode func(ae *netlink.Attribut
 	if err != nil {
 		return nil, err
 	}
-	return c.c.Execute(req)
+	return c.t.execute(req)
 }
 
 // get runs a doit request and decodes its single reply with fn.
@@ -133,18 +128,11 @@ func (c *Client) dumpOnce(cmd Command, encode func(ae *netlink.AttributeEncoder)
 	if err != nil {
 		return err
 	}
-	sent, err := c.c.Send(req)
-	if err != nil {
-		return err
-	}
 	var fnErr error
 	interrupted := false
-	for m, err := range c.c.ReceiveIter() {
+	for m, err := range c.t.dump(req) {
 		if err != nil {
 			return err
-		}
-		if m.Header.Sequence != sent.Header.Sequence {
-			continue // a stale reply to an earlier request
 		}
 		if m.Header.Flags&netlink.DumpInterrupted != 0 {
 			interrupted = true

@@ -103,8 +103,12 @@ func wrap(op string, err error, why explainer) error {
 		return err
 	}
 	e := &Error{Op: op, Err: err}
+	var ke *KernelError
 	var oe *netlink.OpError
-	if errors.As(err, &oe) {
+	switch {
+	case errors.As(err, &ke):
+		e.Extack = ke.Message
+	case errors.As(err, &oe):
 		e.Extack = oe.Message
 	}
 	var errno unix.Errno

@@ -49,7 +49,7 @@ func TestDeviceGone(t *testing.T) {
 	}{
 		{3, einval, true},
 		{3, &Error{Op: "list ports", Err: unix.ENODEV}, true},
-		{1, einval, false},                                    // still there: a real EINVAL
+		{1, einval, false}, // still there: a real EINVAL
 		{3, &Error{Op: "list ports", Err: unix.EPERM}, false}, // not about existence
 		{3, nil, false},
 	} {

@@ -45,7 +45,7 @@ func newPairClient(t testing.TB, answer func(req netlink.Message) [][]byte) *Cli
 	k := &pairKernel{fd: fds[1], answer: answer}
 	served := make(chan struct{})
 	go func() { k.serve(); close(served) }()
-	c := NewClient(netlink.NewConn(newBlockingSocket(fds[0], false), 1))
+	c := &Client{t: newBlockingSocket(fds[0], false, 1)}
 	t.Cleanup(func() {
 		// The kernel must be gone before its descriptor number is reused.
 		unix.Shutdown(fds[1], unix.SHUT_RDWR)

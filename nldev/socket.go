@@ -37,6 +37,7 @@ type blockingSocket struct {
 	// toKernel addresses every send to the kernel (tests use a socket pair).
 	toKernel bool
 	seq      uint32 // sequence number of the last request sent
+	pid      uint32 // the socket's netlink port ID
 }
 
 // receiveTimeout bounds a receive that finds nothing: a safety net for a
@@ -50,11 +51,11 @@ var ErrNoReply = errors.New("no reply from the kernel's RDMA netlink within 30s"
 // replies less.
 const receiveBufferSize = 64 << 10
 
-var _ netlink.Socket = (*blockingSocket)(nil)
+var _ transport = (*blockingSocket)(nil)
 
 // dialBlocking opens and binds the socket, with extended acknowledgements
 // on when the kernel has them.
-func dialBlocking() (*netlink.Conn, error) {
+func dialBlocking() (*blockingSocket, error) {
 	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_RDMA)
 	if err != nil {
 		return nil, err
@@ -74,20 +75,19 @@ func dialBlocking() (*netlink.Conn, error) {
 		unix.Close(fd)
 		return nil, err
 	}
-	pid := sa.(*unix.SockaddrNetlink).Pid
-	return netlink.NewConn(newBlockingSocket(fd, true), pid), nil
+	return newBlockingSocket(fd, true, sa.(*unix.SockaddrNetlink).Pid), nil
 }
 
-func newBlockingSocket(fd int, toKernel bool) *blockingSocket {
-	return &blockingSocket{fd: fd, buf: make([]byte, receiveBufferSize), toKernel: toKernel}
+func newBlockingSocket(fd int, toKernel bool, pid uint32) *blockingSocket {
+	return &blockingSocket{fd: fd, buf: make([]byte, receiveBufferSize), toKernel: toKernel, pid: pid}
 }
 
 // dialBlockingIn opens the socket in the network namespace open as nsFD,
 // from a thread that enters it and comes back (a thread that cannot come
 // back is left locked, so the runtime ends it).
-func dialBlockingIn(nsFD int) (*netlink.Conn, error) {
+func dialBlockingIn(nsFD int) (*blockingSocket, error) {
 	type dialled struct {
-		c   *netlink.Conn
+		c   *blockingSocket
 		err error
 	}
 	done := make(chan dialled, 1)
@@ -108,7 +108,7 @@ func dialBlockingIn(nsFD int) (*netlink.Conn, error) {
 		c, err := dialBlocking()
 		if rerr := unix.Setns(home, unix.CLONE_NEWNET); rerr != nil {
 			if err == nil {
-				c.Close()
+				c.close()
 			}
 			done <- dialled{err: fmt.Errorf("return from network namespace: %w", rerr)}
 			return // still locked: the thread ends with the goroutine
@@ -120,25 +120,12 @@ func dialBlockingIn(nsFD int) (*netlink.Conn, error) {
 	return d.c, d.err
 }
 
-func (s *blockingSocket) Close() error { return unix.Close(s.fd) }
-
-func (s *blockingSocket) Send(m netlink.Message) error {
-	return s.SendMessages([]netlink.Message{m})
-}
-
-func (s *blockingSocket) SendMessages(msgs []netlink.Message) error {
-	var b []byte
-	for _, m := range msgs {
-		mb, err := m.MarshalBinary()
-		if err != nil {
-			return err
-		}
-		b = append(b, mb...)
+// send sends one request to the kernel.
+func (s *blockingSocket) send(m netlink.Message) error {
+	b, err := m.MarshalBinary()
+	if err != nil {
+		return err
 	}
-	if len(b) == 0 {
-		return nil
-	}
-	s.seq = msgs[len(msgs)-1].Header.Sequence
 	kernel := unix.RawSockaddrNetlink{Family: unix.AF_NETLINK}
 	to, toLen := uintptr(unsafe.Pointer(&kernel)), unsafe.Sizeof(kernel)
 	if !s.toKernel {
@@ -157,23 +144,12 @@ func (s *blockingSocket) SendMessages(msgs []netlink.Message) error {
 	}
 }
 
-func (s *blockingSocket) Receive() ([]netlink.Message, error) {
-	var msgs []netlink.Message
-	for m, err := range s.ReceiveIter() {
-		if err != nil {
-			return nil, err
-		}
-		msgs = append(msgs, m)
-	}
-	return msgs, nil
-}
-
 // errTruncated means a datagram did not fit receiveBufferSize.
 var errTruncated = errors.New("netlink datagram larger than the receive buffer")
 
-// ReceiveIter reads datagrams up to one that holds messages of the last
+// receiveReply reads datagrams up to one that holds messages of the last
 // request and yields those, whose data the caller owns.
-func (s *blockingSocket) ReceiveIter() iter.Seq2[netlink.Message, error] {
+func (s *blockingSocket) receiveReply() iter.Seq2[netlink.Message, error] {
 	return func(yield func(netlink.Message, error) bool) {
 		for {
 			n, err := s.receive()
