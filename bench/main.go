@@ -41,6 +41,7 @@ func main() {
 	goBench := flag.Bool("go", true, "also run the Go benchmarks ("+strings.Join(goBenchPackages, " ")+")")
 	update := flag.String("update", "", "rewrite the generated sections of this Markdown file (BENCHMARKS.md)")
 	timeout := flag.Duration("timeout", 20*time.Minute, "per guest")
+	only := flag.String("only", "", `run only this part: "pair" (the probe between two hosts against perftest)`)
 	flag.Parse()
 	log.SetFlags(0)
 	log.SetPrefix("bench: ")
@@ -72,6 +73,23 @@ func main() {
 		log.Fatal(err)
 	}
 
+	sections := map[string]string{}
+	pair, err := runPairBench(ctx, bed, grdma, guestTests, strings.Split(*kernels, ","), *timeout)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Print(pair)
+	sections["pair"] = pair
+	if *only == "pair" {
+		if *update != "" {
+			if err := replaceSections(*update, sections); err != nil {
+				log.Fatal(err)
+			}
+			log.Printf("updated %s", *update)
+		}
+		return
+	}
+
 	var guest, probes strings.Builder
 	fmt.Fprintf(&guest, "Host: %s, `nproc` %d; guest: QEMU %s, software emulation (TCG, no KVM), 1 vCPU, 1 GiB.\n",
 		hostCPU(), runtime.NumCPU(), qemuVersion(ctx))
@@ -89,7 +107,7 @@ func main() {
 		fmt.Fprintf(&probes, "\nKernel %s:\n\n```\n%s```\n", run.Kernel, probe)
 	}
 	fmt.Print(guest.String(), probes.String())
-	sections := map[string]string{"guest": guest.String(), "probe": probes.String()}
+	sections["guest"], sections["probe"] = guest.String(), probes.String()
 
 	if *goBench {
 		table, err := runGoBenchmarks(ctx, bed.Repo)
@@ -137,6 +155,40 @@ func runGuest(ctx context.Context, bed *e2e.Bed, label string, g *e2e.Guest, gue
 		probe = []byte("the probe benchmark did not run: " + e2e.Tail(r.Log, 10))
 	}
 	return run, string(probe), json.Unmarshal(b, &run)
+}
+
+// runPairBench boots the two-host pair of each kernel and runs
+// TestPairProbeBenchmark (grdma's probe between hosts against perftest,
+// interleaved) in it; it returns the tables.
+func runPairBench(ctx context.Context, bed *e2e.Bed, grdma, guestTests string, kernels []string, timeout time.Duration) (string, error) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Two QEMU guests (TCG, 1 vCPU each) joined by one virtio-net link (a QEMU socket on 127.0.0.1), rxe0 on eth0, "+
+		"server on A and client on B for both tools, IPv4 GID; %d runs of each tool, interleaved; medians. "+
+		"bw: message rate (Mmsg/s: at one size, the bandwidth ratio; perftest's MsgRate[Mpps]); lat: median latency "+
+		"(perftest's t_typical; one way for write and send, the whole READ for read, in both). "+
+		"Reproduce: `make bench BENCHFLAGS='-only pair'`.\n", 5)
+	for _, label := range kernels {
+		k, err := bed.Kernel(ctx, label)
+		if err != nil {
+			return "", err
+		}
+		start := time.Now()
+		r, err := bed.RunPairTests(ctx, &e2e.GuestTestRun{Kernel: k, Grdma: grdma, TestBinary: guestTests,
+			Run: "ProbeBenchmark", Env: []string{"PAIR_BENCH_OUT=/out/pair.txt"}, Timeout: timeout}, nil)
+		if err != nil {
+			return "", fmt.Errorf("%s pair: %v", label, err)
+		}
+		report, rerr := os.ReadFile(filepath.Join(r.B.Out(), "pair.txt"))
+		tail := e2e.Tail(r.B.Log, 40)
+		r.Cleanup()
+		if rerr != nil {
+			return "", fmt.Errorf("%s pair: no report (%v):\n%s", label, rerr, tail)
+		}
+		log.Printf("%s: pair benchmark ran %v", label, time.Since(start).Round(time.Second))
+		kernel, table, _ := strings.Cut(string(report), "\n")
+		fmt.Fprintf(&b, "\n#### Kernel %s (Debian)\n\n%s", strings.TrimPrefix(kernel, "kernel "), table)
+	}
+	return b.String(), nil
 }
 
 // runGoBenchmarks runs the Go benchmarks once each (-benchtime 1s) and
