@@ -42,7 +42,9 @@ var contextRequests = map[string]func(*Context) error{
 // checked before the open (no side effects of opening another device) and
 // after (no swap in between); a symbolic link is refused.
 func openVerbsDevice(fsys sysfs.FS, name string, vd sysfs.VerbsDevice, ibdev string) (int, error) {
-	if majors, err := verbsMajors(fsys); err == nil && !slices.Contains(majors, vd.Major) {
+	if vd.Major == fixedMajor {
+		// ib_uverbs' own: no need to read /proc/devices.
+	} else if majors, err := verbsMajors(fsys); err == nil && !slices.Contains(majors, vd.Major) {
 		return -1, fmt.Errorf("%s: sysfs names device %d:%d, whose major %d is not ib_uverbs' (/proc/devices: infiniband_verbs %v)",
 			ibdev, vd.Major, vd.Minor, vd.Major, majors)
 	}
@@ -74,6 +76,9 @@ func openVerbsDevice(fsys sysfs.FS, name string, vd sysfs.VerbsDevice, ibdev str
 	}
 	return fd, nil
 }
+
+// fixedMajor is IB_UVERBS_MAJOR, the major of the first 32 uverbs devices.
+const fixedMajor = 231
 
 // verbsMajors returns the character device majors /proc/devices lists for
 // infiniband_verbs (231, and a dynamic one beyond 32 devices).

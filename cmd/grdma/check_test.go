@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -117,10 +116,7 @@ func TestCheckUsage(t *testing.T) {
 // gid-type expectation with the read error; it used to be reported as
 // "no RoCE v2 GID", as if the table had been read and had none.
 func TestCheckGIDTableUnreadable(t *testing.T) {
-	root := filepath.Join(t.TempDir(), "root")
-	if out, err := exec.Command("cp", "-a", sysfsFixture("rxe-6.12"), root).CombinedOutput(); err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
+	root := copyTree(t, sysfsFixture("rxe-6.12"))
 	gids := filepath.Join(root, "sys/devices/virtual/infiniband/rxe0/ports/1/gids")
 	os.RemoveAll(gids)
 	os.WriteFile(gids, []byte("not a directory\n"), 0o644)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -105,10 +104,7 @@ func TestExportSkipsVanishedDevice(t *testing.T) {
 // directory where the file should be) is exported as a read error and
 // reported, with the rest of the metrics; it used to be dropped silently.
 func TestExportReportsReadErrors(t *testing.T) {
-	root := filepath.Join(t.TempDir(), "root")
-	if out, err := exec.Command("cp", "-a", sysfsFixture("rxe-6.12"), root).CombinedOutput(); err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
+	root := copyTree(t, sysfsFixture("rxe-6.12"))
 	rate := filepath.Join(root, "sys/devices/virtual/infiniband/rxe1/ports/1/rate")
 	os.Remove(rate)
 	os.Mkdir(rate, 0o755)

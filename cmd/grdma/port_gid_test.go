@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,6 +17,17 @@ import (
 // mlx5 RoCE and InfiniBand hardware. It has no dev/, so port MTUs are
 // derived.
 func sysfsFixture(name string) string { return filepath.Join("..", "..", "sysfs", "testdata", name) }
+
+// copyTree copies a captured tree, symbolic links kept, for a test to
+// break.
+func copyTree(t *testing.T, src string) string {
+	t.Helper()
+	root := filepath.Join(t.TempDir(), "root")
+	if out, err := exec.Command("cp", "-a", src, root).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	return root
+}
 
 // TestPortGIDGolden pins the output of grdma port and grdma gid.
 func TestPortGIDGolden(t *testing.T) {

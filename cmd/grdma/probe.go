@@ -299,9 +299,18 @@ func (a *app) probe(req probeRequest) error {
 // which stops catching them: a second Ctrl-C kills a probe stuck in a
 // kernel call.
 func interruptOnce() (context.Context, context.CancelFunc) {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	context.AfterFunc(ctx, stop)
-	return ctx, stop
+	ctx, cancel := context.WithCancel(context.Background())
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		select {
+		case <-signals:
+		case <-ctx.Done():
+		}
+		signal.Stop(signals) // before cancel: once ctx is done, the next one kills
+		cancel()
+	}()
+	return ctx, cancel
 }
 
 // probeError is what a probe that did not pass, or was interrupted before

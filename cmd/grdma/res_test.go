@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -402,10 +401,7 @@ func TestResDriverDetails(t *testing.T) {
 // so it cannot inject escape sequences into an admin's res output. It
 // used to be printed raw, as rdma prints it. JSON escapes it anyway.
 func TestResCommEscaped(t *testing.T) {
-	root := filepath.Join(t.TempDir(), "root")
-	if out, err := exec.Command("cp", "-a", filepath.Join(resRecorded("6.12"), "root"), root).CombinedOutput(); err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
+	root := copyTree(t, filepath.Join(resRecorded("6.12"), "root"))
 	os.WriteFile(filepath.Join(root, "proc", "264", "comm"), []byte("\x1b]0;owned\x07\n"), 0o644)
 	out, stderr, code := runGrdma(t, resKernel("6.12"), "--sysfs-root", root, "res", "show", "qp")
 	if code != 0 || strings.ContainsAny(out, "\x1b\x07") || !strings.Contains(out, `comm \x1b]0;owned\x07`) {
