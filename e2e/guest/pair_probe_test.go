@@ -49,7 +49,7 @@ func TestPairProbe(t *testing.T) {
 		{"traffic"},
 		{"traffic", "size", "20000"},
 		{"bw", "write", "iters", "200"},
-		{"bw", "send", "iters", "200"},
+		{"bw", "send", "size", "4096", "iters", "200"},
 		{"bw", "read", "iters", "200"},
 		{"bw", "write", "size", "4096", "duration", "2s"},
 		{"lat", "write", "iters", "100"},
