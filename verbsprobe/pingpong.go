@@ -102,14 +102,7 @@ func (p *prober) connectPingpongServer() (string, error) {
 	if err := s.dial(p.ctx); err != nil {
 		return "", err
 	}
-	if err := p.postReceives(); err != nil {
-		return "", err
-	}
-	mine, err := p.pingpongAddress().MarshalBinary()
-	if err != nil {
-		return "", err
-	}
-	if err := s.write(mine); err != nil {
+	if err := p.sendPingpongAddress(); err != nil {
 		return "", err
 	}
 	theirs := make([]byte, pingpongAddressLen)
@@ -148,14 +141,7 @@ func (p *prober) acceptPingpong() (string, error) {
 // queue pair connected, it answers with its address and takes "done".
 func (p *prober) welcomePingpong() (string, error) {
 	s := p.session
-	if err := p.postReceives(); err != nil {
-		return "", err
-	}
-	mine, err := p.pingpongAddress().MarshalBinary()
-	if err != nil {
-		return "", err
-	}
-	if err := s.write(mine); err != nil {
+	if err := p.sendPingpongAddress(); err != nil {
 		return "", err
 	}
 	done := make([]byte, len(pingpongDone))
@@ -166,6 +152,19 @@ func (p *prober) welcomePingpong() (string, error) {
 		return "", s.peerError("waiting for the done of", fmt.Errorf("got %q, want %q", done, pingpongDone))
 	}
 	return fmt.Sprintf("qpn %#06x, psn %#06x", p.qp.QP().QPN, p.startPSN), nil
+}
+
+// sendPingpongAddress posts the receives the peer's first SEND needs,
+// then writes this side's address.
+func (p *prober) sendPingpongAddress() error {
+	if err := p.postReceives(); err != nil {
+		return err
+	}
+	mine, err := p.pingpongAddress().MarshalBinary()
+	if err != nil {
+		return err
+	}
+	return p.session.write(mine)
 }
 
 // write writes b within the timeout.

@@ -272,19 +272,29 @@ type stepFunc struct {
 	fn   func() (detail string, err error)
 }
 
-func (p *prober) run(ctx context.Context) {
-	if !p.steps(ctx, []stepFunc{
+// prologue runs the steps every probe starts with, up to a protection
+// domain, then more; false when one failed, or when the driver's queues
+// are unknown to grdma (Result.Unsupported says so).
+func (p *prober) prologue(ctx context.Context, more ...stepFunc) bool {
+	if !p.steps(ctx, append([]stepFunc{
 		{StepOpen, p.open},
 		{StepQueryDevice, p.queryDevice},
 		{StepQueryPort, p.queryPort},
 		{StepAddress, p.chooseAddress},
 		{StepAllocPD, p.allocPD},
-	}) {
-		return
+	}, more...)) {
+		return false
 	}
 	if p.driver == nil {
 		p.res.Unsupported = fmt.Sprintf("driver %s not supported by the probe: its CREATE_CQ and CREATE_QP need driver data grdma does not know (checked up to ALLOC_PD)",
 			p.res.Driver)
+		return false
+	}
+	return true
+}
+
+func (p *prober) run(ctx context.Context) {
+	if !p.prologue(ctx) {
 		return
 	}
 	if !p.steps(ctx, []stepFunc{

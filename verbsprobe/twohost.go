@@ -102,80 +102,56 @@ func newSession(role, host string, test Test, timeout time.Duration) *session {
 }
 
 func (p *prober) runClient(ctx context.Context) {
-	s := p.session
-	if !p.steps(ctx, []stepFunc{
-		{StepOpen, p.open},
-		{StepQueryDevice, p.queryDevice},
-		{StepQueryPort, p.queryPort},
-		{StepAddress, p.chooseAddress},
-		{StepAllocPD, p.allocPD},
-	}) {
-		return
-	}
-	if p.driver == nil {
-		p.res.Unsupported = fmt.Sprintf("driver %s not supported by the probe: its CREATE_CQ and CREATE_QP need driver data grdma does not know (checked up to ALLOC_PD)",
-			p.res.Driver)
-		return
-	}
 	connect := p.connectPeer
-	if s.test.Kind == TestPingpong {
+	if p.session.test.Kind == TestPingpong {
 		connect = p.connectPingpongServer
 	}
-	if !p.steps(ctx, []stepFunc{
-		{StepCreateCQ, p.createCQ},
-		{StepCreateQP, p.createQP},
-		{StepRegMR, p.regMR},
-		{StepInit, p.toInit},
-		{StepConnect, connect},
-		{StepRTR, p.toRTR},
-		{StepRTS, p.toRTS},
-		{StepQueryQP, p.queryQP},
-	}) {
-		return
+	if p.prologue(ctx) && p.connectQP(ctx, stepFunc{StepConnect, connect}, stepFunc{}) {
+		p.finish(ctx, p.finishClient)
 	}
-	if !p.peerTest(ctx) || s.test.Kind == TestPingpong {
-		return
-	}
-	p.step(ctx, StepFinish, p.finishClient)
 }
 
 func (p *prober) runServer(ctx context.Context, ln net.Listener) {
-	if !p.steps(ctx, []stepFunc{
-		{StepOpen, p.open},
-		{StepQueryDevice, p.queryDevice},
-		{StepQueryPort, p.queryPort},
-		{StepAddress, p.chooseAddress},
-		{StepAllocPD, p.allocPD},
-		{StepAccept, func() (string, error) { return p.accept(ln) }},
-	}) {
-		return
-	}
-	if p.driver == nil {
-		p.res.Unsupported = fmt.Sprintf("driver %s not supported by the probe: its CREATE_CQ and CREATE_QP need driver data grdma does not know (checked up to ALLOC_PD)",
-			p.res.Driver)
-		p.session.reportFailure(StepCreateCQ, errors.New(p.res.Unsupported))
-		return
-	}
 	welcome := p.welcome
-	if p.session.test.Kind == TestPingpong {
-		welcome = p.welcomePingpong
-	}
-	if !p.steps(ctx, []stepFunc{
-		{StepCreateCQ, p.createCQ},
-		{StepCreateQP, p.createQP},
-		{StepRegMR, p.regMR},
-		{StepInit, p.toInit},
-		{StepRTR, p.toRTR},
-		{StepRTS, p.toRTS},
-		{StepQueryQP, p.queryQP},
-		{StepWelcome, welcome},
-	}) {
+	accept := stepFunc{StepAccept, func() (string, error) {
+		detail, err := p.accept(ln)
+		if err == nil && p.session.test.Kind == TestPingpong {
+			welcome = p.welcomePingpong
+		}
+		return detail, err
+	}}
+	if !p.prologue(ctx, accept) {
+		if p.res.Unsupported != "" {
+			p.session.reportFailure(StepCreateCQ, errors.New(p.res.Unsupported))
+		}
 		return
 	}
-	if !p.peerTest(ctx) || p.session.test.Kind == TestPingpong {
-		return
+	if p.connectQP(ctx, stepFunc{}, stepFunc{StepWelcome, func() (string, error) { return welcome() }}) {
+		p.finish(ctx, p.finishServer)
 	}
-	p.step(ctx, StepFinish, p.finishServer)
+}
+
+// connectQP makes the queue pair and connects it to the peer's: the
+// client exchanges endpoints before RTR (before), the server after RTS
+// (after); an empty stepFunc is none.
+func (p *prober) connectQP(ctx context.Context, before, after stepFunc) bool {
+	steps := []stepFunc{{StepCreateCQ, p.createCQ}, {StepCreateQP, p.createQP}, {StepRegMR, p.regMR}, {StepInit, p.toInit}}
+	if before.fn != nil {
+		steps = append(steps, before)
+	}
+	steps = append(steps, stepFunc{StepRTR, p.toRTR}, stepFunc{StepRTS, p.toRTS}, stepFunc{StepQueryQP, p.queryQP})
+	if after.fn != nil {
+		steps = append(steps, after)
+	}
+	return p.steps(ctx, steps)
+}
+
+// finish runs the test and, but for ibv_rc_pingpong's, which has none,
+// the exchange of verdicts.
+func (p *prober) finish(ctx context.Context, verdicts func() (string, error)) {
+	if p.peerTest(ctx) && p.session.test.Kind != TestPingpong {
+		p.step(ctx, StepFinish, verdicts)
+	}
 }
 
 // endpoint is what this side tells its peer.
