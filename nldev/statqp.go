@@ -116,3 +116,37 @@ func (c *Client) QPCounters(devIndex, port uint32, fn func(*QPCounter) error) er
 		return ""
 	})
 }
+
+// QPCounterFilter selects the counters `rdma statistic qp show` prints:
+// its filters cntn, lqpn, pid and qp-type. A nil list does not filter.
+type QPCounterFilter struct {
+	CounterIDs NumList  // cntn
+	LQPNs      NumList  // lqpn
+	PIDs       NumList  // pid
+	QPTypes    []string // qp-type names, any case
+}
+
+// Match reports whether rdma would print counter q (res_counter_line in
+// rdma/stat.c): its number, type and owner must match, and with an lqpn
+// filter every QP bound to it (a counter with one QP outside the list is
+// dropped; one with no QPs is kept). A counter without a type compares
+// type 0's name (SMI), as rdma does; one without a pid never matches a
+// pid filter.
+func (f *QPCounterFilter) Match(q *QPCounter) bool {
+	switch {
+	case f.CounterIDs != nil && !f.CounterIDs.Contains(uint64(q.ID)):
+		return false
+	case f.PIDs != nil && (!q.Has(AttrResPID) || !f.PIDs.Contains(uint64(q.PID))):
+		return false
+	case f.QPTypes != nil && !containsFold(f.QPTypes, q.QPType.String()):
+		return false
+	}
+	if f.LQPNs != nil {
+		for _, n := range q.LQPNs {
+			if !f.LQPNs.Contains(uint64(n)) {
+				return false
+			}
+		}
+	}
+	return true
+}

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/grdma/grdma/nldev"
 	"github.com/spf13/cobra"
 )
 
@@ -310,22 +311,18 @@ func (s *compSyntax) keyword(word string) *compKeyword {
 	return &s.kws[i]
 }
 
-// compMatch finds word among n names, exactly or as a unique prefix, as
-// argv.match does; -1 if none.
+// compMatch finds word among n names as argv.match does (rdma's first
+// match, nldev.Abbrev); -1 if none.
 func compMatch(word string, n int, name func(int) string) int {
-	found := -1
+	names := make([]string, n)
 	for i := range n {
-		switch {
-		case name(i) == word:
-			return i
-		case strings.HasPrefix(name(i), word):
-			if found >= 0 {
-				return -1
-			}
-			found = i
-		}
+		names[i] = name(i)
 	}
-	return found
+	m, ok := nldev.Abbrev(word, names)
+	if !ok {
+		return -1
+	}
+	return slices.Index(names, m)
 }
 
 // compShow is the common "show|list [DEV[/PORT]]" level.
@@ -347,59 +344,31 @@ var compQPShow = []compKeyword{
 	{"qp-type", []compValues{compWords(compQPTypes...)}},
 }
 
-// resFilters are the FILTER keys of res show, per object (rdma's, as the
-// res command's help lists them).
-var compResFilters = map[string][]string{
-	"qp":    {"lqpn", "rqpn", "pid", "sq-psn", "rq-psn", "type", "path-mig-state", "state", "pdn", "comm"},
-	"cm_id": {"lqpn", "qp-type", "state", "ps", "pid", "src-addr", "src-port", "dst-addr", "dst-port", "cm-idn", "comm"},
-	"cq":    {"users", "poll-ctx", "pid", "cqn", "ctxn", "comm"},
-	"mr":    {"rkey", "lkey", "mrlen", "pid", "mrn", "pdn", "comm"},
-	"pd":    {"users", "pid", "ctxn", "pdn", "comm"},
-	"ctx":   {"pid", "ctxn", "comm"},
-	"srq":   {"pid", "srqn", "type", "pdn", "cqn", "lqpn", "comm"},
-}
-
-// resFilterValues are the values of the name-valued res filters.
-var compResFilterValues = map[string]map[string][]string{
-	"qp": {
-		"type":           compQPTypes,
-		"state":          {"RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"},
-		"path-mig-state": {"MIGRATED", "REARM", "ARMED"},
-	},
-	"cm_id": {
-		"qp-type": compQPTypes,
-		"state": {"IDLE", "ADDR_QUERY", "ADDR_RESOLVED", "ROUTE_QUERY", "ROUTE_RESOLVED",
-			"CONNECT", "DISCONNECT", "ADDR_BOUND", "LISTEN", "DEVICE_REMOVAL", "DESTROYING"},
-		"ps": {"IPoIB", "TCP", "UDP"},
-	},
-	"cq":  {"poll-ctx": {"DIRECT", "SOFTIRQ", "WORKQUEUE", "UNBOUND_WORKQUEUE"}},
-	"srq": {"type": {"BASIC", "XRC", "TM"}},
-}
-
 var compQPTypes = []string{"RC", "UC", "UD", "SMI", "GSI", "RAW_PACKET", "RAW_IPV6", "RAW_ETHERTYPE", "XRC_INI", "XRC_TGT", "DRIVER"}
 
-func compResObject(obj string) *compSyntax {
+// compResObject completes the filters of res show OBJECT, from the one res
+// grammar (nldev.ResFilters).
+func compResObject(t nldev.ResType) *compSyntax {
 	s := &compSyntax{}
-	switch obj {
-	case "qp", "cm_id":
-		s.kws = append(s.kws, compKeyword{"link", []compValues{compDevPorts}}, compKeyword{"dev", []compValues{compDevs}})
-	default:
-		s.kws = append(s.kws, compKeyword{"dev", []compValues{compDevs}})
-	}
-	for _, f := range compResFilters[obj] {
+	for _, f := range nldev.ResFilters(t) {
 		v := compFree
-		if names := compResFilterValues[obj][f]; names != nil {
-			v = compWords(names...)
+		switch {
+		case f.Kind == nldev.FilterLocation && f.Name == "link" && t.PerPort():
+			v = compDevPorts
+		case f.Kind == nldev.FilterLocation:
+			v = compDevs
+		case f.Values != nil:
+			v = compWords(f.Values...)
 		}
-		s.kws = append(s.kws, compKeyword{f, []compValues{v}})
+		s.kws = append(s.kws, compKeyword{f.Name, []compValues{v}})
 	}
 	return s
 }
 
 func compResShow() *compSyntax {
 	s := &compSyntax{verbOptional: true, pos: []compPositional{{vals: compDevs}}}
-	for _, obj := range []string{"qp", "cm_id", "cq", "mr", "pd", "ctx", "srq"} {
-		s.verbs = append(s.verbs, compVerb{obj, compResObject(obj)})
+	for _, t := range nldev.ResTypes {
+		s.verbs = append(s.verbs, compVerb{t.String(), compResObject(t)})
 	}
 	return s
 }

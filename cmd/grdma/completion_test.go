@@ -97,7 +97,7 @@ func TestCompletion(t *testing.T) {
 		{"frobnicate ", ""},
 		{"res ", "show list"},
 		{"res show ", "qp cm_id cq mr pd ctx srq rxe0 rxe1"},
-		{"res show qp ", "link dev lqpn rqpn pid sq-psn rq-psn type path-mig-state state pdn comm"},
+		{"res show qp ", "link lqpn rqpn pid sq-psn rq-psn type path-mig-state state pdn dev comm"},
 		{"res show qp link rxe1", "rxe1 rxe1/1"},
 		{"res show qp state R", "RESET RTR RTS"},
 		{"res show cq poll-ctx ", "DIRECT SOFTIRQ WORKQUEUE UNBOUND_WORKQUEUE"},
@@ -204,15 +204,18 @@ func TestCompletionGrammarsMatchCommands(t *testing.T) {
 		}
 	}
 	if res := byName["res"]; res != nil {
-		for obj, keys := range compResFilters {
-			line := ""
-			for _, l := range strings.Split(res.Long, "\n") {
-				if f := strings.Fields(l); len(f) > 1 && f[0] == obj {
-					line = strings.Join(f[1:], " ")
-				}
+		// Help and completion come from the one res grammar.
+		for _, typ := range nldev.ResTypes {
+			var keys []string
+			for _, f := range nldev.ResFilters(typ) {
+				keys = append(keys, f.Name)
 			}
-			if line != strings.Join(keys, " ") {
-				t.Errorf("res %s filters: help lists %q, completion has %q", obj, line, keys)
+			got, _ := complete(t, recordedDial("6.12"), "res", "show", typ.String(), "")
+			if !slices.Equal(got, keys) {
+				t.Errorf("res show %s completes %q, want %q", typ, got, keys)
+			}
+			if !strings.Contains(res.Long, "\n  "+typ.String()+" ") {
+				t.Errorf("res help lists no filters of %s", typ)
 			}
 		}
 		got, _ := complete(t, recordedDial("6.12"), "res", "show", "qp", "state", "")

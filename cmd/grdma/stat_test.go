@@ -206,13 +206,13 @@ func TestStatQPShowCounter(t *testing.T) {
 	if code != 0 || got != want {
 		t.Fatalf("exit %d (stderr %q)\ngot  %q\nwant %q", code, stderr, got, want)
 	}
-	got, _, _ = runGrdma(t, k, "-j", "stat", "qp", "show", "link", "rxe0/1", "lqpn", "179")
+	got, _, _ = runGrdma(t, k, "-j", "stat", "qp", "show", "link", "rxe0/1", "lqpn", "179,178")
 	wantJSON := `[{"ifindex":0,"ifname":"rxe0","port":1,"cntn":5,"qp-type":"RC","pid":` + fmt.Sprint(pid) + `,"comm":"` + strings.TrimSpace(string(comm)) + `","rx_write_requests":8,"rx_read_requests":0,"lqpn":[178,179]}` + "\n]\n"
 	if got != wantJSON {
 		t.Fatalf("got  %s\nwant %s", got, wantJSON)
 	}
 	// Filters: a cntn, pid or lqpn the counter does not have hides it.
-	for _, f := range [][]string{{"cntn", "6"}, {"lqpn", "1-177,180"}, {"qp-type", "UD"}, {"pid", "1"}} {
+	for _, f := range [][]string{{"cntn", "6"}, {"lqpn", "1-177,180"}, {"lqpn", "179"}, {"qp-type", "UD"}, {"pid", "1"}} {
 		got, _, _ := runGrdma(t, k, append([]string{"stat", "qp", "show", "link", "rxe0/1"}, f...)...)
 		if got != "" {
 			t.Errorf("filter %v printed %q", f, got)

@@ -179,37 +179,10 @@ func (a *app) statQPBind(args *argv, bind bool) error {
 	return err
 }
 
-// qpCounterFilters are the filters of stat qp show (rdma's cntn, lqpn,
-// pid, qp-type): numeric lists and ranges, or a list of QP types.
-type qpCounterFilters struct {
-	cntn, lqpn, pid []numRange
-	qpTypes         []string
-}
-
-func (f *qpCounterFilters) match(q *nldev.QPCounter) bool {
-	switch {
-	case f.cntn != nil && !matchNum(f.cntn, uint64(q.ID)):
-		return false
-	case f.pid != nil && (!q.Has(nldev.AttrResPID) || !matchNum(f.pid, uint64(q.PID))):
-		return false
-	case f.qpTypes != nil && (!q.Has(nldev.AttrResType) || !containsFold(f.qpTypes, q.QPType.String())):
-		return false
-	}
-	if f.lqpn != nil {
-		for _, n := range q.LQPNs {
-			if matchNum(f.lqpn, uint64(n)) {
-				return true
-			}
-		}
-		return false
-	}
-	return true
-}
-
 // statQPShow: qp show [link DEV[/PORT]] [cntn N] [lqpn N] [pid N] [qp-type T]
 func (a *app) statQPShow(args *argv) error {
 	var want devPort
-	var f qpCounterFilters
+	var f nldev.QPCounterFilter
 	for !args.empty() {
 		kw, err := args.keyword("parameter", "", "link", "cntn", "lqpn", "pid", "qp-type")
 		if err != nil {
@@ -223,13 +196,13 @@ func (a *app) statQPShow(args *argv) error {
 		case "link":
 			want, err = args.parseDevPort(v)
 		case "qp-type":
-			f.qpTypes = strings.Split(v, ",")
+			f.QPTypes = strings.Split(v, ",")
 		default:
-			var r []numRange
-			if r, err = parseNumList(v); err != nil {
+			var r nldev.NumList
+			if r, err = nldev.ParseNumList(v); err != nil {
 				err = usagef(args.help, "%s: %v", kw, err)
 			}
-			*map[string]*[]numRange{"cntn": &f.cntn, "lqpn": &f.lqpn, "pid": &f.pid}[kw] = r
+			*map[string]*nldev.NumList{"cntn": &f.CounterIDs, "lqpn": &f.LQPNs, "pid": &f.PIDs}[kw] = r
 		}
 		if err != nil {
 			return err
@@ -247,7 +220,7 @@ func (a *app) statQPShow(args *argv) error {
 	return a.listPorts(refs, func(p *output.Printer, r portRef) error {
 		rp.p = p
 		return c.QPCounters(r.dev.Index, r.port, func(q *nldev.QPCounter) error {
-			if f.match(q) {
+			if f.Match(q) {
 				rp.qpCounter(q)
 			}
 			return nil
