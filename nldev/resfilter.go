@@ -372,6 +372,11 @@ type ResFilter struct {
 	Numbers NumList
 	// Words is the value of a string filter, lower case.
 	Words []string
+	// also are the other filters of rdma's table the key abbreviates:
+	// rdma checks every field whose name starts with the key (utils.c
+	// rd_check_is_filtered compares keys with strcmpx), so "res show qp
+	// p 5" asks for pid 5, path-mig-state "5" and pdn 5 at once.
+	also []ResFilter
 }
 
 // ParseResFilter checks a FILTER VALUE pair against its spec.
@@ -406,6 +411,30 @@ func ParseResFilter(spec *ResFilterSpec, value string) (ResFilter, error) {
 	return f, nil
 }
 
+// parseAlso reads value as rdma would for another field the key
+// abbreviates: a value that does not fit the field matches nothing.
+func parseAlso(spec *ResFilterSpec, value string) ResFilter {
+	f := ResFilter{Spec: spec}
+	if spec.Kind == FilterNumber {
+		f.Numbers, _ = ParseNumList(value)
+		if f.Numbers == nil {
+			f.Numbers = NumList{} // matches nothing
+		}
+		return f
+	}
+	for _, w := range strings.Split(value, ",") {
+		if w != "" {
+			if spec.normalize != nil {
+				if n, err := spec.normalize(w); err == nil {
+					w = n
+				}
+			}
+			f.Words = append(f.Words, strings.ToLower(w))
+		}
+	}
+	return f
+}
+
 func containsFold(list []string, s string) bool {
 	for _, v := range list {
 		if strings.EqualFold(v, s) {
@@ -420,6 +449,11 @@ func containsFold(list []string, s string) bool {
 // field's zero value, as rdma does (path-mig-state of a UD QP is
 // "MIGRATED" to the filter); comm and addresses it lacks never match.
 func (f *ResFilter) Match(o ResObject, comm CommFunc) bool {
+	for i := range f.also {
+		if !f.also[i].Match(o, comm) {
+			return false
+		}
+	}
 	s := f.Spec
 	switch {
 	case s.qpList || s.Unreported:

@@ -48,8 +48,9 @@ type ResSelect struct {
 
 // ParseResSelect reads the words after `res show OBJECT`: [dev DEV | link
 // DEV[/PORT|/-]] and FILTER VALUE pairs in any order, keys abbreviated as
-// rdma abbreviates them (the first filter of the object's table, in
-// ResFilters order, that the word starts). Errors are *SyntaxError.
+// rdma abbreviates them: a word abbreviating dev or link picks the device,
+// any other the first filter of the object's table, in ResFilters order,
+// that the word starts. Errors are *SyntaxError.
 func ParseResSelect(t ResType, words []string) (ResSelect, error) {
 	sel := ResSelect{Type: t}
 	specs := ResFilters(t)
@@ -59,7 +60,14 @@ func ParseResSelect(t ResType, words []string) (ResSelect, error) {
 	}
 	seen := map[string]bool{}
 	for len(words) > 0 {
-		name, ok := Abbrev(words[0], names)
+		// rdma (rd_set_arg_to_devname) takes any key abbreviating dev
+		// or link as the device, whatever filter it matched first
+		// (cm_id "d" is dev-type, yet names the device).
+		key := words[0]
+		name, ok := Abbrev(key, []string{"dev", "link"})
+		if !ok {
+			name, ok = Abbrev(words[0], names)
+		}
 		if !ok {
 			return sel, syntaxf("unknown filter %q: expected %s", words[0], strings.Join(names, ", "))
 		}
@@ -82,6 +90,15 @@ func ParseResSelect(t ResType, words []string) (ResSelect, error) {
 		f, err := ParseResFilter(&specs[i], value)
 		if err != nil {
 			return sel, err
+		}
+		if words := key; key != name {
+			// An abbreviation: rdma also checks the later fields it
+			// abbreviates (grdma's extensions aside).
+			for j := i + 1; j < len(specs); j++ {
+				if sp := &specs[j]; strings.HasPrefix(sp.Name, words) && sp.Kind != FilterLocation && !sp.Extension {
+					f.also = append(f.also, parseAlso(sp, value))
+				}
+			}
 		}
 		sel.Filters = append(sel.Filters, f)
 	}

@@ -150,3 +150,40 @@ func (f *QPCounterFilter) Match(q *QPCounter) bool {
 	}
 	return true
 }
+
+// QPCounterOf returns counter counterID of a port with the QPs bound to
+// it (STAT_GET with STAT_COUNTER_ID).
+func (c *Client) QPCounterOf(devIndex, port, counterID uint32) (QPCounter, error) {
+	q := QPCounter{}
+	err := c.get(CmdStatGet, func(ae *netlink.AttributeEncoder) {
+		ae.Uint32(uint16(AttrDevIndex), devIndex)
+		ae.Uint32(uint16(AttrPortIndex), port)
+		ae.Uint32(uint16(AttrStatRes), uint32(AttrResQP))
+		ae.Uint32(uint16(AttrStatCounterID), counterID)
+	}, q.decode)
+	return q, wrap(fmt.Sprintf("read counter %d of port %d of RDMA device %d", counterID, port, devIndex), err, func(errno unix.Errno) string {
+		switch errno {
+		case unix.ENOENT:
+			return fmt.Sprintf("no counter %d on this port", counterID)
+		case unix.EOPNOTSUPP, unix.EINVAL:
+			return "the device has no QP counters"
+		}
+		return ""
+	})
+}
+
+// UnbindQPCounterAll unbinds every QP bound to counter counterID, one
+// STAT_DEL each, and returns the QPs unbound. Equivalent to `rdma
+// statistic qp unbind link DEV/PORT cntn C` (no lqpn).
+func (c *Client) UnbindQPCounterAll(devIndex, port, counterID uint32) ([]uint32, error) {
+	q, err := c.QPCounterOf(devIndex, port, counterID)
+	if err != nil {
+		return nil, err
+	}
+	for i, n := range q.LQPNs {
+		if err := c.UnbindQPCounter(devIndex, port, n, counterID); err != nil {
+			return q.LQPNs[:i], err
+		}
+	}
+	return q.LQPNs, nil
+}

@@ -370,6 +370,11 @@ func compResShow() *compSyntax {
 	for _, t := range nldev.ResTypes {
 		s.verbs = append(s.verbs, compVerb{t.String(), compResObject(t)})
 	}
+	frmr := &compSyntax{kws: []compKeyword{{"dev", []compValues{compDevs}}}}
+	for _, f := range nldev.FRMRPoolFilterNames {
+		frmr.kws = append(frmr.kws, compKeyword{f, []compValues{compFree}})
+	}
+	s.verbs = append(s.verbs, compVerb{"frmr_pools", frmr})
 	return s
 }
 
@@ -384,18 +389,25 @@ var compAutoOnOff compValues = func(_ *completer, done []string) []string {
 
 // grammars are the argument grammars of the objects, by command name.
 var compGrammars = map[string]*compSyntax{
-	"dev": {verbs: append(compShowVerbs(compShow(compDevs)),
+	"dev": {verbs: append([]compVerb{
+		{"add", &compSyntax{pos: []compPositional{{vals: compFree}}, kws: []compKeyword{
+			{"type", []compValues{compWords("smi")}},
+			{"parent", []compValues{compDevs}},
+		}}},
+		{"delete", &compSyntax{pos: []compPositional{{vals: compDevs}}}},
+	}, append(compShowVerbs(compShow(compDevs)),
 		compVerb{"set", &compSyntax{pos: []compPositional{{vals: compDevs}}, oneKeyword: true, kws: []compKeyword{
 			{"name", []compValues{compFree}},
 			{"netns", []compValues{compNetns}},
 			{"adaptive-moderation", []compValues{compOnOff}},
-		}}})},
-	"link": {verbs: append(compShowVerbs(compShow(compDevPorts)),
-		compVerb{"add", &compSyntax{pos: []compPositional{{vals: compFree}}, kws: []compKeyword{
+		}}})...)},
+	"link": {verbs: append([]compVerb{
+		{"add", &compSyntax{pos: []compPositional{{vals: compFree}}, kws: []compKeyword{
 			{"type", []compValues{compWords("rxe", "siw")}},
 			{"netdev", []compValues{compNetdevs}},
 		}}},
-		compVerb{"delete", &compSyntax{pos: []compPositional{{vals: compDevs}}}})},
+		{"delete", &compSyntax{pos: []compPositional{{vals: compDevs}}}},
+	}, compShowVerbs(compShow(compDevPorts))...)},
 	"sys": {verbs: []compVerb{
 		{"show", &compSyntax{pos: []compPositional{{vals: compWords("netns", "privileged-qkey", "monitor", "copy-on-fork")}}}},
 		{"set", &compSyntax{verbs: []compVerb{
@@ -410,10 +422,7 @@ var compGrammars = map[string]*compSyntax{
 		compKeyword{"ipv6", nil},
 		compKeyword{"netdev", []compValues{compNetdevs}},
 	))},
-	"stat": {verbs: append(compShowVerbs(&compSyntax{kws: []compKeyword{compStatLink}}),
-		compVerb{"mode", &compSyntax{kws: []compKeyword{{"supported", nil}, compStatLink}}},
-		compVerb{"set", &compSyntax{kws: []compKeyword{{"link", []compValues{compPorts}}, {"optional-counters", []compValues{compFree}}}}},
-		compVerb{"unset", &compSyntax{kws: []compKeyword{{"link", []compValues{compPorts}}, {"optional-counters", nil}}}},
+	"stat": {verbs: append(compShowVerbs(&compSyntax{kws: []compKeyword{compStatLink, {"mr", nil}}}),
 		compVerb{"qp", &compSyntax{verbOptional: true, kws: compQPShow, verbs: []compVerb{
 			{"show", &compSyntax{kws: compQPShow}},
 			{"list", &compSyntax{kws: compQPShow}},
@@ -426,9 +435,15 @@ var compGrammars = map[string]*compSyntax{
 			{"bind", &compSyntax{kws: []compKeyword{{"link", []compValues{compPorts}}, {"lqpn", []compValues{compFree}}, {"cntn", []compValues{compFree}}}}},
 			{"unbind", &compSyntax{kws: []compKeyword{{"link", []compValues{compPorts}}, {"cntn", []compValues{compFree}}, {"lqpn", []compValues{compFree}}}}},
 		}}},
+		compVerb{"mr", &compSyntax{kws: []compKeyword{{"mrn", []compValues{compFree}}, {"dev", []compValues{compDevs}}}}},
+		compVerb{"mode", &compSyntax{kws: []compKeyword{{"supported", nil}, compStatLink}}},
+		compVerb{"set", &compSyntax{kws: []compKeyword{{"link", []compValues{compPorts}}, {"optional-counters", []compValues{compFree}}}}},
+		compVerb{"unset", &compSyntax{kws: []compKeyword{{"link", []compValues{compPorts}}, {"optional-counters", nil}}}},
 		compVerb{"export", &compSyntax{}})},
 	"monitor": {},
-	"res":     {verbs: []compVerb{{"show", compResShow()}, {"list", compResShow()}}},
+	"res": {verbs: []compVerb{{"show", compResShow()}, {"set", &compSyntax{verbs: []compVerb{{"frmr_pools", &compSyntax{kws: []compKeyword{
+		{"dev", []compValues{compDevs}}, {"aging", []compValues{compFree}},
+	}}}}}}, {"list", compResShow()}}},
 	"check": {kws: []compKeyword{
 		{"devices", nil},
 		{"ports", nil},

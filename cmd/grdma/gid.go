@@ -29,7 +29,7 @@ It fails, naming what the port has, when none matches.`,
   grdma -j gid show rxe0
   NCCL_IB_GID_INDEX=$(grdma gid show mlx5_0/1 type v2 ipv4 netdev eth0 -q)`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.gid(cmd, newArgv(args, "grdma gid help"), quiet)
+			return a.gid(cmd, cmdArgv(cmd, args, "grdma gid help"), quiet)
 		},
 	}
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "print only the chosen GID index of each port")

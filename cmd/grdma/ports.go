@@ -68,7 +68,7 @@ func (a *argv) linkArg() (devPort, error) {
 	if a.empty() {
 		return devPort{}, nil
 	}
-	if _, err := a.keyword("parameter", "", "link"); err != nil {
+	if _, err := a.keyword("parameter", "", "link", "help"); err != nil {
 		return devPort{}, err
 	}
 	if a.empty() {

@@ -14,7 +14,9 @@ func (a *app) resCommand() *cobra.Command {
 	return &cobra.Command{
 		Use: `res [show|list] [DEV]
   res show qp|cm_id [link DEV[/PORT|/-] | dev DEV] [FILTER VALUE]...
-  res show cq|mr|pd|ctx|srq [dev DEV] [FILTER VALUE]...`,
+  res show cq|mr|pd|ctx|srq [dev DEV] [FILTER VALUE]...
+  res show frmr_pools [dev DEV] [FILTER VALUE]...
+  res set frmr_pools dev DEV aging SECONDS`,
 		Aliases: []string{"resource"},
 		Short:   "Show RDMA resources: object counts, QPs, CM IDs, CQs, MRs, PDs, contexts, SRQs",
 		Long: `Show how many objects each RDMA device tracks, or list the objects of one
@@ -38,6 +40,12 @@ name of user objects, the module name of kernel objects. One plain object
 number (lqpn with a port, cm-idn with a port, cqn, mrn, pdn, ctxn, srqn) is
 looked up directly instead of dumping everything.
 
+frmr_pools lists the pools of fast-registration MRs (Linux 7.0; filters
+ats access_flags vendor_key num_dma_blocks queue in_use max_in_use pinned,
+numeric; -d adds the key's fields); "res set frmr_pools dev DEV aging
+SECONDS" sets how long unused ones live. Kernels before 7.0 refuse both:
+grdma says "not supported by this kernel".
+
 link DEV/- lists the QPs and CM IDs not bound to a port yet; dev DEV and
 link DEV are accepted for every object (rdma has link for QPs and CM IDs,
 dev for the others, and reads cm_id's "dev" as dev-type). comm is not an
@@ -56,23 +64,26 @@ separated by spaces (rdma runs decimal bytes together).`,
   grdma res show mr pid 4242
   grdma -dd res show qp lqpn 1-100`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.res(cmd, newArgv(args, "grdma res help"))
+			return a.res(cmd, cmdArgv(cmd, args, "grdma res help"))
 		},
 	}
 }
 
 func (a *app) res(cmd *cobra.Command, args *argv) error {
-	verb, err := args.keyword("command", "show", "show", "list", "help")
+	verb, err := args.keyword("command", "show", "show", "set", "list", "help")
 	if err != nil {
 		return err
 	}
-	if verb == "help" {
-		return cmd.Help()
+	if verb == "set" {
+		return a.resSet(args)
 	}
 	if args.empty() {
 		return a.resSummary("")
 	}
 	word := args.next()
+	if full, ok := nldev.Abbrev(word, append(resTypeNames(), "frmr_pools")); ok && full == "frmr_pools" {
+		return a.resFRMRPools(args)
+	}
 	t, ok := nldev.ParseResType(word)
 	if !ok {
 		if !args.empty() {

@@ -46,7 +46,13 @@ type rdmaCommand struct {
 
 func rdmaCommands(t *testing.T, kv string) []rdmaCommand {
 	t.Helper()
-	f, err := os.Open(filepath.Join(resRecorded(kv), "rdma", "commands.txt"))
+	return rdmaCommandsIn(t, filepath.Join(resRecorded(kv), "rdma"))
+}
+
+// rdmaCommandsIn reads DIR/commands.txt.
+func rdmaCommandsIn(t *testing.T, dir string) []rdmaCommand {
+	t.Helper()
+	f, err := os.Open(filepath.Join(dir, "commands.txt"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,12 +163,18 @@ func TestResFilters(t *testing.T) {
 		{"res show qp path-mig-state rearm link rxe1", nil},
 		// User CQs have no poll-ctx: they compare as DIRECT (rdma's 0).
 		{"res show cq poll-ctx direct dev rxe1", []string{"1", "2", "3"}},
-		// Abbreviated keys resolve as rdma's table order says: "s" is
-		// sq-psn for QPs, "t" type; "d" is cm_id's dev-type, which the
-		// kernel does not report and so matches every CM ID, as in rdma.
-		{"res show qp s 0 link rxe1", []string{"17", "18", "19", "20", "21", "22", "23", "24", "25", "26", "27", "28", "29", "30", "31", "32", "33", "34", "1"}},
+		// Abbreviated keys resolve as rdma's table order says ("s" is
+		// sq-psn for QPs, "t" type), and, as in rdma, also filter every
+		// later field they abbreviate: "s 0" asks for sq-psn 0 and state
+		// "0", which no QP is in; "sq 0" for sq-psn 0 only.
+		{"res show qp s 0 link rxe1", nil},
+		{"res show qp sq 0 link rxe1", []string{"17", "18", "19", "20", "21", "22", "23", "24", "25", "26", "27", "28", "29", "30", "31", "32", "33", "34", "1"}},
+		// cm_id's dev-type is not reported by the kernel and so matches
+		// every CM ID, as in rdma.
 		{"res show qp t ud", []string{"34"}},
-		{"res show cm_id d ib", []string{"2", "0", "19", "20", "0"}},
+		{"res show cm_id dev-t ib", []string{"2", "0", "19", "20", "0"}},
+		// A key abbreviating dev or link names the device, as in rdma.
+		{"res show cm_id d rxe1", []string{"0"}},
 		{"res show cm_id transport-type iwarp src-port 7175", []string{"2", "0"}},
 		{"res show c dev rxe1 cm-idn 0", []string{"0"}},
 		{"res show qp path-mig-state REARM", nil},
@@ -225,7 +237,8 @@ func TestResErrors(t *testing.T) {
 		{"res show qp state RTSS", exitUsage, `bad state filter: unknown value "RTSS" (expected RESET, INIT, RTR, RTS, SQD, SQE, ERR)`},
 		{"res show qp lqpn", exitUsage, "missing lqpn value"},
 		{"res show qp frob 1", exitUsage, `unknown filter "frob": expected link, lqpn, rqpn, pid, sq-psn, rq-psn, type, path-mig-state, state, pdn, dev, comm`},
-		{"res show cm_id d", exitUsage, "missing dev-type value"},
+		{"res show cm_id d", exitUsage, "missing dev value"},
+		{"res show cm_id d 1", exitFailed, "RDMA device 1 not found"},
 		{"res show cm_id src-addr 1.2.3", exitUsage, `bad src-addr filter: "1.2.3" is not an IP address`},
 		{"res show qp pid 1 pid 2", exitUsage, "pid given twice"},
 		{"res show qp dev rxe0 link rxe1", exitUsage, "link given twice"},

@@ -33,7 +33,8 @@ func (a *app) statCommand() *cobra.Command {
   stat qp mode [link DEV[/PORT]]
   stat qp set link DEV/PORT auto {type|pid|type,pid} on [optional-counters on|off] | auto off
   stat qp bind link DEV/PORT lqpn QPN [cntn COUNTER]
-  stat qp unbind link DEV/PORT cntn COUNTER lqpn QPN
+  stat qp unbind link DEV/PORT cntn COUNTER [lqpn QPN]
+  stat mr [dev DEV] [mrn N]
   stat export --textfile PATH`,
 		Aliases: []string{"statistic"},
 		Short:   "Show and manage RDMA hardware counters",
@@ -43,7 +44,10 @@ difference between samples (a counter that went backwards was reset and
 counts from zero); with --pma, the InfiniBand PMA counters of sysfs
 (ports/P/counters; port_xmit_data and port_rcv_data converted from 4-byte
 words to bytes). Manage optional counters and how QPs are bound to
-counters. "stat export" writes all counters and port states in the
+counters; qp unbind without lqpn unbinds every QP of the counter, as rdma
+does. "stat mr" (also "stat show mr") lists the counters of each memory
+region, for drivers that count per MR (mlx5; rxe lists MRs without
+counters). "stat export" writes all counters and port states in the
 Prometheus text format for node_exporter's textfile collector, atomically.
 Text and JSON of the commands rdma has match rdma statistic.`,
 		Example: `  grdma stat
@@ -55,7 +59,7 @@ Text and JSON of the commands rdma has match rdma statistic.`,
   grdma stat qp set link mlx5_0/1 auto type on
   grdma stat export --textfile /var/lib/node_exporter/textfile/rdma.prom`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.stat(cmd, newArgv(args, "grdma stat help"), &so)
+			return a.stat(cmd, cmdArgv(cmd, args, "grdma stat help"), &so)
 		},
 	}
 	f := cmd.Flags()
@@ -67,7 +71,7 @@ Text and JSON of the commands rdma has match rdma statistic.`,
 }
 
 func (a *app) stat(cmd *cobra.Command, args *argv, so *statOptions) error {
-	verb, err := args.keyword("command", "show", "show", "list", "mode", "set", "unset", "qp", "export", "help")
+	verb, err := args.keyword("command", "show", "show", "list", "help", "qp", "mr", "mode", "set", "unset", "export")
 	if err != nil {
 		return err
 	}
@@ -91,6 +95,8 @@ func (a *app) stat(cmd *cobra.Command, args *argv, so *statOptions) error {
 		return a.statSetOptional(args, false)
 	case "qp":
 		return a.statQP(args)
+	case "mr":
+		return a.statMR(args)
 	case "export":
 		return a.statExport(args, so.textfile)
 	case "help":
@@ -140,6 +146,17 @@ func (a *app) readCounters(c *nldev.Client, refs []portRef) ([]nldev.PortCounter
 }
 
 func (a *app) statShow(args *argv, so *statOptions) error {
+	if !args.empty() {
+		// rdma: stat show link ... | stat show mr ... | stat show help.
+		w, err := args.sub(args.words[:1]).keyword("parameter", "", "link", "mr", "help")
+		if err != nil {
+			return err
+		}
+		if w == "mr" {
+			args.next()
+			return a.statMR(args)
+		}
+	}
 	c, refs, err := a.statPorts(args)
 	if err != nil {
 		return err
@@ -262,11 +279,16 @@ func renderRates(p *output.Printer, old, cur *nldev.PortCounters, at time.Time, 
 
 func (a *app) statMode(args *argv) error {
 	supported := false
-	if !args.empty() && strings.HasPrefix("supported", args.words[0]) && args.words[0] != "" && !strings.HasPrefix("link", args.words[0]) {
-		args.next()
-		supported = true
-	} else if !args.empty() && args.words[0] == "show" {
-		args.next()
+	if !args.empty() {
+		// rdma's table: link, show, supported, help.
+		w, err := args.sub(args.words[:1]).keyword("parameter", "", "link", "show", "supported", "help")
+		if err != nil {
+			return err
+		}
+		if w != "link" {
+			args.next()
+		}
+		supported = w == "supported"
 	}
 	c, refs, err := a.statPorts(args)
 	if err != nil {
@@ -344,12 +366,15 @@ func (a *app) statSetOptional(args *argv, set bool) error {
 	if args.empty() {
 		return usagef(args.help, "stat %s needs link DEV/PORT optional-counters", verb)
 	}
+	if err := args.linkOrHelp(); err != nil {
+		return err
+	}
 	// Validate the whole line before talking to the kernel.
 	words := args.words
 	if len(words) < 3 {
 		return usagef(args.help, "stat %s needs link DEV/PORT optional-counters", verb)
 	}
-	tail := newArgv(words[2:], args.help)
+	tail := args.sub(words[2:])
 	if _, err := tail.keyword("parameter", "", "optional-counters"); err != nil {
 		return err
 	}

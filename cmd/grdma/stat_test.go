@@ -97,7 +97,7 @@ func TestStatErrors(t *testing.T) {
 		{"stat unset link rxe0/1 counters", exitUsage, `unknown parameter "counters"`},
 		{"stat qp set link rxe0/1 auto color on", exitUsage, `unknown auto criterion "color"`},
 		{"stat qp bind link rxe0/1 lqpn x", exitUsage, `lqpn must be a number, not "x"`},
-		{"stat qp unbind link rxe0/1 lqpn 5", exitUsage, "needs cntn COUNTER and lqpn QPN"},
+		{"stat qp unbind link rxe0/1 lqpn 5", exitUsage, "needs cntn COUNTER (and lqpn QPN for one QP only)"},
 		{"stat show link nosuch/1", exitFailed, "RDMA device nosuch not found"},
 		{"stat mode -i 1s", exitUsage, "-i, -c and --pma go with stat show"},
 		{"stat show -c 3", exitUsage, "-c needs -i"},

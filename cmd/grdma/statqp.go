@@ -28,8 +28,6 @@ func (a *app) statQP(args *argv) error {
 		return a.statQPBind(args, false)
 	case "mode":
 		return a.statQPMode(args)
-	case "help":
-		return usagef("", "see grdma stat --help")
 	}
 	return a.statQPShow(args)
 }
@@ -82,10 +80,13 @@ func qpModeString(m *nldev.QPCounterMode) string {
 
 // statQPSet: set link D/P auto {type|pid|type,pid} on [optional-counters on|off] | auto off
 func (a *app) statQPSet(args *argv) error {
+	if err := args.linkOrHelp(); err != nil {
+		return err
+	}
 	if len(args.words) < 2 {
 		return usagef(args.help, "stat qp set needs link DEV/PORT auto ...")
 	}
-	tail := newArgv(args.words[2:], args.help)
+	tail := args.sub(args.words[2:])
 	args.words = args.words[:2]
 	if _, err := tail.keyword("parameter", "", "auto"); err != nil {
 		return err
@@ -137,10 +138,13 @@ func (a *app) statQPBind(args *argv, bind bool) error {
 	if bind {
 		verb = "bind"
 	}
+	if err := args.linkOrHelp(); err != nil {
+		return err
+	}
 	if len(args.words) < 2 {
 		return usagef(args.help, "stat qp %s needs link DEV/PORT", verb)
 	}
-	tail := newArgv(args.words[2:], args.help)
+	tail := args.sub(args.words[2:])
 	args.words = args.words[:2]
 	var lqpn, cntn uint32
 	for !tail.empty() {
@@ -162,14 +166,19 @@ func (a *app) statQPBind(args *argv, bind bool) error {
 			cntn = uint32(n)
 		}
 	}
-	if lqpn == 0 || (!bind && cntn == 0) {
-		if bind {
-			return usagef(args.help, "stat qp bind needs lqpn QPN")
-		}
-		return usagef(args.help, "stat qp unbind needs cntn COUNTER and lqpn QPN")
+	if bind && lqpn == 0 {
+		return usagef(args.help, "stat qp bind needs lqpn QPN")
+	}
+	if !bind && cntn == 0 {
+		return usagef(args.help, "stat qp unbind needs cntn COUNTER (and lqpn QPN for one QP only)")
 	}
 	c, r, err := a.strictPort(args, "stat qp "+verb)
 	if err != nil {
+		return err
+	}
+	if !bind && lqpn == 0 {
+		// Every QP of the counter, as rdma does.
+		_, err := c.UnbindQPCounterAll(r.dev.Index, r.port, cntn)
 		return err
 	}
 	if !bind {
@@ -184,7 +193,7 @@ func (a *app) statQPShow(args *argv) error {
 	var want devPort
 	var f nldev.QPCounterFilter
 	for !args.empty() {
-		kw, err := args.keyword("parameter", "", "link", "cntn", "lqpn", "pid", "qp-type")
+		kw, err := args.keyword("parameter", "", "link", "help", "cntn", "lqpn", "pid", "qp-type")
 		if err != nil {
 			return err
 		}
