@@ -2,6 +2,8 @@ package nldev
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
@@ -175,14 +177,7 @@ func ParseFRMRPoolSelect(words []string) (FRMRPoolSelect, error) {
 }
 
 func joinNames(names []string) string {
-	s := ""
-	for i, n := range names {
-		if i > 0 {
-			s += ", "
-		}
-		s += n
-	}
-	return s
+	return strings.Join(names, ", ")
 }
 
 // Match reports whether rdma prints pool p (res_frmr_pools_line): a field
@@ -249,4 +244,60 @@ func (c *Client) FRMRPoolList(sel FRMRPoolSelect, driverDetails bool, fn func(*F
 		}
 	}
 	return nil
+}
+
+// ParseFRMRPoolKey parses rdma's pool key text
+// vendor_key:num_dma_blocks:access_flags:ats (hexadecimal; ats 0 or 1;
+// further fields must be 0).
+func ParseFRMRPoolKey(s string) (FRMRPoolKey, error) {
+	var k FRMRPoolKey
+	fields := strings.Split(s, ":")
+	if len(fields) < 4 {
+		return k, &InvalidArgumentError{fmt.Sprintf("invalid pool key %q: expected 4 fields vendor_key:num_dma_blocks:access_flags:ats", s)}
+	}
+	for i, f := range fields {
+		v, err := strconv.ParseUint(f, 16, 64)
+		if err != nil {
+			return k, &InvalidArgumentError{fmt.Sprintf("invalid pool key %q: field %d (%q) is not a hexadecimal number", s, i+1, f)}
+		}
+		switch i {
+		case 0:
+			k.VendorKey = v
+		case 1:
+			k.NumDMABlocks = v
+		case 2:
+			if v > 0xffffffff {
+				return k, &InvalidArgumentError{fmt.Sprintf("invalid pool key %q: access_flags does not fit in 32 bits", s)}
+			}
+			k.AccessFlags = uint32(v)
+		case 3:
+			if v > 1 {
+				return k, &InvalidArgumentError{fmt.Sprintf("invalid pool key %q: ats is 0 or 1", s)}
+			}
+			k.ATS = v == 1
+		default:
+			if v != 0 {
+				return k, &InvalidArgumentError{fmt.Sprintf("invalid pool key %q: unsupported pool attributes after the fourth field", s)}
+			}
+		}
+	}
+	return k, nil
+}
+
+// SetFRMRPoolPinned sets how many FRMRs the pool with key k of device dev
+// keeps pinned. Equivalent to `rdma res set frmr_pools dev DEV pinned KEY
+// N`.
+func (c *Client) SetFRMRPoolPinned(dev uint32, k FRMRPoolKey, pinned uint32) error {
+	_, err := c.execute(CmdFRMRPoolsSet, true, func(ae *netlink.AttributeEncoder) {
+		ae.Uint32(uint16(AttrDevIndex), dev)
+		ae.Uint32(uint16(AttrFRMRPoolPinnedHandles), pinned)
+		ae.Nested(uint16(AttrFRMRPoolKey), func(nae *netlink.AttributeEncoder) error {
+			nae.Uint8(uint16(AttrFRMRPoolKeyATS), boolByte(k.ATS))
+			nae.Uint32(uint16(AttrFRMRPoolKeyAccessFlags), k.AccessFlags)
+			nae.Uint64(uint16(AttrFRMRPoolKeyVendorKey), k.VendorKey)
+			nae.Uint64(uint16(AttrFRMRPoolKeyNumDMABlocks), k.NumDMABlocks)
+			return nil
+		})
+	})
+	return wrap(fmt.Sprintf("set pinned FRMRs of pool %s of RDMA device %d", k, dev), err, frmrExplain)
 }

@@ -100,3 +100,27 @@ func TestAbbrev(t *testing.T) {
 		t.Errorf(`ParseResType("c") = %v, %v; rdma's table has cm_id before cq`, typ, ok)
 	}
 }
+
+// TestParseFRMRPoolKey: rdma's key text (decode_pool_key), written back
+// as rdma prints it.
+func TestParseFRMRPoolKey(t *testing.T) {
+	k, err := nldev.ParseFRMRPoolKey("0:1000:0:0")
+	if err != nil || k.NumDMABlocks != 0x1000 || k.String() != "0:1000:0:0" {
+		t.Errorf("0:1000:0:0: %+v, %v", k, err)
+	}
+	k, err = nldev.ParseFRMRPoolKey("ff:10:3:1:0")
+	if err != nil || k.VendorKey != 0xff || k.AccessFlags != 3 || !k.ATS || k.String() != "ff:10:3:1" {
+		t.Errorf("ff:10:3:1:0: %+v, %v", k, err)
+	}
+	for in, want := range map[string]string{
+		"0:1000:0":        "expected 4 fields",
+		"0:1000:0:2":      "ats is 0 or 1",
+		"0:1:100000000:0": "does not fit in 32 bits",
+		"0:1:0:0:5":       "unsupported pool attributes",
+		"x:1:0:0":         "not a hexadecimal number",
+	} {
+		if _, err := nldev.ParseFRMRPoolKey(in); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want %q", in, err, want)
+		}
+	}
+}

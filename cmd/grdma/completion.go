@@ -442,7 +442,7 @@ var compGrammars = map[string]*compSyntax{
 		compVerb{"export", &compSyntax{}})},
 	"monitor": {},
 	"res": {verbs: []compVerb{{"show", compResShow()}, {"set", &compSyntax{verbs: []compVerb{{"frmr_pools", &compSyntax{kws: []compKeyword{
-		{"dev", []compValues{compDevs}}, {"aging", []compValues{compFree}},
+		{"dev", []compValues{compDevs}}, {"aging", []compValues{compFree}}, {"pinned", []compValues{compFree, compFree}},
 	}}}}}}, {"list", compResShow()}}},
 	"check": {kws: []compKeyword{
 		{"devices", nil},

@@ -194,16 +194,35 @@ func (a *app) resSet(args *argv) error {
 	if err != nil {
 		return err
 	}
-	if kw == "pinned" {
-		return usagef(args.help, "res set frmr_pools pinned is not supported by grdma yet: use rdma")
-	}
-	v, err := args.value("aging period in seconds")
-	if err != nil {
-		return err
-	}
-	secs, err := strconv.ParseUint(v, 10, 32)
-	if err != nil || secs == 0 {
-		return usagef(args.help, "aging period must be a number of seconds from 1, not %q", v)
+	var set func(c *nldev.Client, dev uint32) error
+	if kw == "aging" {
+		v, err := args.value("aging period in seconds")
+		if err != nil {
+			return err
+		}
+		secs, err := strconv.ParseUint(v, 10, 32)
+		if err != nil || secs == 0 {
+			return usagef(args.help, "aging period must be a number of seconds from 1, not %q", v)
+		}
+		set = func(c *nldev.Client, dev uint32) error { return c.SetFRMRPoolsAging(dev, uint32(secs)) }
+	} else {
+		v, err := args.value("pool key (vendor_key:num_dma_blocks:access_flags:ats)")
+		if err != nil {
+			return err
+		}
+		key, err := nldev.ParseFRMRPoolKey(v)
+		if err != nil {
+			return usagef(args.help, "%s", err)
+		}
+		v, err = args.value("number of pinned FRMRs")
+		if err != nil {
+			return err
+		}
+		n, err := strconv.ParseUint(v, 10, 32)
+		if err != nil {
+			return usagef(args.help, "pinned must be a number, not %q", v)
+		}
+		set = func(c *nldev.Client, dev uint32) error { return c.SetFRMRPoolPinned(dev, key, uint32(n)) }
 	}
 	if err := args.done(); err != nil {
 		return err
@@ -216,5 +235,5 @@ func (a *app) resSet(args *argv) error {
 	if err != nil {
 		return err
 	}
-	return c.SetFRMRPoolsAging(d.Index, uint32(secs))
+	return set(c, d.Index)
 }

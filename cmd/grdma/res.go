@@ -16,7 +16,7 @@ func (a *app) resCommand() *cobra.Command {
   res show qp|cm_id [link DEV[/PORT|/-] | dev DEV] [FILTER VALUE]...
   res show cq|mr|pd|ctx|srq [dev DEV] [FILTER VALUE]...
   res show frmr_pools [dev DEV] [FILTER VALUE]...
-  res set frmr_pools dev DEV aging SECONDS`,
+  res set frmr_pools dev DEV aging SECONDS | pinned KEY N`,
 		Aliases: []string{"resource"},
 		Short:   "Show RDMA resources: object counts, QPs, CM IDs, CQs, MRs, PDs, contexts, SRQs",
 		Long: `Show how many objects each RDMA device tracks, or list the objects of one
@@ -43,7 +43,9 @@ looked up directly instead of dumping everything.
 frmr_pools lists the pools of fast-registration MRs (Linux 7.0; filters
 ats access_flags vendor_key num_dma_blocks queue in_use max_in_use pinned,
 numeric; -d adds the key's fields); "res set frmr_pools dev DEV aging
-SECONDS" sets how long unused ones live. Kernels before 7.0 refuse both:
+SECONDS" sets how long unused ones live, "... pinned KEY N" how many of
+pool KEY (vendor_key:num_dma_blocks:access_flags:ats, hexadecimal, as
+listed) stay allocated. Kernels before 7.0 refuse both:
 grdma says "not supported by this kernel".
 
 link DEV/- lists the QPs and CM IDs not bound to a port yet; dev DEV and
