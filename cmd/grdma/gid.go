@@ -23,7 +23,9 @@ family or a netdev.
 With -q, print for each port only the GID index a job should use among the
 matching ones (for NCCL_IB_GID_INDEX, UCX_IB_GID_INDEX, ...): the first in
 table order, a routable (IPv4 or global IPv6) GID before a link-local one.
-It fails, naming what the port has, when none matches.`,
+One port prints the bare index; several print "DEV/PORT INDEX" lines. A
+port without a match is named on stderr, with what it has, and the exit
+status is 1.`,
 		Example: `  grdma gid
   grdma gid show mlx5_0/1 type v2 ipv4
   grdma -j gid show rxe0
@@ -126,28 +128,18 @@ func isGIDKeyword(word string) bool {
 	return false
 }
 
-// printChosenGIDs prints, one per line, the index gid.Select chooses in
-// each table. A port without a match is an error when it is the only
-// port; among several, the ports with a match are enough.
+// printChosenGIDs prints the index gid.Select chooses in each table: the
+// bare index for one port, "DEV/PORT INDEX" lines for several. A port
+// without a match is named on stderr and makes the exit status 1.
 func (a *app) printChosenGIDs(tables []gid.Table, c gid.Criteria) error {
-	var errs []error
-	found := 0
-	for _, t := range tables {
-		e, err := gid.Select(t.Entries, c)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s/%d: %w", t.Device, t.Port, err))
-			continue
-		}
-		found++
-		fmt.Fprintln(a.stdout, e.Index)
+	if len(tables) == 0 {
+		return errors.New("no RDMA port")
 	}
-	if found == 0 {
-		if len(errs) == 0 {
-			return errors.New("no RDMA port")
-		}
-		return errors.Join(errs...)
+	choices, misses := gid.SelectEach(tables, c)
+	for _, ch := range choices {
+		fmt.Fprintln(a.stdout, ch.Line(len(tables) > 1))
 	}
-	return nil
+	return errors.Join(misses...)
 }
 
 // gidRow is an entry with its device, as the table prints it.
