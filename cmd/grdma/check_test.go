@@ -151,7 +151,7 @@ func TestCheckGIDIndex(t *testing.T) {
 		t.Fatalf("gid-index 1 type v1: exit %d:\n%s", code, out)
 	}
 	for args, msg := range map[string]string{
-		"ports gid-index -1":        "gid-index must be a GID table index",
+		"ports gid-index x1":        "gid-index must be a GID table index",
 		"ports type v2":             "give gid-index",
 		"ports gid-index 1 type v9": `unknown GID type "v9"`,
 	} {
