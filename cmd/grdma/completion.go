@@ -335,6 +335,14 @@ func compShowVerbs(s *compSyntax) []compVerb { return []compVerb{{"show", s}, {"
 // compStatLink is stat's "link DEV[/PORT]".
 var compStatLink = compKeyword{"link", []compValues{compDevPorts}}
 
+// compGIDShow is gid show's and gid watch's [DEV[/PORT]] and criteria.
+var compGIDShow = compShow(compDevPorts,
+	compKeyword{"type", []compValues{compWords("v1", "v2", "ib")}},
+	compKeyword{"ipv4", nil},
+	compKeyword{"ipv6", nil},
+	compKeyword{"netdev", []compValues{compNetdevs}},
+)
+
 // compQPShow are the filters of stat qp show.
 var compQPShow = []compKeyword{
 	compStatLink,
@@ -416,12 +424,7 @@ var compGrammars = map[string]*compSyntax{
 		}}},
 	}},
 	"port": {verbs: compShowVerbs(compShow(compDevPorts))},
-	"gid": {verbs: compShowVerbs(compShow(compDevPorts,
-		compKeyword{"type", []compValues{compWords("v1", "v2", "ib")}},
-		compKeyword{"ipv4", nil},
-		compKeyword{"ipv6", nil},
-		compKeyword{"netdev", []compValues{compNetdevs}},
-	))},
+	"gid":  {verbs: append(compShowVerbs(compGIDShow), compVerb{"watch", compGIDShow})},
 	"stat": {verbs: append(compShowVerbs(&compSyntax{kws: []compKeyword{compStatLink, {"mr", nil}}}),
 		compVerb{"qp", &compSyntax{verbOptional: true, kws: compQPShow, verbs: []compVerb{
 			{"show", &compSyntax{kws: compQPShow}},
