@@ -119,10 +119,10 @@ func TestGIDQuiet(t *testing.T) {
 		want    string
 	}{
 		{"rxe-6.12", "gid show rxe0/1 type v2 ipv4 -q", "1\n"},
-		{"rxe-6.12", "gid show rxe0/1 type v2 ipv6 -q", "2\n"}, // fd00:9::1 before link-local 0
+		{"rxe-6.12", "gid show rxe0/1 type v2 ipv6 -q", "2\n"},           // fd00:9::1 before link-local 0
 		{"rxe-6.12", "gid show -q type v2 ipv4", "rxe0/1 1\nrxe1/1 1\n"}, // several ports: DEV/PORT INDEX
-		{"rxe-6.12", "gid show rxe0 -q type v2 ipv4", "1\n"},            // one port: the bare index
-		{"rxe-6.12", "gid show rxe1 ipv6 -q", "0\n"},           // only link-local there
+		{"rxe-6.12", "gid show rxe0 -q type v2 ipv4", "1\n"},             // one port: the bare index
+		{"rxe-6.12", "gid show rxe1 ipv6 -q", "0\n"},                     // only link-local there
 		{"hca", "gid show mlx5_0/1 type v2 ipv4 netdev ens1f0np0.100 -q", "11\n"},
 		{"hca", "gid show mlx5_0/1 type v1 ipv4 -q", "2\n"},
 		{"hca", "gid show mlx5_2/1 ty ib -q", "0\n"},

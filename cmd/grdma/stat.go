@@ -10,6 +10,7 @@ import (
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/output"
 	"github.com/grdma/grdma/promfile"
+	"github.com/grdma/grdma/sysfs"
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 )
@@ -43,7 +44,7 @@ as rdma statistic does; with -i, per-second rates computed from the
 difference between samples (a counter that went backwards was reset and
 counts from zero); with --pma, the InfiniBand PMA counters of sysfs
 (ports/P/counters; port_xmit_data and port_rcv_data converted from 4-byte
-words to bytes). Manage optional counters and how QPs are bound to
+words to bytes), and with --pma -i their per-second rates. Manage optional counters and how QPs are bound to
 counters; qp unbind without lqpn unbinds every QP of the counter, as rdma
 does. "stat mr" (also "stat show mr") lists the counters of each memory
 region, for drivers that count per MR (mlx5; rxe lists MRs without
@@ -65,7 +66,7 @@ Text and JSON of the commands rdma has match rdma statistic.`,
 	f := cmd.Flags()
 	f.DurationVarP(&so.interval, "interval", "i", 0, "with show: print per-second rates every `INTERVAL` (e.g. 1s)")
 	f.IntVarP(&so.count, "count", "c", 0, "with -i: stop after `N` samples (default: run until interrupted)")
-	f.BoolVar(&so.pma, "pma", false, "with show: print the InfiniBand PMA counters of sysfs instead")
+	f.BoolVar(&so.pma, "pma", false, "with show: print the InfiniBand PMA counters of sysfs instead (with -i: their rates)")
 	f.StringVar(&so.textfile, "textfile", "", "with export: write to `PATH` (atomically)")
 	return cmd
 }
@@ -162,10 +163,21 @@ func (a *app) statShow(args *argv, so *statOptions) error {
 		return err
 	}
 	if so.pma {
-		return a.statShowPMA(refs)
+		sys, err := a.sysfs("stat show --pma")
+		if err != nil {
+			return err
+		}
+		if so.interval != 0 {
+			noted := map[string]bool{}
+			return a.statRates(func() ([]nldev.PortCounters, error) { return a.readPMA(sys, refs, noted) }, so)
+		}
+		if so.count != 0 {
+			return usagef(args.help, "-c needs -i")
+		}
+		return a.statShowPMA(sys, refs)
 	}
 	if so.interval != 0 {
-		return a.statRates(c, refs, so)
+		return a.statRates(func() ([]nldev.PortCounters, error) { return a.readCounters(c, refs) }, so)
 	}
 	if so.count != 0 {
 		return usagef(args.help, "-c needs -i")
@@ -201,11 +213,12 @@ func renderCounters(p *output.Printer, pc *nldev.PortCounters) {
 
 // statRates prints per-second counter rates every interval: text blocks,
 // or one JSON object per port and sample (JSON lines, for streaming).
-func (a *app) statRates(c *nldev.Client, refs []portRef, so *statOptions) error {
+// sample reads the counters (RDMA netlink, or sysfs PMA with --pma).
+func (a *app) statRates(sample func() ([]nldev.PortCounters, error), so *statOptions) error {
 	if so.interval < 10*time.Millisecond {
 		return usagef("grdma stat help", "interval %s is too short (10ms at least)", so.interval)
 	}
-	prev, err := a.readCounters(c, refs)
+	prev, err := sample()
 	if err != nil {
 		return err
 	}
@@ -214,7 +227,7 @@ func (a *app) statRates(c *nldev.Client, refs []portRef, so *statOptions) error 
 	defer ticker.Stop()
 	for n := 0; so.count == 0 || n < so.count; n++ {
 		<-ticker.C
-		cur, err := a.readCounters(c, refs)
+		cur, err := sample()
 		if err != nil {
 			return err
 		}
@@ -222,8 +235,8 @@ func (a *app) statRates(c *nldev.Client, refs []portRef, so *statOptions) error 
 		secs := now.Sub(prevAt).Seconds()
 		p := a.printer()
 		for i := range cur {
-			if old := findPortCounters(prev, &cur[i]); old != nil {
-				renderRates(p, old, &cur[i], now, secs)
+			if old := nldev.FindPortCounters(prev, &cur[i]); old != nil {
+				renderRates(p, &cur[i], cur[i].RatesSince(old, secs), now, secs)
 			}
 		}
 		if err := p.Flush(); err != nil {
@@ -234,41 +247,16 @@ func (a *app) statRates(c *nldev.Client, refs []portRef, so *statOptions) error 
 	return nil
 }
 
-func findPortCounters(list []nldev.PortCounters, pc *nldev.PortCounters) *nldev.PortCounters {
-	for i := range list {
-		if list[i].DevIndex == pc.DevIndex && list[i].Port == pc.Port {
-			return &list[i]
-		}
-	}
-	return nil
-}
-
-// CounterRate is the per-second rate of a counter between two samples;
-// a counter below its previous value was reset and counts from zero.
-func counterRate(old, cur uint64, secs float64) float64 {
-	delta := cur - old
-	if cur < old {
-		delta = cur
-	}
-	return float64(delta) / secs
-}
-
-func renderRates(p *output.Printer, old, cur *nldev.PortCounters, at time.Time, secs float64) {
+func renderRates(p *output.Printer, cur *nldev.PortCounters, rates []nldev.Rate, at time.Time, secs float64) {
 	p.StartPlain()
 	p.OpenObject("")
 	p.String(output.JSONOnly, "time", "", at.UTC().Format(time.RFC3339Nano))
 	p.String(output.Any, "ifname", "link %s/", cur.DevName)
 	p.Uint(output.Any, "port", "%s ", uint64(cur.Port))
 	p.Float(output.Any, "interval", "interval %ss ", secs, 3)
-	for _, ctr := range cur.Counters {
-		var before uint64
-		for _, o := range old.Counters {
-			if o.Name == ctr.Name {
-				before = o.Value
-			}
-		}
+	for _, r := range rates {
 		p.Text(p.SL() + "    ")
-		p.Float(output.Any, ctr.Name, ctr.Name+" %s/s ", counterRate(before, ctr.Value, secs), 1)
+		p.Float(output.Any, r.Name, r.Name+" %s/s ", r.PerSecond, 1)
 	}
 	p.CloseObject()
 	p.EndPlain() // ends the JSON line
@@ -460,25 +448,42 @@ func (a *app) statExport(args *argv, path string) error {
 	return nil
 }
 
-// statShowPMA prints the sysfs PMA counters in the layout of stat show.
-func (a *app) statShowPMA(refs []portRef) error {
-	sys, err := a.sysfs("stat show --pma")
-	if err != nil {
-		return err
-	}
-	return a.listPorts(refs, func(p *output.Printer, r portRef) error {
+// readPMA reads the sysfs PMA counters of each port as counter sets; a
+// port without any is skipped with a note (once: noted remembers).
+func (a *app) readPMA(sys sysfs.FS, refs []portRef, noted map[string]bool) ([]nldev.PortCounters, error) {
+	out := make([]nldev.PortCounters, 0, len(refs))
+	for _, r := range refs {
 		pma, err := sys.PMACounters(r.dev.Name, r.port)
-		if err != nil || len(pma) == 0 {
-			if err == nil {
-				fmt.Fprintf(a.stderr, "grdma: %s/%d has no PMA counters in sysfs\n", r.dev.Name, r.port)
+		if err != nil {
+			return out, err
+		}
+		if len(pma) == 0 {
+			if name := fmt.Sprintf("%s/%d", r.dev.Name, r.port); !noted[name] {
+				fmt.Fprintf(a.stderr, "grdma: %s has no PMA counters in sysfs\n", name)
+				noted[name] = true
 			}
-			return err
+			continue
 		}
 		pc := nldev.PortCounters{DevIndex: r.dev.Index, DevName: r.dev.Name, Port: r.port}
 		for _, c := range pma {
 			pc.Counters = append(pc.Counters, nldev.Counter{Name: c.Name, Value: c.Value})
 		}
-		renderCounters(p, &pc)
-		return nil
-	})
+		out = append(out, pc)
+	}
+	return out, nil
+}
+
+// statShowPMA prints the sysfs PMA counters in the layout of stat show.
+func (a *app) statShowPMA(sys sysfs.FS, refs []portRef) error {
+	counters, err := a.readPMA(sys, refs, map[string]bool{})
+	p := a.printer()
+	p.StartList()
+	for i := range counters {
+		renderCounters(p, &counters[i])
+	}
+	p.EndList()
+	if ferr := p.Flush(); err == nil {
+		err = ferr
+	}
+	return err
 }

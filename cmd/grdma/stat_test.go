@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -107,24 +106,6 @@ func TestStatErrors(t *testing.T) {
 	checkErrorCases(t, func() *nlfixture.Kernel { return statKernel("6.12") }, cases)
 }
 
-func TestCounterRate(t *testing.T) {
-	cases := []struct {
-		old, cur uint64
-		secs     float64
-		want     float64
-	}{
-		{100, 300, 2, 100},
-		{100, 100, 1, 0},
-		{1000, 40, 1, 40},                          // reset: counts from zero
-		{math.MaxUint64 - 1, math.MaxUint64, 1, 1}, // no float overflow on large values
-	}
-	for _, c := range cases {
-		if got := counterRate(c.old, c.cur, c.secs); got != c.want {
-			t.Errorf("counterRate(%d, %d, %v) = %v, want %v", c.old, c.cur, c.secs, got, c.want)
-		}
-	}
-}
-
 func TestStatRatesJSONLines(t *testing.T) {
 	got, stderr, code := runGrdma(t, statKernel("6.12"), "-j", "stat", "show", "link", "rxe0/1", "-i", "20ms", "-c", "2")
 	if code != 0 {
@@ -148,7 +129,7 @@ func TestRenderRatesText(t *testing.T) {
 	p := a.printer()
 	old := nldev.PortCounters{DevName: "rxe0", Port: 1, Counters: []nldev.Counter{{Name: "sent_pkts", Value: 100}}}
 	cur := nldev.PortCounters{DevName: "rxe0", Port: 1, Counters: []nldev.Counter{{Name: "sent_pkts", Value: 350}}}
-	renderRates(p, &old, &cur, timeZero, 2.5)
+	renderRates(p, &cur, cur.RatesSince(&old, 2.5), timeZero, 2.5)
 	p.Flush()
 	if want := "link rxe0/1 interval 2.500s \n    sent_pkts 100.0/s \n"; out.String() != want {
 		t.Fatalf("got %q, want %q", out.String(), want)
@@ -254,4 +235,18 @@ func concatAttrs(parts ...[]byte) []byte {
 		b = append(b, p...)
 	}
 	return b
+}
+
+// TestStatPMARates: -i goes with --pma (it used to be ignored there):
+// samples are taken from sysfs every interval. rxe has no PMA counters
+// (the recorded tree has no ports/1/counters), so each port is noted once
+// and nothing is printed; the rates themselves are nldev.RatesSince's.
+func TestStatPMARates(t *testing.T) {
+	got, stderr, code := runGrdma(t, standardKernel("6.12"), "--sysfs-root", sysfsFixture("rxe-6.12"), "stat", "show", "--pma", "-i", "20ms", "-c", "3")
+	if code != 0 || got != "" || strings.Count(stderr, "rxe0/1 has no PMA counters in sysfs") != 1 || strings.Count(stderr, "rxe1/1 has no PMA counters") != 1 {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, got, stderr)
+	}
+	if _, stderr, code := runGrdma(t, standardKernel("6.12"), "--sysfs-root", sysfsFixture("rxe-6.12"), "stat", "show", "--pma", "-c", "3"); code != exitUsage || !strings.Contains(stderr, "-c needs -i") {
+		t.Fatalf("--pma -c without -i: exit %d, %q", code, stderr)
+	}
 }
