@@ -43,7 +43,20 @@ the commands rdma also has print the same text and JSON.
 
 Objects, commands and keywords may be abbreviated as in rdma: a word means
 the first name of its table, in rdma's order, that starts with it ("s" is
-system, "st" statistic, "res show c" cm_id).
+system, "st" statistic, "res show c" cm_id); grdma's own objects come after
+rdma's.
+
+Differences from rdma, on purpose (rdma is wrong there): a wrong command
+line exits 2 (rdma prints "Unknown ..." and exits 0); help, -h and -V work
+without RDMA netlink; -j sys prints JSON; a bare DEV where rdma wants
+DEV/PORT means all its ports; res filters take 64-bit and 0x hexadecimal
+numbers, reject malformed values, accept dev and link for every object and
+add comm, and a CM ID without an address never matches src-addr/dst-addr;
+-r text prints hex bytes separated by spaces; -dd JSON keeps driver values'
+sign and 64 bits; SRQ lqpn lists are not cut at 256 characters; stat show
+over every port skips a port without counters with a note; each -b line
+starts from the command line's options and the current device list;
+monitor -j prints one JSON object per line.
 Exit status: 0 success, 1 the operation failed, 2 the command line was wrong.`,
 		SilenceErrors:     true,
 		SilenceUsage:      true,
