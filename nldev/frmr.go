@@ -100,22 +100,13 @@ func frmrExplain(errno unix.Errno) string {
 // device of `rdma res show frmr_pools`.
 func (c *Client) FRMRPools(q ResQuery, fn func(*FRMRPool) error) error {
 	k := &resKind{name: "frmr_pools", table: AttrFRMRPools, entry: AttrFRMRPoolEntry}
-	var in interner
-	err := c.dumpOnce(CmdFRMRPoolsGet, q.encode(0, 0), func(data []byte) error {
-		return resTable(data, k, &in, func(dev uint32, name string, entry []byte) error {
-			p := FRMRPool{DevIndex: dev, DevName: name}
-			if err := p.decode(entry, &in); err != nil {
-				return err
-			}
-			if err := fn(&p); err != nil {
-				return callbackError{err}
-			}
-			return nil
-		})
+	err := c.dumpTable(CmdFRMRPoolsGet, q.encode(0, 0), k, func(dev uint32, name string, entry []byte, in *interner) error {
+		p := FRMRPool{DevIndex: dev, DevName: name}
+		if err := p.decode(entry, in); err != nil {
+			return err
+		}
+		return fn(&p)
 	})
-	if ce, ok := err.(callbackError); ok {
-		return ce.err
-	}
 	return wrap(fmt.Sprintf("list FRMR pools of RDMA device %d", q.Dev), err, frmrExplain)
 }
 
@@ -221,16 +212,9 @@ func boolU64(b bool) uint64 {
 // FRMRPoolList lists the FRMR pools sel selects, device by device, as
 // `rdma res show frmr_pools` does.
 func (c *Client) FRMRPoolList(sel FRMRPoolSelect, driverDetails bool, fn func(*FRMRPool) error) error {
-	devs, err := c.Devices()
+	devs, err := c.devicesNamed(sel.Dev)
 	if err != nil {
 		return err
-	}
-	if sel.Dev != "" {
-		d, err := FindDevice(devs, sel.Dev)
-		if err != nil {
-			return err
-		}
-		devs = []Device{d}
 	}
 	for _, d := range devs {
 		err := c.FRMRPools(ResQuery{Dev: d.Index, DriverDetails: driverDetails}, func(p *FRMRPool) error {

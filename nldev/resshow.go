@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
 
@@ -183,19 +184,12 @@ func (sel *ResSelect) lookup(port uint32) (uint32, bool) {
 // must outlive the call); with sel.Raw, raw sees each raw entry instead.
 // comm resolves process names for the comm filter; it may be nil.
 func (c *Client) ResList(sel ResSelect, comm CommFunc, fn func(ResObject) error, raw func(*RawEntry) error) error {
-	devs, err := c.Devices()
+	devs, err := c.devicesNamed(sel.Dev)
 	if err != nil {
 		return err
 	}
-	if sel.Dev != "" {
-		d, err := FindDevice(devs, sel.Dev)
-		if err != nil {
-			return err
-		}
-		if sel.Port > d.NumPorts {
-			return fmt.Errorf("RDMA device %s has no port %d (it has %d)", d.Name, sel.Port, d.NumPorts)
-		}
-		devs = []Device{d}
+	if d := devs; sel.Dev != "" && sel.Port > d[0].NumPorts {
+		return fmt.Errorf("RDMA device %s has no port %d (it has %d)", d[0].Name, sel.Port, d[0].NumPorts)
 	}
 	if sel.Raw && !sel.Type.HasRaw() {
 		sel.Raw = false
@@ -257,6 +251,39 @@ func (c *Client) resListDevice(sel ResSelect, q ResQuery, comm CommFunc, fn func
 		return c.ResDump(q, obj, emit)
 	}
 	return c.ResDumpPortOrder(q, obj, emit)
+}
+
+// devicesNamed returns every device (name "") or the one named.
+func (c *Client) devicesNamed(name string) ([]Device, error) {
+	devs, err := c.Devices()
+	if err != nil || name == "" {
+		return devs, err
+	}
+	d, err := FindDevice(devs, name)
+	if err != nil {
+		return nil, err
+	}
+	return []Device{d}, nil
+}
+
+// dumpTable streams a per-device dump of cmd whose objects sit in a
+// nested table (k.table of k.entry), calling fn with each object's
+// attributes; an error of fn comes back untouched.
+func (c *Client) dumpTable(cmd Command, encode func(ae *netlink.AttributeEncoder), k *resKind, fn func(dev uint32, name string, entry []byte, in *interner) error) error {
+	var in interner
+	err := c.dumpOnce(cmd, encode, func(data []byte) error {
+		return resTable(data, k, &in, func(dev uint32, name string, entry []byte) error {
+			if err := fn(dev, name, entry, &in); err != nil {
+				return callbackError{err}
+			}
+			return nil
+		})
+	})
+	var ce callbackError
+	if errors.As(err, &ce) {
+		return ce.err
+	}
+	return err
 }
 
 // ignoreMissing drops the errors of a lookup by number that mean "no such

@@ -67,24 +67,15 @@ func statMRExplain(errno unix.Errno) string {
 // MRCounterList streams the counters of every MR of device q.Dev.
 // Equivalent to one device of `rdma statistic mr`.
 func (c *Client) MRCounterList(q ResQuery, fn func(*MRCounters) error) error {
-	k := ResMR.kind()
-	err := c.dumpOnce(CmdStatGet, statMRAttrs(q, nil), func(data []byte) error {
-		return resTable(data, k, &interner{}, func(dev uint32, name string, entry []byte) error {
-			m := MRCounters{DevIndex: dev, DevName: name}
-			m.add(AttrDevIndex)
-			m.add(AttrDevName)
-			if err := decodeMessage(entry, m.decode); err != nil {
-				return err
-			}
-			if err := fn(&m); err != nil {
-				return callbackError{err}
-			}
-			return nil
-		})
+	err := c.dumpTable(CmdStatGet, statMRAttrs(q, nil), ResMR.kind(), func(dev uint32, name string, entry []byte, _ *interner) error {
+		m := MRCounters{DevIndex: dev, DevName: name}
+		m.add(AttrDevIndex)
+		m.add(AttrDevName)
+		if err := decodeMessage(entry, m.decode); err != nil {
+			return err
+		}
+		return fn(&m)
 	})
-	if ce, ok := err.(callbackError); ok {
-		return ce.err
-	}
 	return wrap(fmt.Sprintf("list MR counters of RDMA device %d", q.Dev), err, statMRExplain)
 }
 
@@ -112,16 +103,9 @@ func (f *MRCounterFilter) Match(m *MRCounters) bool {
 // rdma does), anything else dumped per device; a device that vanishes
 // while every device is listed is skipped.
 func (c *Client) MRCounterLists(dev string, f MRCounterFilter, fn func(*MRCounters) error) error {
-	devs, err := c.Devices()
+	devs, err := c.devicesNamed(dev)
 	if err != nil {
 		return err
-	}
-	if dev != "" {
-		d, err := FindDevice(devs, dev)
-		if err != nil {
-			return err
-		}
-		devs = []Device{d}
 	}
 	for _, d := range devs {
 		q := ResQuery{Dev: d.Index}

@@ -37,17 +37,12 @@ func (a *app) statMR(args *argv) error {
 	if err != nil {
 		return err
 	}
-	p := a.printer()
-	p.StartList()
-	err = c.MRCounterLists(dev, f, func(m *nldev.MRCounters) error {
-		renderMRCounters(p, m)
-		return nil
+	return a.printList(func(p *output.Printer) error {
+		return c.MRCounterLists(dev, f, func(m *nldev.MRCounters) error {
+			renderMRCounters(p, m)
+			return nil
+		})
 	})
-	p.EndList()
-	if ferr := p.Flush(); err == nil {
-		err = ferr
-	}
-	return err
 }
 
 // renderMRCounters prints an MR's counters as rdma statistic mr does
@@ -128,18 +123,12 @@ func (a *app) resFRMRPools(args *argv) error {
 	if err != nil {
 		return err
 	}
-	p := a.printer()
-	details := a.opts.details > 0
-	p.StartList()
-	err = c.FRMRPoolList(sel, a.opts.details >= 2, func(fp *nldev.FRMRPool) error {
-		renderFRMRPool(p, fp, details)
-		return nil
+	return a.printList(func(p *output.Printer) error {
+		return c.FRMRPoolList(sel, a.opts.details >= 2, func(fp *nldev.FRMRPool) error {
+			renderFRMRPool(p, fp, a.opts.details > 0)
+			return nil
+		})
 	})
-	p.EndList()
-	if ferr := p.Flush(); err == nil {
-		err = ferr
-	}
-	return err
 }
 
 // renderFRMRPool prints a pool as rdma does (res_frmr_pools_line in

@@ -183,16 +183,18 @@ func (a *app) statShow(args *argv, so *statOptions) error {
 		return usagef(args.help, "-c needs -i")
 	}
 	counters, err := a.readCounters(c, refs)
-	p := a.printer()
-	p.StartList()
-	for i := range counters {
-		renderCounters(p, &counters[i])
-	}
-	p.EndList()
-	if ferr := p.Flush(); err == nil {
-		err = ferr
-	}
-	return err
+	return a.printCounters(counters, err)
+}
+
+// printCounters prints counter sets as stat show does; err, from reading
+// them, is returned after what was read is printed.
+func (a *app) printCounters(counters []nldev.PortCounters, err error) error {
+	return a.printList(func(p *output.Printer) error {
+		for i := range counters {
+			renderCounters(p, &counters[i])
+		}
+		return err
+	})
 }
 
 // renderCounters prints one port's counters as rdma statistic show does
@@ -476,14 +478,5 @@ func (a *app) readPMA(sys sysfs.FS, refs []portRef, noted map[string]bool) ([]nl
 // statShowPMA prints the sysfs PMA counters in the layout of stat show.
 func (a *app) statShowPMA(sys sysfs.FS, refs []portRef) error {
 	counters, err := a.readPMA(sys, refs, map[string]bool{})
-	p := a.printer()
-	p.StartList()
-	for i := range counters {
-		renderCounters(p, &counters[i])
-	}
-	p.EndList()
-	if ferr := p.Flush(); err == nil {
-		err = ferr
-	}
-	return err
+	return a.printCounters(counters, err)
 }
