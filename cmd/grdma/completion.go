@@ -350,6 +350,7 @@ var compQPShow = []compKeyword{
 	{"lqpn", []compValues{compFree}},
 	{"pid", []compValues{compFree}},
 	{"qp-type", []compValues{compWords(compQPTypes...)}},
+	{"optional-counters", []compValues{compFree}},
 }
 
 var compQPTypes = []string{"RC", "UC", "UD", "SMI", "GSI", "RAW_PACKET", "RAW_IPV6", "RAW_ETHERTYPE", "XRC_INI", "XRC_TGT", "DRIVER"}

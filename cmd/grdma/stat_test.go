@@ -250,3 +250,18 @@ func TestStatPMARates(t *testing.T) {
 		t.Fatalf("--pma -c without -i: exit %d, %q", code, stderr)
 	}
 }
+
+// TestStatQPShowFiltersAsRdma: rdma's stat qp show table (cntn, lqpn,
+// pid, qp-type, optional-counters) resolves abbreviations in its order;
+// optional-counters is accepted and filters nothing, as in rdma.
+func TestStatQPShowFiltersAsRdma(t *testing.T) {
+	for _, args := range []string{"stat qp show link rxe0/1 optional-counters on", "stat qp show l rxe0/1 c 1-9 q rc p 1"} {
+		got, stderr, code := runGrdma(t, statKernel("6.12"), strings.Fields(args)...)
+		if code != 0 || got != "" {
+			t.Errorf("%s: exit %d, %q, %q", args, code, got, stderr)
+		}
+	}
+	if _, stderr, code := runGrdma(t, statKernel("6.12"), "stat", "qp", "show", "x", "1"); code != exitUsage || !strings.Contains(stderr, `expected link, help, cntn, lqpn, pid, qp-type, optional-counters`) {
+		t.Errorf("unknown filter: exit %d, %q", code, stderr)
+	}
+}

@@ -193,7 +193,7 @@ func (a *app) statQPShow(args *argv) error {
 	var want devPort
 	var f nldev.QPCounterFilter
 	for !args.empty() {
-		kw, err := args.keyword("parameter", "", "link", "help", "cntn", "lqpn", "pid", "qp-type")
+		kw, err := args.keyword("parameter", "", "link", "help", "cntn", "lqpn", "pid", "qp-type", "optional-counters")
 		if err != nil {
 			return err
 		}
@@ -206,6 +206,8 @@ func (a *app) statQPShow(args *argv) error {
 			want, err = args.parseDevPort(v)
 		case "qp-type":
 			f.QPTypes = strings.Split(v, ",")
+		case "optional-counters":
+			// rdma's table has it, and nothing reads it: accepted, no effect.
 		default:
 			var r nldev.NumList
 			if r, err = nldev.ParseNumList(v); err != nil {
