@@ -23,7 +23,9 @@ import (
 func TestParityGIDWatch(t *testing.T) {
 	cleanRDMA(t)
 	ip(t, "addr", "add", rxeAddr+"/24", "dev", "veth0")
-	t.Cleanup(func() { run(layout.IP, "addr", "flush", "dev", "veth0") })
+	// Only the address added here goes: a flush would take the IPv6
+	// link-local address too, which later tests use.
+	t.Cleanup(func() { run(layout.IP, "addr", "del", rxeAddr+"/24", "dev", "veth0") })
 	addRxe(t, "rxe0", "veth0")
 	idx := ipv4GID(t, "rxe0", rxeAddr)
 	if got := must(t, grdma(), "gid", "show", "rxe0/1", "type", "v2", "ipv4", "-q").stdout; got != strconv.Itoa(idx)+"\n" {
@@ -94,7 +96,9 @@ func routeGroupsSubscribed(pid int) bool {
 func TestParityGIDQuietAndCheck(t *testing.T) {
 	cleanRDMA(t)
 	ip(t, "addr", "add", rxeAddr+"/24", "dev", "veth0")
-	t.Cleanup(func() { run(layout.IP, "addr", "flush", "dev", "veth0") })
+	// Only the address added here goes: a flush would take the IPv6
+	// link-local address too, which later tests use.
+	t.Cleanup(func() { run(layout.IP, "addr", "del", rxeAddr+"/24", "dev", "veth0") })
 	addRxe(t, "rxe0", "veth0")
 	addRxe(t, "rxe1", "veth1")
 	idx := ipv4GID(t, "rxe0", rxeAddr)
@@ -109,7 +113,7 @@ func TestParityGIDQuietAndCheck(t *testing.T) {
 	}
 	// Both ports with an IPv4 address: the same index everywhere passes.
 	ip(t, "addr", "add", "192.168.78.1/24", "dev", "veth1")
-	t.Cleanup(func() { run(layout.IP, "addr", "flush", "dev", "veth1") })
+	t.Cleanup(func() { run(layout.IP, "addr", "del", "192.168.78.1/24", "dev", "veth1") })
 	if idx1 := ipv4GID(t, "rxe1", "192.168.78.1"); idx1 != idx {
 		t.Fatalf("rxe1's IPv4 GID is at %d, rxe0's at %d", idx1, idx)
 	}
