@@ -80,18 +80,14 @@ func TestParityMatchesRdma(t *testing.T) {
 					}
 					return
 				}
-				var diff string
-				if isJSONArgs(rc.args) {
-					if diff, err = rdmacompat.DiffJSON(want, []byte(got), ver); err != nil {
-						t.Fatal(err)
-					}
-				} else {
-					if rc.args[0] == "st" {
-						// rdma before 6.7 printed stat show on one
-						// line; grdma prints today's continuation lines.
-						got = strings.ReplaceAll(got, "\n    ", "")
-					}
-					diff = rdmacompat.DiffText(string(want), got, ver)
+				if rc.args[0] == "st" {
+					// rdma before 6.7 printed stat show on one line;
+					// grdma prints today's continuation lines.
+					got = strings.ReplaceAll(got, "\n    ", "")
+				}
+				diff, err := rdmacompat.DiffOutput(want, []byte(got), isJSONArgs(rc.args), ver)
+				if err != nil {
+					t.Fatal(err)
 				}
 				if diff != "" {
 					t.Errorf("grdma %s differs from rdma:\n%s", line, diff)
