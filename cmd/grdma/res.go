@@ -83,6 +83,11 @@ func (a *app) res(cmd *cobra.Command, args *argv) error {
 		return a.resSummary("")
 	}
 	word := args.next()
+	if args.empty() && a.isDevice(word) {
+		// rdma res show DEV: a device name is looked for first (res.c
+		// res_show), so a device named like an object abbreviation wins.
+		return a.resSummary(word)
+	}
 	if full, ok := nldev.Abbrev(word, append(resTypeNames(), "frmr_pools")); ok && full == "frmr_pools" {
 		return a.resFRMRPools(args)
 	}
@@ -101,6 +106,17 @@ func (a *app) res(cmd *cobra.Command, args *argv) error {
 	sel.Raw = a.opts.raw
 	sel.DriverDetails = a.opts.details >= 2
 	return a.resShow(sel)
+}
+
+// isDevice reports whether an RDMA device is named name (false when the
+// devices cannot be listed: the command then says why).
+func (a *app) isDevice(name string) bool {
+	_, devs, err := a.devices()
+	if err != nil {
+		return false
+	}
+	_, err = nldev.FindDevice(devs, name)
+	return err == nil
 }
 
 // resFiltersHelp lists the filters of each object, from the res grammar

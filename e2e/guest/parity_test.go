@@ -173,6 +173,17 @@ func TestParityWordsAsRdma(t *testing.T) {
 			t.Error(d)
 		}
 	}
+	// A device named like an object abbreviation: rdma looks for a device
+	// first when res show has one word.
+	addRxe(t, "c", "veth1")
+	for _, line := range []string{"res show c", "-j res show c", "res show cq dev c"} {
+		if d := compareOutputs(grdma(), strings.Fields(line)...); d != "" {
+			t.Error(d)
+		}
+	}
+	if r := must(t, grdma(), "res", "show", "c"); !strings.Contains(r.stdout, ": c: pd ") {
+		t.Errorf("res show c is not device c's summary:\n%s", r)
+	}
 	// st is statistic show; rdma 6.1 printed it on one line.
 	if g, rd := run(grdma(), "st"), run(layout.Rdma, "st"); g.code != 0 || !strings.HasPrefix(strings.ReplaceAll(g.stdout, "\n    ", ""), "link rxe0/1 sent_pkts ") ||
 		!strings.HasPrefix(rd.stdout, "link rxe0/1 sent_pkts ") {
