@@ -172,12 +172,5 @@ func (a *app) linkDelete(args *argv) error {
 	if err != nil {
 		return err
 	}
-	if err := args.done(); err != nil {
-		return err
-	}
-	c, err := a.nl()
-	if err != nil {
-		return err
-	}
-	return c.DeleteLink(name)
+	return a.runDone(args, func(c *nldev.Client) error { return c.DeleteLink(name) })
 }

@@ -87,14 +87,7 @@ func (a *app) devAdd(args *argv) error {
 	if err != nil {
 		return err
 	}
-	if err := args.done(); err != nil {
-		return err
-	}
-	c, err := a.nl()
-	if err != nil {
-		return err
-	}
-	return c.AddSubDevice(name, typ, parent)
+	return a.runDone(args, func(c *nldev.Client) error { return c.AddSubDevice(name, typ, parent) })
 }
 
 // devDelete: dev delete NAME
@@ -103,6 +96,12 @@ func (a *app) devDelete(args *argv) error {
 	if err != nil {
 		return err
 	}
+	return a.runDone(args, func(c *nldev.Client) error { return c.DeleteSubDevice(name) })
+}
+
+// runDone checks that no words are left, then runs do with the netlink
+// client: the end of every command that changes one thing.
+func (a *app) runDone(args *argv, do func(c *nldev.Client) error) error {
 	if err := args.done(); err != nil {
 		return err
 	}
@@ -110,7 +109,7 @@ func (a *app) devDelete(args *argv) error {
 	if err != nil {
 		return err
 	}
-	return c.DeleteSubDevice(name)
+	return do(c)
 }
 
 // resFRMRPools: res show frmr_pools [dev DEV] [FILTER VALUE]...
@@ -213,16 +212,11 @@ func (a *app) resSet(args *argv) error {
 		}
 		set = func(c *nldev.Client, dev uint32) error { return c.SetFRMRPoolPinned(dev, key, uint32(n)) }
 	}
-	if err := args.done(); err != nil {
-		return err
-	}
-	c, err := a.nl()
-	if err != nil {
-		return err
-	}
-	d, err := c.DeviceByName(dev)
-	if err != nil {
-		return err
-	}
-	return set(c, d.Index)
+	return a.runDone(args, func(c *nldev.Client) error {
+		d, err := c.DeviceByName(dev)
+		if err != nil {
+			return err
+		}
+		return set(c, d.Index)
+	})
 }
