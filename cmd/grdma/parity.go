@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"strconv"
 
 	"github.com/grdma/grdma/nldev"
@@ -54,11 +53,7 @@ func renderMRCounters(p *output.Printer, m *nldev.MRCounters) {
 	if m.Has(nldev.AttrResMRN) {
 		p.Uint(output.Any, "mrn", "mrn %s ", uint64(m.MRN))
 	}
-	for _, ctr := range m.Counters {
-		p.Text(p.SL() + "    ")
-		p.Uint(output.JSONOnly, ctr.Name, "", ctr.Value)
-		p.Text(fmt.Sprintf("%s %d ", ctr.Name, ctr.Value))
-	}
+	renderCounterLines(p, m.Counters)
 	p.CloseObject()
 	p.Newline()
 }

@@ -197,6 +197,16 @@ func (a *app) printCounters(counters []nldev.PortCounters, err error) error {
 	})
 }
 
+// renderCounterLines prints counters as rdma's res_get_hwcounters does:
+// "name value" on a continuation line each (JSON: name: value).
+func renderCounterLines(p *output.Printer, counters []nldev.Counter) {
+	for _, ctr := range counters {
+		p.Text(p.SL() + "    ")
+		p.Uint(output.JSONOnly, ctr.Name, "", ctr.Value)
+		p.Text(fmt.Sprintf("%s %d ", ctr.Name, ctr.Value))
+	}
+}
+
 // renderCounters prints one port's counters as rdma statistic show does
 // (rdma/stat.c): the link, then one "name value" per line. No ifindex in
 // JSON, as in rdma.
@@ -204,11 +214,7 @@ func renderCounters(p *output.Printer, pc *nldev.PortCounters) {
 	p.OpenObject("")
 	p.String(output.Any, "ifname", "link %s/", pc.DevName)
 	p.Uint(output.Any, "port", "%s ", uint64(pc.Port))
-	for _, ctr := range pc.Counters {
-		p.Text(p.SL() + "    ")
-		p.Uint(output.JSONOnly, ctr.Name, "", ctr.Value)
-		p.Text(fmt.Sprintf("%s %d ", ctr.Name, ctr.Value))
-	}
+	renderCounterLines(p, pc.Counters)
 	p.CloseObject()
 	p.Newline()
 }

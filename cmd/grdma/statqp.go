@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -249,11 +248,7 @@ func (rp *resPrinter) qpCounter(q *nldev.QPCounter) {
 	rp.str(&q.Resource, nldev.AttrResType, "qp-type", q.QPType.String())
 	rp.num(&q.Resource, nldev.AttrResPID, "pid", uint64(q.PID))
 	rp.owner(&q.Resource)
-	for _, ctr := range q.Counters {
-		p.Text(p.SL() + "    ")
-		p.Uint(output.JSONOnly, ctr.Name, "", ctr.Value)
-		p.Text(fmt.Sprintf("%s %d ", ctr.Name, ctr.Value))
-	}
+	renderCounterLines(p, q.Counters)
 	p.OpenArray(output.JSONOnly, "lqpn", "")
 	p.Text(p.SL() + "    LQPN: <")
 	for i, n := range q.LQPNs {
