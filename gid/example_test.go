@@ -1,6 +1,7 @@
 package gid_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -87,4 +88,55 @@ func ExampleFilter() {
 	// Output:
 	// 0 fe80::4c9c:e2ff:fed0:bcea RoCE v2 veth0
 	// 2 fd00:9::1 RoCE v2 veth0
+}
+
+// A Watcher reports when the GID a job would use changes on a port, as
+// `grdma gid watch` does: here the recorded rxe tables, then the same
+// tables once rxe0's IPv4 address is gone (its GID leaves the table). A
+// program reads the live tables (gid.ReadTables(fsys, "", 0)) and wakes
+// the watcher with gid.AddressEvents.
+func ExampleWatcher() {
+	fsys, err := sysfs.NewFS("../sysfs/testdata/rxe-6.12")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	before, err := gid.ReadTables(fsys, "", 0)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	var after []gid.Table
+	for _, t := range before {
+		kept := gid.Table{Device: t.Device, Port: t.Port}
+		for _, e := range t.Entries {
+			if _, v4 := e.IPv4(); !v4 || t.Device != "rxe0" {
+				kept.Entries = append(kept.Entries, e)
+			}
+		}
+		after = append(after, kept)
+	}
+	reads := [][]gid.Table{before, after}
+	events := make(chan struct{}, 1)
+	events <- struct{}{} // an address event
+	w := gid.Watcher{
+		Read: func() ([]gid.Table, error) {
+			t := reads[0]
+			if len(reads) > 1 {
+				reads = reads[1:]
+			}
+			return t, nil
+		},
+		Criteria: gid.Criteria{Type: gid.TypeRoCEv2},
+		Events:   events,
+	}
+	done := errors.New("done")
+	err = w.Run(context.Background(), func(c gid.Change) error {
+		fmt.Printf("%s/%d: index %d (%s) -> index %d (%s)\n", c.Device, c.Port, c.Old.Index, c.Old.GID, c.New.Index, c.New.GID)
+		return done
+	})
+	fmt.Println(err == done)
+	// Output:
+	// rxe0/1: index 1 (::ffff:10.9.0.1) -> index 2 (fd00:9::1)
+	// true
 }

@@ -2,6 +2,7 @@ package gid
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/grdma/grdma/sysfs"
@@ -255,4 +256,47 @@ func (e *NoMatchError) Error() string {
 		have[i] = entry.String()
 	}
 	return fmt.Sprintf("no %s; the table has: %s", e.Criteria, strings.Join(have, ", "))
+}
+
+// Choice is the GID Select chose in one port's table.
+type Choice struct {
+	Device string
+	Port   uint32
+	Entry  Entry
+}
+
+// Line is the line `grdma gid show -q` prints for the choice: the bare
+// index when one port was asked about (so NCCL_IB_GID_INDEX=$(...)
+// works), "DEV/PORT INDEX" among several.
+func (c Choice) Line(severalPorts bool) string {
+	if !severalPorts {
+		return strconv.Itoa(c.Entry.Index)
+	}
+	return fmt.Sprintf("%s/%d %d", c.Device, c.Port, c.Entry.Index)
+}
+
+// PortError is a port whose table has no GID satisfying the criteria, or
+// could not be read.
+type PortError struct {
+	Device string
+	Port   uint32
+	Err    error
+}
+
+func (e *PortError) Error() string { return fmt.Sprintf("%s/%d: %v", e.Device, e.Port, e.Err) }
+
+func (e *PortError) Unwrap() error { return e.Err }
+
+// SelectEach runs Select on every table: the choices, in table order,
+// and a *PortError for each port without a match.
+func SelectEach(tables []Table, c Criteria) (choices []Choice, misses []error) {
+	for _, t := range tables {
+		e, err := Select(t.Entries, c)
+		if err != nil {
+			misses = append(misses, &PortError{Device: t.Device, Port: t.Port, Err: err})
+			continue
+		}
+		choices = append(choices, Choice{Device: t.Device, Port: t.Port, Entry: e})
+	}
+	return choices, misses
 }

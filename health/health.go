@@ -71,7 +71,13 @@ type Expect struct {
 	MinRateGbps float64
 	ActiveMTU   int // bytes
 	GIDType     gid.Type
-	NetdevMTU   int
+	// GIDIndex, when set, is the index gid.Select must choose among the
+	// GIDs matching GIDSelect on every port: the GID index a job is
+	// configured with (NCCL_IB_GID_INDEX), checked on every node so that
+	// drift is caught before a job hangs.
+	GIDIndex  *int
+	GIDSelect gid.Criteria
+	NetdevMTU int
 	// DeviceCount is the number of RDMA devices expected; -1 or 0 with
 	// DeviceNames empty means any number but at least one.
 	DeviceCount int
@@ -123,6 +129,14 @@ func CheckPorts(in []PortInput, exp Expect) []Result {
 		} else if exp.GIDType != 0 && len(gid.Filter(pi.GIDs, gid.Criteria{Type: exp.GIDType})) == 0 {
 			problems = append(problems, fmt.Sprintf("no %s GID", exp.GIDType))
 		}
+		var chosen *gid.Entry
+		if exp.GIDIndex != nil {
+			var problem string
+			chosen, problem = checkGIDIndex(pi, *exp.GIDIndex, exp.GIDSelect)
+			if problem != "" {
+				problems = append(problems, problem)
+			}
+		}
 		r.Signals = []Signal{
 			{"state", p.State.String()},
 			{"physical_state", p.PhysState.String()},
@@ -132,6 +146,9 @@ func CheckPorts(in []PortInput, exp Expect) []Result {
 		}
 		if p.Netdev != "" {
 			r.Signals = append(r.Signals, Signal{"netdev", p.Netdev}, Signal{"netdev_mtu", fmt.Sprint(p.NetdevMTU)})
+		}
+		if chosen != nil {
+			r.Signals = append(r.Signals, Signal{"gid_index", fmt.Sprint(chosen.Index)})
 		}
 		if len(problems) > 0 {
 			r.Status = Fail
@@ -274,4 +291,20 @@ func firstNonEmpty(s ...string) string {
 		}
 	}
 	return ""
+}
+
+// checkGIDIndex compares the index gid.Select chooses on a port with the
+// expected one; problem is "" when they agree.
+func checkGIDIndex(pi PortInput, want int, c gid.Criteria) (chosen *gid.Entry, problem string) {
+	if pi.GIDErr != nil {
+		return nil, fmt.Sprintf("cannot read the GID table to check GID index %d: %v", want, pi.GIDErr)
+	}
+	e, err := gid.Select(pi.GIDs, c)
+	if err != nil {
+		return nil, fmt.Sprintf("GID index %d expected, but %v", want, err)
+	}
+	if e.Index != want {
+		return &e, fmt.Sprintf("GID index %d selected (%s), expected %d", e.Index, e, want)
+	}
+	return &e, ""
 }

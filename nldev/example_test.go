@@ -155,3 +155,30 @@ func ExampleDecodeEvents() {
 	// NETDEV_ATTACH dev 0 rxe0 port 1 netdev veth0
 	// UNREGISTER dev 0 rxe_a
 }
+
+// List the RC queue pairs in state RTS of port 1 of rxe0, with a command
+// line's filters, as `rdma res show qp link rxe0/1 type RC state RTS`
+// does. ResList picks a single lookup or a dump, in rdma's port order.
+func ExampleClient_ResList() {
+	c := nldev.NewClient(nlfixture.NewKernel("../testdata/nldev/res/6.12/nl").Standard().Res().Conn())
+	defer c.Close()
+
+	sel, err := nldev.ParseResSelect(nldev.ResQP, []string{"link", "rxe0/1", "type", "RC", "st", "rts"})
+	if err != nil {
+		fmt.Println(err) // a *nldev.SyntaxError: a usage error
+		return
+	}
+	err = c.ResList(sel, nil, func(o nldev.ResObject) error {
+		qp := o.(*nldev.QP)
+		fmt.Printf("%s/%d lqpn %d rqpn %d %s %s pid %d\n", qp.DevName, qp.Port, qp.LQPN, qp.RQPN, qp.Type, qp.State, qp.PID)
+		return nil
+	}, nil)
+	if err != nil {
+		fmt.Println(err)
+	}
+	// Output:
+	// rxe0/1 lqpn 17 rqpn 18 RC RTS pid 262
+	// rxe0/1 lqpn 18 rqpn 17 RC RTS pid 264
+	// rxe0/1 lqpn 19 rqpn 20 RC RTS pid 268
+	// rxe0/1 lqpn 20 rqpn 19 RC RTS pid 265
+}

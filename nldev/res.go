@@ -270,19 +270,9 @@ func (e callbackError) Error() string { return e.err.Error() }
 // many objects the kernel returns.
 func (c *Client) resDump(t ResType, cmd Command, q ResQuery, fn func(dev uint32, name string, entry []byte) error) error {
 	k := t.kind()
-	var in interner
-	err := c.dumpOnce(cmd, q.encode(0, 0), func(data []byte) error {
-		return resTable(data, k, &in, func(dev uint32, name string, entry []byte) error {
-			if err := fn(dev, name, entry); err != nil {
-				return callbackError{err}
-			}
-			return nil
-		})
+	err := c.dumpTable(cmd, q.encode(0, 0), k, func(dev uint32, name string, entry []byte, _ *interner) error {
+		return fn(dev, name, entry)
 	})
-	var ce callbackError
-	if errors.As(err, &ce) {
-		return ce.err
-	}
 	if errors.Is(err, errInterrupted) {
 		// Nothing can be taken back from a stream; the kernel does not
 		// mark RES dumps as interrupted today in any case.

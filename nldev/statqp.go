@@ -116,3 +116,74 @@ func (c *Client) QPCounters(devIndex, port uint32, fn func(*QPCounter) error) er
 		return ""
 	})
 }
+
+// QPCounterFilter selects the counters `rdma statistic qp show` prints:
+// its filters cntn, lqpn, pid and qp-type. A nil list does not filter.
+type QPCounterFilter struct {
+	CounterIDs NumList  // cntn
+	LQPNs      NumList  // lqpn
+	PIDs       NumList  // pid
+	QPTypes    []string // qp-type names, any case
+}
+
+// Match reports whether rdma would print counter q (res_counter_line in
+// rdma/stat.c): its number, type and owner must match, and with an lqpn
+// filter every QP bound to it (a counter with one QP outside the list is
+// dropped; one with no QPs is kept). A counter without a type compares
+// type 0's name (SMI), as rdma does; one without a pid never matches a
+// pid filter.
+func (f *QPCounterFilter) Match(q *QPCounter) bool {
+	switch {
+	case f.CounterIDs != nil && !f.CounterIDs.Contains(uint64(q.ID)):
+		return false
+	case f.PIDs != nil && (!q.Has(AttrResPID) || !f.PIDs.Contains(uint64(q.PID))):
+		return false
+	case f.QPTypes != nil && !containsFold(f.QPTypes, q.QPType.String()):
+		return false
+	}
+	if f.LQPNs != nil {
+		for _, n := range q.LQPNs {
+			if !f.LQPNs.Contains(uint64(n)) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// QPCounterOf returns counter counterID of a port with the QPs bound to
+// it (STAT_GET with STAT_COUNTER_ID).
+func (c *Client) QPCounterOf(devIndex, port, counterID uint32) (QPCounter, error) {
+	q := QPCounter{}
+	err := c.get(CmdStatGet, func(ae *netlink.AttributeEncoder) {
+		ae.Uint32(uint16(AttrDevIndex), devIndex)
+		ae.Uint32(uint16(AttrPortIndex), port)
+		ae.Uint32(uint16(AttrStatRes), uint32(AttrResQP))
+		ae.Uint32(uint16(AttrStatCounterID), counterID)
+	}, q.decode)
+	return q, wrap(fmt.Sprintf("read counter %d of port %d of RDMA device %d", counterID, port, devIndex), err, func(errno unix.Errno) string {
+		switch errno {
+		case unix.ENOENT:
+			return fmt.Sprintf("no counter %d on this port", counterID)
+		case unix.EOPNOTSUPP, unix.EINVAL:
+			return "the device has no QP counters"
+		}
+		return ""
+	})
+}
+
+// UnbindQPCounterAll unbinds every QP bound to counter counterID, one
+// STAT_DEL each, and returns the QPs unbound. Equivalent to `rdma
+// statistic qp unbind link DEV/PORT cntn C` (no lqpn).
+func (c *Client) UnbindQPCounterAll(devIndex, port, counterID uint32) ([]uint32, error) {
+	q, err := c.QPCounterOf(devIndex, port, counterID)
+	if err != nil {
+		return nil, err
+	}
+	for i, n := range q.LQPNs {
+		if err := c.UnbindQPCounter(devIndex, port, n, counterID); err != nil {
+			return q.LQPNs[:i], err
+		}
+	}
+	return q.LQPNs, nil
+}

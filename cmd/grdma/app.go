@@ -150,7 +150,10 @@ func (a *app) report(err error) int {
 	var silent *silentError
 	var cannot *cannotRunError
 	var silentUsage *silentUsageError
+	var helpShown *helpShownError
 	switch {
+	case errors.As(err, &helpShown):
+		return exitOK
 	case errors.As(err, &silentUsage):
 		return exitUsage
 	case errors.As(err, &cannot):

@@ -3,16 +3,37 @@ package main
 import (
 	"strconv"
 	"strings"
+
+	"github.com/grdma/grdma/nldev"
+	"github.com/spf13/cobra"
 )
 
 // argv walks the words after an object in iproute2 grammar: keywords,
-// abbreviable to a unique prefix, each followed by its values.
+// abbreviated as rdma abbreviates them, each followed by its values.
 type argv struct {
 	words []string
 	help  string // e.g. "grdma link help", named in usage errors
+	// cmd prints its help where a keyword list offers "help" and the word
+	// is help (or h, he...), as rdma does at the same places.
+	cmd *cobra.Command
 }
 
 func newArgv(words []string, help string) *argv { return &argv{words: words, help: help} }
+
+// cmdArgv is newArgv for the words of cmd, whose help "help" prints.
+func cmdArgv(cmd *cobra.Command, words []string, help string) *argv {
+	return &argv{words: words, help: help, cmd: cmd}
+}
+
+// sub returns an argv for words that shares a's help.
+func (a *argv) sub(words []string) *argv { return &argv{words: words, help: a.help, cmd: a.cmd} }
+
+// errHelpShown ends a command whose help a "help" word printed: exit 0.
+var errHelpShown = &helpShownError{}
+
+type helpShownError struct{}
+
+func (*helpShownError) Error() string { return "" }
 
 func (a *argv) empty() bool { return len(a.words) == 0 }
 
@@ -23,7 +44,9 @@ func (a *argv) next() string {
 }
 
 // keyword consumes the next word as one of keywords, or returns def when
-// there are no words left (def "" makes the keyword mandatory).
+// there are no words left (def "" makes the keyword mandatory). Keywords
+// are listed in rdma's order, which decides abbreviations; "help" among
+// them prints the command's help (errHelpShown).
 func (a *argv) keyword(what, def string, keywords ...string) (string, error) {
 	if a.empty() {
 		if def == "" {
@@ -31,27 +54,33 @@ func (a *argv) keyword(what, def string, keywords ...string) (string, error) {
 		}
 		return def, nil
 	}
-	return a.match(what, a.next(), keywords)
+	k, err := a.match(what, a.next(), keywords)
+	if err == nil && k == "help" && a.cmd != nil {
+		if err := a.cmd.Help(); err != nil {
+			return "", err
+		}
+		return "", errHelpShown
+	}
+	return k, err
 }
 
-// match resolves word to a keyword: an exact match, else a unique prefix.
+// match resolves word to a keyword as rdma does: the first keyword, in
+// the order given, that word abbreviates (nldev.Abbrev).
 func (a *argv) match(what, word string, keywords []string) (string, error) {
-	var found []string
-	for _, k := range keywords {
-		if k == word {
-			return k, nil
-		}
-		if strings.HasPrefix(k, word) {
-			found = append(found, k)
-		}
+	if k, ok := nldev.Abbrev(word, keywords); ok {
+		return k, nil
 	}
-	switch len(found) {
-	case 1:
-		return found[0], nil
-	case 0:
-		return "", usagef(a.help, "unknown %s %q: expected %s", what, word, strings.Join(keywords, ", "))
+	return "", usagef(a.help, "unknown %s %q: expected %s", what, word, strings.Join(keywords, ", "))
+}
+
+// linkOrHelp checks that the first word is link (or prints the help for
+// help), as rdma's tables of stat set, unset, qp set, bind and unbind say.
+func (a *argv) linkOrHelp() error {
+	if a.empty() {
+		return nil
 	}
-	return "", usagef(a.help, "ambiguous %s %q: could be %s", what, word, strings.Join(found, ", "))
+	_, err := a.sub(a.words[:1]).keyword("parameter", "", "link", "help")
+	return err
 }
 
 // value consumes the value that must follow a keyword.

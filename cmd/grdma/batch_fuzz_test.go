@@ -1,7 +1,6 @@
 package main
 
 import (
-	"strconv"
 	"strings"
 	"testing"
 )
@@ -39,37 +38,6 @@ func FuzzSplitBatchLine(f *testing.F) {
 		if !strings.ContainsAny(line, "'\"#") {
 			if fields := strings.FieldsFunc(line, func(r rune) bool { return r == ' ' || r == '\t' }); strings.Join(fields, "\x00") != strings.Join(words, "\x00") {
 				t.Errorf("%q splits into %q, want %q", line, words, fields)
-			}
-		}
-	})
-}
-
-// FuzzParseNumList: the value of a numeric res filter ("1-3,7", hex
-// allowed) parses to ordered ranges, or is rejected; what is accepted,
-// written back as ranges, parses to the same ranges.
-func FuzzParseNumList(f *testing.F) {
-	for _, s := range []string{"1", "1-3,7", ",1,2", "0x1f", "5-3", "1-", "-1", "18446744073709551615", "18446744073709551616", "1,,2", "0X-1"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		ranges, err := parseNumList(s)
-		if err != nil {
-			return
-		}
-		var parts []string
-		for _, r := range ranges {
-			if r.hi < r.lo {
-				t.Fatalf("%q: range %d-%d runs backwards", s, r.lo, r.hi)
-			}
-			parts = append(parts, strconv.FormatUint(r.lo, 10)+"-"+strconv.FormatUint(r.hi, 10))
-		}
-		back, err := parseNumList(strings.Join(parts, ","))
-		if err != nil || len(back) != len(ranges) {
-			t.Fatalf("%q parses to %v; written back, %v, %v", s, ranges, back, err)
-		}
-		for i := range back {
-			if back[i] != ranges[i] {
-				t.Errorf("%q parses to %v; written back, %v", s, ranges, back)
 			}
 		}
 	})

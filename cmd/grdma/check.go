@@ -33,7 +33,7 @@ func (a *app) checkCommand() *cobra.Command {
 	var quiet bool
 	var textfile string
 	cmd := &cobra.Command{
-		Use:   "check [devices|ports|probe|gdr]... [state STATE] [min-rate GBPS] [mtu BYTES] [gid-type v1|v2|ib] [netdev-mtu BYTES] [device-count N] [device-names A,B]",
+		Use:   "check [devices|ports|probe|gdr]... [state STATE] [min-rate GBPS] [mtu BYTES] [gid-type v1|v2|ib] [gid-index N [type v1|v2|ib] [ipv4|ipv6]] [netdev-mtu BYTES] [device-count N] [device-names A,B]",
 		Short: "Check node health: RDMA devices, ports, GPUDirect RDMA",
 		Long: `Run health checks and print a PASS/WARN/FAIL table (-j: a JSON object with
 "ok" and "checks"; -q: nothing, the exit status tells). With no check
@@ -43,7 +43,10 @@ named, all run:
            device-count N and device-names A,B set what must exist
   ports    every port is ACTIVE and LINK_UP (or "state STATE"), and meets
            min-rate (Gb/s), mtu (active MTU, bytes), gid-type (a GID of that
-           type exists), netdev-mtu
+           type exists), netdev-mtu, and gid-index N: the GID index grdma gid
+           show -q chooses (among the GIDs of type/ipv4/ipv6 given after it)
+           is N on every port, so that an index configured for a job
+           (NCCL_IB_GID_INDEX) is caught drifting
   probe    the verbs probe (grdma probe ... traffic) on every ACTIVE port:
            an RC QP brought to RTS and, on rxe, data sent and verified
   gdr      GPUDirect RDMA readiness: peer_mem (nvidia_peermem, PeerDirect)
@@ -57,6 +60,7 @@ Exit status: 0 no check failed, 1 a check failed, 2 the checks could not
 run (bad arguments).`,
 		Example: `  grdma check
   grdma check ports min-rate 100 mtu 4096 gid-type v2 netdev-mtu 9000
+  grdma check ports gid-index 3 type v2 ipv4
   grdma -j check gdr
   grdma check devices device-count 8 -q && echo healthy
   grdma check --textfile /var/lib/node_exporter/textfile/grdma_check.prom`,
@@ -71,7 +75,7 @@ run (bad arguments).`,
 
 // parseCheckArgs reads check names and expectations.
 func parseCheckArgs(args *argv) (names []string, exp health.Expect, err error) {
-	keywords := append(append([]string{}, checkNames...), "state", "min-rate", "mtu", "gid-type", "netdev-mtu", "device-count", "device-names")
+	keywords := append(append([]string{}, checkNames...), "state", "min-rate", "mtu", "gid-type", "gid-index", "type", "ipv4", "ipv6", "netdev-mtu", "device-count", "device-names")
 	number := func(kw, v string) (int, error) {
 		n, err := strconv.Atoi(v)
 		if err != nil || n <= 0 {
@@ -86,6 +90,10 @@ func parseCheckArgs(args *argv) (names []string, exp health.Expect, err error) {
 		}
 		if slices.Contains(checkNames, kw) {
 			names = append(names, kw)
+			continue
+		}
+		if kw == "ipv4" || kw == "ipv6" {
+			exp.GIDSelect.Family = map[string]gid.Family{"ipv4": gid.IPv4, "ipv6": gid.IPv6}[kw]
 			continue
 		}
 		v, err := args.value(kw + " value")
@@ -118,6 +126,16 @@ func parseCheckArgs(args *argv) (names []string, exp health.Expect, err error) {
 			if exp.GIDType, err = gid.ParseType(v); err != nil {
 				return nil, exp, usagef(args.help, "unknown gid-type %q: expected v1, v2, ib", v)
 			}
+		case "gid-index":
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				return nil, exp, usagef(args.help, "gid-index must be a GID table index (0 or more), not %q", v)
+			}
+			exp.GIDIndex = &n
+		case "type":
+			if exp.GIDSelect.Type, err = gid.ParseType(v); err != nil {
+				return nil, exp, usagef(args.help, "unknown GID type %q: expected v1, v2, ib", v)
+			}
 		case "netdev-mtu":
 			if exp.NetdevMTU, err = number(kw, v); err != nil {
 				return nil, exp, err
@@ -129,6 +147,9 @@ func parseCheckArgs(args *argv) (names []string, exp health.Expect, err error) {
 		case "device-names":
 			exp.DeviceNames = strings.Split(v, ",")
 		}
+	}
+	if exp.GIDIndex == nil && (exp.GIDSelect != gid.Criteria{}) {
+		return nil, exp, usagef(args.help, "type, ipv4 and ipv6 choose the GID of gid-index N: give gid-index")
 	}
 	if len(names) == 0 {
 		names = checkNames
@@ -228,7 +249,7 @@ func (a *app) checkPorts(sys sysfs.FS, exp health.Expect) []health.Result {
 	in := make([]health.PortInput, 0, len(ps))
 	for _, p := range ps {
 		pi := health.PortInput{Port: p}
-		if exp.GIDType != 0 {
+		if exp.GIDType != 0 || exp.GIDIndex != nil {
 			pi.GIDs, pi.GIDErr = gid.ReadTable(sys, p.Device, p.Port)
 		}
 		in = append(in, pi)

@@ -126,3 +126,38 @@ func TestCheckGIDTableUnreadable(t *testing.T) {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
 }
+
+// TestCheckGIDIndex: the index gid show -q chooses must be gid-index N
+// on every port (recorded rxe sysfs: index 1 holds each port's IPv4 RoCE
+// v2 GID, index 0 the link-local one).
+func TestCheckGIDIndex(t *testing.T) {
+	out, stderr, code := checkOn(t, "ports", "gid-index", "1", "type", "v2", "ipv4")
+	if code != 0 || !strings.Contains(out, "PASS    ports  rxe0/1") || !strings.Contains(out, "PASS    ports  rxe1/1") {
+		t.Fatalf("gid-index 1: exit %d:\n%s%s", code, out, stderr)
+	}
+	out, _, code = checkOn(t, "ports", "gid-index", "3", "type", "v2", "ipv4")
+	if code != exitFailed || !strings.Contains(out, "FAIL    ports  rxe0/1   GID index 1 selected (1 ::ffff:10.9.0.1 RoCE v2 veth0), expected 3") {
+		t.Fatalf("gid-index 3: exit %d:\n%s", code, out)
+	}
+	out, _, code = checkOn(t, "-j", "ports", "gid-index", "0", "ipv6")
+	// rxe0 has a global IPv6 GID (2), chosen before link-local 0; rxe1
+	// has only the link-local one.
+	if code != exitFailed || !strings.Contains(out, `"subject":"rxe0/1","message":"GID index 2 selected`) ||
+		!strings.Contains(out, `{"name":"gid_index","value":"0"}`) {
+		t.Fatalf("gid-index 0 ipv6: exit %d:\n%s", code, out)
+	}
+	out, _, code = checkOn(t, "ports", "gid-index", "1", "type", "v1")
+	if code != exitFailed || !strings.Contains(out, "GID index 1 expected, but no RoCE v1 GID; the table has:") {
+		t.Fatalf("gid-index 1 type v1: exit %d:\n%s", code, out)
+	}
+	for args, msg := range map[string]string{
+		"ports gid-index x1":        "gid-index must be a GID table index",
+		"ports type v2":             "give gid-index",
+		"ports gid-index 1 type v9": `unknown GID type "v9"`,
+	} {
+		_, stderr, code := checkOn(t, strings.Fields(args)...)
+		if code != exitUsage || !strings.Contains(stderr, msg) {
+			t.Errorf("check %s: exit %d, %q; want 2 and %q", args, code, stderr, msg)
+		}
+	}
+}

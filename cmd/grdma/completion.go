@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/grdma/grdma/nldev"
 	"github.com/spf13/cobra"
 )
 
@@ -310,22 +311,18 @@ func (s *compSyntax) keyword(word string) *compKeyword {
 	return &s.kws[i]
 }
 
-// compMatch finds word among n names, exactly or as a unique prefix, as
-// argv.match does; -1 if none.
+// compMatch finds word among n names as argv.match does (rdma's first
+// match, nldev.Abbrev); -1 if none.
 func compMatch(word string, n int, name func(int) string) int {
-	found := -1
+	names := make([]string, n)
 	for i := range n {
-		switch {
-		case name(i) == word:
-			return i
-		case strings.HasPrefix(name(i), word):
-			if found >= 0 {
-				return -1
-			}
-			found = i
-		}
+		names[i] = name(i)
 	}
-	return found
+	m, ok := nldev.Abbrev(word, names)
+	if !ok {
+		return -1
+	}
+	return slices.Index(names, m)
 }
 
 // compShow is the common "show|list [DEV[/PORT]]" level.
@@ -338,6 +335,14 @@ func compShowVerbs(s *compSyntax) []compVerb { return []compVerb{{"show", s}, {"
 // compStatLink is stat's "link DEV[/PORT]".
 var compStatLink = compKeyword{"link", []compValues{compDevPorts}}
 
+// compGIDShow is gid show's and gid watch's [DEV[/PORT]] and criteria.
+var compGIDShow = compShow(compDevPorts,
+	compKeyword{"type", []compValues{compWords("v1", "v2", "ib")}},
+	compKeyword{"ipv4", nil},
+	compKeyword{"ipv6", nil},
+	compKeyword{"netdev", []compValues{compNetdevs}},
+)
+
 // compQPShow are the filters of stat qp show.
 var compQPShow = []compKeyword{
 	compStatLink,
@@ -345,62 +350,40 @@ var compQPShow = []compKeyword{
 	{"lqpn", []compValues{compFree}},
 	{"pid", []compValues{compFree}},
 	{"qp-type", []compValues{compWords(compQPTypes...)}},
-}
-
-// resFilters are the FILTER keys of res show, per object (rdma's, as the
-// res command's help lists them).
-var compResFilters = map[string][]string{
-	"qp":    {"lqpn", "rqpn", "pid", "sq-psn", "rq-psn", "type", "path-mig-state", "state", "pdn", "comm"},
-	"cm_id": {"lqpn", "qp-type", "state", "ps", "pid", "src-addr", "src-port", "dst-addr", "dst-port", "cm-idn", "comm"},
-	"cq":    {"users", "poll-ctx", "pid", "cqn", "ctxn", "comm"},
-	"mr":    {"rkey", "lkey", "mrlen", "pid", "mrn", "pdn", "comm"},
-	"pd":    {"users", "pid", "ctxn", "pdn", "comm"},
-	"ctx":   {"pid", "ctxn", "comm"},
-	"srq":   {"pid", "srqn", "type", "pdn", "cqn", "lqpn", "comm"},
-}
-
-// resFilterValues are the values of the name-valued res filters.
-var compResFilterValues = map[string]map[string][]string{
-	"qp": {
-		"type":           compQPTypes,
-		"state":          {"RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"},
-		"path-mig-state": {"MIGRATED", "REARM", "ARMED"},
-	},
-	"cm_id": {
-		"qp-type": compQPTypes,
-		"state": {"IDLE", "ADDR_QUERY", "ADDR_RESOLVED", "ROUTE_QUERY", "ROUTE_RESOLVED",
-			"CONNECT", "DISCONNECT", "ADDR_BOUND", "LISTEN", "DEVICE_REMOVAL", "DESTROYING"},
-		"ps": {"IPoIB", "TCP", "UDP"},
-	},
-	"cq":  {"poll-ctx": {"DIRECT", "SOFTIRQ", "WORKQUEUE", "UNBOUND_WORKQUEUE"}},
-	"srq": {"type": {"BASIC", "XRC", "TM"}},
+	{"optional-counters", []compValues{compFree}},
 }
 
 var compQPTypes = []string{"RC", "UC", "UD", "SMI", "GSI", "RAW_PACKET", "RAW_IPV6", "RAW_ETHERTYPE", "XRC_INI", "XRC_TGT", "DRIVER"}
 
-func compResObject(obj string) *compSyntax {
+// compResObject completes the filters of res show OBJECT, from the one res
+// grammar (nldev.ResFilters).
+func compResObject(t nldev.ResType) *compSyntax {
 	s := &compSyntax{}
-	switch obj {
-	case "qp", "cm_id":
-		s.kws = append(s.kws, compKeyword{"link", []compValues{compDevPorts}}, compKeyword{"dev", []compValues{compDevs}})
-	default:
-		s.kws = append(s.kws, compKeyword{"dev", []compValues{compDevs}})
-	}
-	for _, f := range compResFilters[obj] {
+	for _, f := range nldev.ResFilters(t) {
 		v := compFree
-		if names := compResFilterValues[obj][f]; names != nil {
-			v = compWords(names...)
+		switch {
+		case f.Kind == nldev.FilterLocation && f.Name == "link" && t.PerPort():
+			v = compDevPorts
+		case f.Kind == nldev.FilterLocation:
+			v = compDevs
+		case f.Values != nil:
+			v = compWords(f.Values...)
 		}
-		s.kws = append(s.kws, compKeyword{f, []compValues{v}})
+		s.kws = append(s.kws, compKeyword{f.Name, []compValues{v}})
 	}
 	return s
 }
 
 func compResShow() *compSyntax {
 	s := &compSyntax{verbOptional: true, pos: []compPositional{{vals: compDevs}}}
-	for _, obj := range []string{"qp", "cm_id", "cq", "mr", "pd", "ctx", "srq"} {
-		s.verbs = append(s.verbs, compVerb{obj, compResObject(obj)})
+	for _, t := range nldev.ResTypes {
+		s.verbs = append(s.verbs, compVerb{t.String(), compResObject(t)})
 	}
+	frmr := &compSyntax{kws: []compKeyword{{"dev", []compValues{compDevs}}}}
+	for _, f := range nldev.FRMRPoolFilterNames {
+		frmr.kws = append(frmr.kws, compKeyword{f, []compValues{compFree}})
+	}
+	s.verbs = append(s.verbs, compVerb{"frmr_pools", frmr})
 	return s
 }
 
@@ -415,18 +398,25 @@ var compAutoOnOff compValues = func(_ *completer, done []string) []string {
 
 // grammars are the argument grammars of the objects, by command name.
 var compGrammars = map[string]*compSyntax{
-	"dev": {verbs: append(compShowVerbs(compShow(compDevs)),
+	"dev": {verbs: append([]compVerb{
+		{"add", &compSyntax{pos: []compPositional{{vals: compFree}}, kws: []compKeyword{
+			{"type", []compValues{compWords("smi")}},
+			{"parent", []compValues{compDevs}},
+		}}},
+		{"delete", &compSyntax{pos: []compPositional{{vals: compDevs}}}},
+	}, append(compShowVerbs(compShow(compDevs)),
 		compVerb{"set", &compSyntax{pos: []compPositional{{vals: compDevs}}, oneKeyword: true, kws: []compKeyword{
 			{"name", []compValues{compFree}},
 			{"netns", []compValues{compNetns}},
 			{"adaptive-moderation", []compValues{compOnOff}},
-		}}})},
-	"link": {verbs: append(compShowVerbs(compShow(compDevPorts)),
-		compVerb{"add", &compSyntax{pos: []compPositional{{vals: compFree}}, kws: []compKeyword{
+		}}})...)},
+	"link": {verbs: append([]compVerb{
+		{"add", &compSyntax{pos: []compPositional{{vals: compFree}}, kws: []compKeyword{
 			{"type", []compValues{compWords("rxe", "siw")}},
 			{"netdev", []compValues{compNetdevs}},
 		}}},
-		compVerb{"delete", &compSyntax{pos: []compPositional{{vals: compDevs}}}})},
+		{"delete", &compSyntax{pos: []compPositional{{vals: compDevs}}}},
+	}, compShowVerbs(compShow(compDevPorts))...)},
 	"sys": {verbs: []compVerb{
 		{"show", &compSyntax{pos: []compPositional{{vals: compWords("netns", "privileged-qkey", "monitor", "copy-on-fork")}}}},
 		{"set", &compSyntax{verbs: []compVerb{
@@ -435,16 +425,8 @@ var compGrammars = map[string]*compSyntax{
 		}}},
 	}},
 	"port": {verbs: compShowVerbs(compShow(compDevPorts))},
-	"gid": {verbs: compShowVerbs(compShow(compDevPorts,
-		compKeyword{"type", []compValues{compWords("v1", "v2", "ib")}},
-		compKeyword{"ipv4", nil},
-		compKeyword{"ipv6", nil},
-		compKeyword{"netdev", []compValues{compNetdevs}},
-	))},
-	"stat": {verbs: append(compShowVerbs(&compSyntax{kws: []compKeyword{compStatLink}}),
-		compVerb{"mode", &compSyntax{kws: []compKeyword{{"supported", nil}, compStatLink}}},
-		compVerb{"set", &compSyntax{kws: []compKeyword{{"link", []compValues{compPorts}}, {"optional-counters", []compValues{compFree}}}}},
-		compVerb{"unset", &compSyntax{kws: []compKeyword{{"link", []compValues{compPorts}}, {"optional-counters", nil}}}},
+	"gid":  {verbs: append(compShowVerbs(compGIDShow), compVerb{"watch", compGIDShow})},
+	"stat": {verbs: append(compShowVerbs(&compSyntax{kws: []compKeyword{compStatLink, {"mr", nil}}}),
 		compVerb{"qp", &compSyntax{verbOptional: true, kws: compQPShow, verbs: []compVerb{
 			{"show", &compSyntax{kws: compQPShow}},
 			{"list", &compSyntax{kws: compQPShow}},
@@ -457,9 +439,15 @@ var compGrammars = map[string]*compSyntax{
 			{"bind", &compSyntax{kws: []compKeyword{{"link", []compValues{compPorts}}, {"lqpn", []compValues{compFree}}, {"cntn", []compValues{compFree}}}}},
 			{"unbind", &compSyntax{kws: []compKeyword{{"link", []compValues{compPorts}}, {"cntn", []compValues{compFree}}, {"lqpn", []compValues{compFree}}}}},
 		}}},
+		compVerb{"mr", &compSyntax{kws: []compKeyword{{"mrn", []compValues{compFree}}, {"dev", []compValues{compDevs}}}}},
+		compVerb{"mode", &compSyntax{kws: []compKeyword{{"supported", nil}, compStatLink}}},
+		compVerb{"set", &compSyntax{kws: []compKeyword{{"link", []compValues{compPorts}}, {"optional-counters", []compValues{compFree}}}}},
+		compVerb{"unset", &compSyntax{kws: []compKeyword{{"link", []compValues{compPorts}}, {"optional-counters", nil}}}},
 		compVerb{"export", &compSyntax{}})},
 	"monitor": {},
-	"res":     {verbs: []compVerb{{"show", compResShow()}, {"list", compResShow()}}},
+	"res": {verbs: []compVerb{{"show", compResShow()}, {"set", &compSyntax{verbs: []compVerb{{"frmr_pools", &compSyntax{kws: []compKeyword{
+		{"dev", []compValues{compDevs}}, {"aging", []compValues{compFree}}, {"pinned", []compValues{compFree, compFree}},
+	}}}}}}, {"list", compResShow()}}},
 	"check": {kws: []compKeyword{
 		{"devices", nil},
 		{"ports", nil},
@@ -469,6 +457,10 @@ var compGrammars = map[string]*compSyntax{
 		{"min-rate", []compValues{compFree}},
 		{"mtu", []compValues{compWords("256", "512", "1024", "2048", "4096")}},
 		{"gid-type", []compValues{compWords("v1", "v2", "ib")}},
+		{"gid-index", []compValues{compFree}},
+		{"type", []compValues{compWords("v1", "v2", "ib")}},
+		{"ipv4", nil},
+		{"ipv6", nil},
 		{"netdev-mtu", []compValues{compFree}},
 		{"device-count", []compValues{compFree}},
 		{"device-names", []compValues{compDevs}},

@@ -59,13 +59,13 @@ func TestCompletion(t *testing.T) {
 		{"link add rxe0 ", "type netdev"},
 		{"link add rxe0 t", "type"},
 		{"link add ", ""},
-		{"link ", "show list add delete"},
+		{"link ", "add delete show list"},
 		{"l sh ", "rxe0 rxe1"},
 		{"link show ", "rxe0 rxe1"},
 		{"link show rxe0", "rxe0 rxe0/1"},
 		{"link show rxe1/", "rxe1/1"},
 		{"link delete ", "rxe0 rxe1"},
-		{"dev ", "show list set"},
+		{"dev ", "add delete show list set"},
 		{"dev set ", "rxe0 rxe1"},
 		{"dev set rxe0 ", "name netns adaptive-moderation"},
 		{"dev set rxe0 netns ", "blue red"},
@@ -79,14 +79,14 @@ func TestCompletion(t *testing.T) {
 		{"gid show rxe0/1 ", "type ipv4 ipv6 netdev"},
 		{"gid show type ", "v1 v2 ib"},
 		{"gid show rxe0/1 ipv4 netdev ", "lo veth0 veth1"},
-		{"stat ", "show list mode set unset qp export"},
-		{"stat show ", "link"},
+		{"stat ", "show list qp mr mode set unset export"},
+		{"stat show ", "link mr"},
 		{"stat show link ", "rxe0 rxe1"},
 		{"stat set link ", "rxe0/1 rxe1/1"},
 		{"stat set link rxe0/1 ", "link optional-counters"},
-		{"stat qp ", "show list mode set bind unbind link cntn lqpn pid qp-type"},
+		{"stat qp ", "show list mode set bind unbind link cntn lqpn pid qp-type optional-counters"},
 		{"stat qp show qp-type U", "UC UD"},
-		{"stat qp link rxe0/1 lqpn 1 ", "link cntn lqpn pid qp-type"},
+		{"stat qp link rxe0/1 lqpn 1 ", "link cntn lqpn pid qp-type optional-counters"},
 		{"stat qp set link rxe0/1 auto ", "type pid type,pid off"},
 		{"stat qp set link rxe0/1 auto type ", "on off"},
 		{"stat qp set link rxe0/1 auto off ", ""},
@@ -95,15 +95,15 @@ func TestCompletion(t *testing.T) {
 		{"completion ", "bash zsh fish"},
 		{"-n ", "blue red"},
 		{"frobnicate ", ""},
-		{"res ", "show list"},
-		{"res show ", "qp cm_id cq mr pd ctx srq rxe0 rxe1"},
-		{"res show qp ", "link dev lqpn rqpn pid sq-psn rq-psn type path-mig-state state pdn comm"},
+		{"res ", "show set list"},
+		{"res show ", "qp cm_id cq mr pd ctx srq frmr_pools rxe0 rxe1"},
+		{"res show qp ", "link lqpn rqpn pid sq-psn rq-psn type path-mig-state state pdn dev comm"},
 		{"res show qp link rxe1", "rxe1 rxe1/1"},
 		{"res show qp state R", "RESET RTR RTS"},
 		{"res show cq poll-ctx ", "DIRECT SOFTIRQ WORKQUEUE UNBOUND_WORKQUEUE"},
 		{"probe ", "rxe0 rxe1"},
 		{"probe rxe0/1 ", "gid-index traffic count listen peer bw lat pingpong size iters duration timeout"},
-		{"check ", "devices ports probe gdr state min-rate mtu gid-type netdev-mtu device-count device-names"},
+		{"check ", "devices ports probe gdr state min-rate mtu gid-type gid-index type ipv4 ipv6 netdev-mtu device-count device-names"},
 		{"check ports gid-type ", "v1 v2 ib"},
 		{"check devices device-names ", "rxe0 rxe1"},
 	}
@@ -204,15 +204,18 @@ func TestCompletionGrammarsMatchCommands(t *testing.T) {
 		}
 	}
 	if res := byName["res"]; res != nil {
-		for obj, keys := range compResFilters {
-			line := ""
-			for _, l := range strings.Split(res.Long, "\n") {
-				if f := strings.Fields(l); len(f) > 1 && f[0] == obj {
-					line = strings.Join(f[1:], " ")
-				}
+		// Help and completion come from the one res grammar.
+		for _, typ := range nldev.ResTypes {
+			var keys []string
+			for _, f := range nldev.ResFilters(typ) {
+				keys = append(keys, f.Name)
 			}
-			if line != strings.Join(keys, " ") {
-				t.Errorf("res %s filters: help lists %q, completion has %q", obj, line, keys)
+			got, _ := complete(t, recordedDial("6.12"), "res", "show", typ.String(), "")
+			if !slices.Equal(got, keys) {
+				t.Errorf("res show %s completes %q, want %q", typ, got, keys)
+			}
+			if !strings.Contains(res.Long, "\n  "+typ.String()+" ") {
+				t.Errorf("res help lists no filters of %s", typ)
 			}
 		}
 		got, _ := complete(t, recordedDial("6.12"), "res", "show", "qp", "state", "")

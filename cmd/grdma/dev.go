@@ -8,11 +8,15 @@ import (
 
 func (a *app) devCommand() *cobra.Command {
 	return &cobra.Command{
-		Use:   "dev [show|list [DEV]] | set DEV name NEWNAME | set DEV netns NSNAME|PID | set DEV adaptive-moderation on|off",
+		Use: `dev [show|list [DEV]] | set DEV name NEWNAME | set DEV netns NSNAME|PID | set DEV adaptive-moderation on|off
+  dev add NAME type smi parent DEV | delete NAME`,
 		Short: "Show or change RDMA devices",
 		Long: `Show RDMA devices, or change one: rename it, move it to another network
 namespace (the RDMA subsystem must be in exclusive netns mode), or turn its
-adaptive interrupt moderation on or off. Output matches rdma dev.`,
+adaptive interrupt moderation on or off. dev add creates a sub-device (type
+smi: an InfiniBand SMI sub-device, which only drivers with sub-device
+support such as mlx5 create; Linux 6.11) and dev delete removes one; other
+drivers, rxe among them, refuse and grdma says so. Output matches rdma dev.`,
 		Example: `  grdma dev
   grdma -j dev show rxe0
   grdma -d dev
@@ -20,19 +24,23 @@ adaptive interrupt moderation on or off. Output matches rdma dev.`,
   grdma dev set rxe0 netns blue
   grdma dev set mlx5_0 adaptive-moderation on`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.dev(cmd, newArgv(args, "grdma dev help"))
+			return a.dev(cmd, cmdArgv(cmd, args, "grdma dev help"))
 		},
 	}
 }
 
 func (a *app) dev(cmd *cobra.Command, args *argv) error {
-	verb, err := args.keyword("command", "show", "show", "list", "set", "help")
+	verb, err := args.keyword("command", "show", "add", "delete", "show", "list", "set", "help")
 	if err != nil {
 		return err
 	}
 	switch verb {
 	case "set":
 		return a.devSet(args)
+	case "add":
+		return a.devAdd(args)
+	case "delete":
+		return a.devDelete(args)
 	case "help":
 		return cmd.Help()
 	}

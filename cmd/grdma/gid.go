@@ -13,8 +13,10 @@ import (
 
 func (a *app) gidCommand() *cobra.Command {
 	var quiet bool
+	var count int
 	cmd := &cobra.Command{
-		Use:   "gid [show|list [DEV[/PORT]] [type v1|v2|ib] [ipv4|ipv6] [netdev NAME]]",
+		Use: `gid [show|list [DEV[/PORT]] [type v1|v2|ib] [ipv4|ipv6] [netdev NAME]]
+  gid watch [DEV[/PORT]] [type v1|v2|ib] [ipv4|ipv6] [netdev NAME] [--count N]`,
 		Short: "Show GID tables and choose a GID index",
 		Long: `Show the populated GID table entries of RDMA ports, as show_gids does (DEV
 PORT INDEX GID IPv4 VER DEV), optionally only those of a type, an address
@@ -23,21 +25,40 @@ family or a netdev.
 With -q, print for each port only the GID index a job should use among the
 matching ones (for NCCL_IB_GID_INDEX, UCX_IB_GID_INDEX, ...): the first in
 table order, a routable (IPv4 or global IPv6) GID before a link-local one.
-It fails, naming what the port has, when none matches.`,
+One port prints the bare index; several print "DEV/PORT INDEX" lines. A
+port without a match is named on stderr, with what it has, and the exit
+status is 1.
+
+gid watch prints a line whenever that choice changes on a port (a netdev
+gained or lost an address, the kernel rewrote the table): "DEV/PORT INDEX
+GID (was INDEX GID)", "none" when no GID matches; with -j one JSON object
+per line (ifname, port, index, gid, old_index, old_gid, time). It wakes on
+the kernel's address and link notifications and looks again every 5s.`,
 		Example: `  grdma gid
   grdma gid show mlx5_0/1 type v2 ipv4
   grdma -j gid show rxe0
   NCCL_IB_GID_INDEX=$(grdma gid show mlx5_0/1 type v2 ipv4 netdev eth0 -q)`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.gid(cmd, newArgv(args, "grdma gid help"), quiet)
+			av := cmdArgv(cmd, args, "grdma gid help")
+			if !av.empty() {
+				if verb, _ := nldev.Abbrev(av.words[0], gidVerbs); verb == "watch" {
+					av.next()
+					return a.gidWatch(av, count)
+				}
+			}
+			return a.gid(cmd, av, quiet)
 		},
 	}
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "print only the chosen GID index of each port")
+	cmd.Flags().IntVar(&count, "count", 0, "with watch: exit after `N` changes (default: run until interrupted)")
 	return cmd
 }
 
+// gidVerbs are gid's commands, in the order that decides abbreviations.
+var gidVerbs = []string{"show", "list", "watch", "help"}
+
 func (a *app) gid(cmd *cobra.Command, args *argv, quiet bool) error {
-	verb, err := args.keyword("command", "show", "show", "list", "help")
+	verb, err := args.keyword("command", "show", gidVerbs...)
 	if err != nil {
 		return err
 	}
@@ -126,28 +147,18 @@ func isGIDKeyword(word string) bool {
 	return false
 }
 
-// printChosenGIDs prints, one per line, the index gid.Select chooses in
-// each table. A port without a match is an error when it is the only
-// port; among several, the ports with a match are enough.
+// printChosenGIDs prints the index gid.Select chooses in each table: the
+// bare index for one port, "DEV/PORT INDEX" lines for several. A port
+// without a match is named on stderr and makes the exit status 1.
 func (a *app) printChosenGIDs(tables []gid.Table, c gid.Criteria) error {
-	var errs []error
-	found := 0
-	for _, t := range tables {
-		e, err := gid.Select(t.Entries, c)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s/%d: %w", t.Device, t.Port, err))
-			continue
-		}
-		found++
-		fmt.Fprintln(a.stdout, e.Index)
+	if len(tables) == 0 {
+		return errors.New("no RDMA port")
 	}
-	if found == 0 {
-		if len(errs) == 0 {
-			return errors.New("no RDMA port")
-		}
-		return errors.Join(errs...)
+	choices, misses := gid.SelectEach(tables, c)
+	for _, ch := range choices {
+		fmt.Fprintln(a.stdout, ch.Line(len(tables) > 1))
 	}
-	return nil
+	return errors.Join(misses...)
 }
 
 // gidRow is an entry with its device, as the table prints it.

@@ -19,13 +19,13 @@ or create and remove software RDMA devices: rxe (Soft-RoCE) and siw
   grdma link add rxe0 type rxe netdev eth0
   grdma link delete rxe0`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.link(cmd, newArgv(args, "grdma link help"))
+			return a.link(cmd, cmdArgv(cmd, args, "grdma link help"))
 		},
 	}
 }
 
 func (a *app) link(cmd *cobra.Command, args *argv) error {
-	verb, err := args.keyword("command", "show", "show", "list", "add", "delete", "help")
+	verb, err := args.keyword("command", "show", "add", "delete", "show", "list", "help")
 	if err != nil {
 		return err
 	}
@@ -172,12 +172,5 @@ func (a *app) linkDelete(args *argv) error {
 	if err != nil {
 		return err
 	}
-	if err := args.done(); err != nil {
-		return err
-	}
-	c, err := a.nl()
-	if err != nil {
-		return err
-	}
-	return c.DeleteLink(name)
+	return a.runDone(args, func(c *nldev.Client) error { return c.DeleteLink(name) })
 }

@@ -22,7 +22,7 @@ exits 2. Unprivileged users may listen.`,
 		Example: `  grdma monitor
   grdma -j monitor --count 1     # wait for one event`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := newArgv(args, "grdma monitor --help").done(); err != nil {
+			if err := monitorArgs(cmd, args); err != nil {
 				return err
 			}
 			if cmd.Flags().Changed("count") && count < 1 {
@@ -93,4 +93,15 @@ func renderEvent(p *output.Printer, e *nldev.Event) {
 	if !p.JSON() {
 		p.Newline()
 	}
+}
+
+// monitorArgs accepts no words but help (rdma monitor help).
+func monitorArgs(cmd *cobra.Command, words []string) error {
+	args := cmdArgv(cmd, words, "grdma monitor --help")
+	if !args.empty() {
+		if _, err := args.keyword("argument", "", "help"); err != nil {
+			return err
+		}
+	}
+	return args.done()
 }

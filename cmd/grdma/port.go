@@ -21,7 +21,7 @@ its netdev's MTU the way the kernel derives it, and mtu_source says
   grdma -j port show mlx5_0/1
   grdma -d port show rxe0`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.port(cmd, newArgv(args, "grdma port help"))
+			return a.port(cmd, cmdArgv(cmd, args, "grdma port help"))
 		},
 	}
 }

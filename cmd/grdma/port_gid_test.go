@@ -119,9 +119,10 @@ func TestGIDQuiet(t *testing.T) {
 		want    string
 	}{
 		{"rxe-6.12", "gid show rxe0/1 type v2 ipv4 -q", "1\n"},
-		{"rxe-6.12", "gid show rxe0/1 type v2 ipv6 -q", "2\n"}, // fd00:9::1 before link-local 0
-		{"rxe-6.12", "gid show -q type v2 ipv4", "1\n1\n"},     // one line per port
-		{"rxe-6.12", "gid show rxe1 ipv6 -q", "0\n"},           // only link-local there
+		{"rxe-6.12", "gid show rxe0/1 type v2 ipv6 -q", "2\n"},           // fd00:9::1 before link-local 0
+		{"rxe-6.12", "gid show -q type v2 ipv4", "rxe0/1 1\nrxe1/1 1\n"}, // several ports: DEV/PORT INDEX
+		{"rxe-6.12", "gid show rxe0 -q type v2 ipv4", "1\n"},             // one port: the bare index
+		{"rxe-6.12", "gid show rxe1 ipv6 -q", "0\n"},                     // only link-local there
 		{"hca", "gid show mlx5_0/1 type v2 ipv4 netdev ens1f0np0.100 -q", "11\n"},
 		{"hca", "gid show mlx5_0/1 type v1 ipv4 -q", "2\n"},
 		{"hca", "gid show mlx5_2/1 ty ib -q", "0\n"},
@@ -145,6 +146,9 @@ func TestPortGIDErrors(t *testing.T) {
 	}{
 		{"rxe-6.12", "gid show rxe0/1 type v1 -q", exitFailed,
 			"rxe0/1: no RoCE v1 GID; the table has: 0 fe80::4c9c:e2ff:fed0:bcea RoCE v2 veth0, 1 ::ffff:10.9.0.1 RoCE v2 veth0, 2 fd00:9::1 RoCE v2 veth0"},
+		// Among several ports, the one without a match is named and the
+		// exit status is 1; the others are still printed.
+		{"rxe-6.12", "gid show -q netdev veth0", exitFailed, "rxe1/1: no GID on netdev veth0; the table has: 0 fe80::"},
 		{"rxe-6.12", "gid show rxe0 type v3", exitUsage, `unknown GID type "v3": want ib, v1 or v2`},
 		{"rxe-6.12", "gid show rxe0 vlan 5", exitUsage, `unknown gid show parameter "vlan"`},
 		{"rxe-6.12", "gid show rxe0 netdev", exitUsage, "missing netdev name"},

@@ -48,14 +48,23 @@ func vanished(c *nldev.Client, d nldev.Device, err error) bool { return c.Gone(d
 // list; an error stops the listing and the list is still closed, so JSON
 // output stays valid.
 func (a *app) listPorts(refs []portRef, render func(p *output.Printer, r portRef) error) error {
+	return a.printList(func(p *output.Printer) error {
+		for _, r := range refs {
+			if err := render(p, r); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// printList prints the records fill makes inside one list (a JSON array);
+// an error from fill stops it, and the list is still closed, so JSON
+// output stays valid.
+func (a *app) printList(fill func(p *output.Printer) error) error {
 	p := a.printer()
 	p.StartList()
-	var err error
-	for _, r := range refs {
-		if err = render(p, r); err != nil {
-			break
-		}
-	}
+	err := fill(p)
 	p.EndList()
 	if ferr := p.Flush(); err == nil {
 		err = ferr
@@ -68,7 +77,7 @@ func (a *argv) linkArg() (devPort, error) {
 	if a.empty() {
 		return devPort{}, nil
 	}
-	if _, err := a.keyword("parameter", "", "link"); err != nil {
+	if _, err := a.keyword("parameter", "", "link", "help"); err != nil {
 		return devPort{}, err
 	}
 	if a.empty() {

@@ -15,26 +15,11 @@ import (
 // resPrinter prints resource objects with what every line needs.
 type resPrinter struct {
 	p             *output.Printer
-	comm          commLookup
-	driverDetails bool     // -dd: print the driver's attributes
-	srqQPs        *filter  // the SRQ lqpn filter, if given
-	ranges        []string // scratch for SRQ QP lists
-	raw           []byte   // scratch for raw data text
-}
-
-// commLookup returns the command name of a process (/proc/PID/comm).
-type commLookup func(pid uint32) (string, bool)
-
-// ownerName is the name rdma shows as comm: the process name of a user
-// object, the module name of a kernel object.
-func ownerName(r *nldev.Resource, comm commLookup) (string, bool) {
-	switch {
-	case r.Has(nldev.AttrResPID):
-		return comm(r.PID)
-	case r.Has(nldev.AttrResKernName):
-		return r.KernName, true
-	}
-	return "", false
+	comm          nldev.CommFunc
+	driverDetails bool             // -dd: print the driver's attributes
+	srqQPs        *nldev.ResFilter // the SRQ lqpn filter, if given
+	ranges        []string         // scratch for SRQ QP lists
+	raw           []byte           // scratch for raw data text
 }
 
 // maxCommField is what rdma's 18-byte buffer keeps of comm (brackets
@@ -42,7 +27,7 @@ func ownerName(r *nldev.Resource, comm commLookup) (string, bool) {
 const maxCommField = 17
 
 func (rp *resPrinter) owner(r *nldev.Resource) {
-	name, ok := ownerName(r, rp.comm)
+	name, ok := nldev.OwnerName(r, rp.comm)
 	if !ok {
 		return
 	}
@@ -150,22 +135,24 @@ func (rp *resPrinter) driver(r *nldev.Resource) {
 	}
 }
 
-// rdmaPSName is the port space name rdma prints: RDMA_PS_IB shows as
-// "IPoIB" there, and scripts match on it.
-func rdmaPSName(ps nldev.PortSpace) string {
-	if ps == nldev.PSIB {
-		return "IPoIB"
+// object prints one object of any type.
+func (rp *resPrinter) object(o nldev.ResObject) {
+	switch o := o.(type) {
+	case *nldev.QP:
+		rp.qp(o)
+	case *nldev.CMID:
+		rp.cmID(o)
+	case *nldev.CQ:
+		rp.cq(o)
+	case *nldev.MR:
+		rp.mr(o)
+	case *nldev.PD:
+		rp.pd(o)
+	case *nldev.Ctx:
+		rp.ctx(o)
+	case *nldev.SRQ:
+		rp.srq(o)
 	}
-	return ps.String()
-}
-
-// rdmaPollCtxName is the poll context name rdma prints (its table
-// predates Linux 5.8: the kernel's UNBOUND_WORKQUEUE shows as WORKQUEUE).
-func rdmaPollCtxName(c nldev.PollCtx) string {
-	if int(c) < len(nldev.RdmaPollCtxNames) {
-		return nldev.RdmaPollCtxNames[c]
-	}
-	return "UNKNOWN"
 }
 
 func (rp *resPrinter) qp(q *nldev.QP) {
@@ -195,7 +182,7 @@ func (rp *resPrinter) cmID(c *nldev.CMID) {
 	rp.num(r, nldev.AttrResLQPN, "lqpn", uint64(c.LQPN))
 	rp.str(r, nldev.AttrResType, "qp-type", c.QPType.String())
 	rp.str(r, nldev.AttrResState, "state", c.State.String())
-	rp.str(r, nldev.AttrResPS, "ps", rdmaPSName(c.PS))
+	rp.str(r, nldev.AttrResPS, "ps", c.PS.RdmaName())
 	rp.num(r, nldev.AttrResPID, "pid", uint64(r.PID))
 	rp.owner(r)
 	// Addresses other than IPv4/IPv6 (AF_IB) are left out; rdma drops
@@ -218,7 +205,7 @@ func (rp *resPrinter) cq(c *nldev.CQ) {
 	rp.num(r, nldev.AttrResCQN, "cqn", uint64(c.CQN))
 	rp.num(r, nldev.AttrResCQE, "cqe", uint64(c.CQE))
 	rp.num(r, nldev.AttrResUseCnt, "users", c.Users)
-	rp.str(r, nldev.AttrResPollCtx, "poll-ctx", rdmaPollCtxName(c.PollCtx))
+	rp.str(r, nldev.AttrResPollCtx, "poll-ctx", c.PollCtx.RdmaName())
 	if r.Has(nldev.AttrDevDIM) && c.DIM <= 1 {
 		rp.p.OnOff(output.Any, "adaptive-moderation", "adaptive-moderation %s ", c.DIM == 1)
 	}
@@ -276,8 +263,8 @@ func (rp *resPrinter) srqQPList(s *nldev.SRQ) (list []string, ok bool) {
 			continue
 		}
 		// The runs of numbers the filter keeps.
-		for _, fr := range f.ranges {
-			lo, hi := max(uint64(qr.First), fr.lo), min(uint64(qr.Last), fr.hi)
+		for _, fr := range f.Numbers {
+			lo, hi := max(uint64(qr.First), fr.Lo), min(uint64(qr.Last), fr.Hi)
 			if lo <= hi {
 				rp.ranges = append(rp.ranges, formatQPRange(uint32(lo), uint32(hi)))
 			}

@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
+
+	"github.com/grdma/grdma/nldev"
 
 	"github.com/spf13/cobra"
 )
@@ -14,8 +17,7 @@ import (
 // main runs one command line (or a batch file) and returns the exit code.
 func (a *app) main(args []string) int {
 	defer a.close()
-	// Objects and verbs may be abbreviated to any unique prefix, as in rdma.
-	cobra.EnablePrefixMatching = true
+	// Objects are abbreviated as rdma abbreviates them (resolveObject).
 	return a.report(a.execute(args))
 }
 
@@ -24,8 +26,12 @@ func (a *app) execute(args []string) error {
 	base := a.opts
 	root := a.newRoot()
 	a.opts = base // flag definitions reset their variables to defaults
-	root.SetArgs(args)
-	return root.Execute()
+	root.SetArgs(resolveObject(args))
+	err := root.Execute()
+	if errors.Is(err, errHelpShown) {
+		return nil
+	}
+	return err
 }
 
 func (a *app) newRoot() *cobra.Command {
@@ -35,7 +41,22 @@ func (a *app) newRoot() *cobra.Command {
 		Long: `grdma manages Linux RDMA devices over RDMA netlink, like iproute2's rdma:
 the commands rdma also has print the same text and JSON.
 
-Objects and keywords may be abbreviated to any unique prefix.
+Objects, commands and keywords may be abbreviated as in rdma: a word means
+the first name of its table, in rdma's order, that starts with it ("s" is
+system, "st" statistic, "res show c" cm_id); grdma's own objects come after
+rdma's.
+
+Differences from rdma, on purpose (rdma is wrong there): a wrong command
+line exits 2 (rdma prints "Unknown ..." and exits 0); help, -h and -V work
+without RDMA netlink; -j sys prints JSON; a bare DEV where rdma wants
+DEV/PORT means all its ports; res filters take 64-bit and 0x hexadecimal
+numbers, reject malformed values, accept dev and link for every object and
+add comm, and a CM ID without an address never matches src-addr/dst-addr;
+-r text prints hex bytes separated by spaces; -dd JSON keeps driver values'
+sign and 64 bits; SRQ lqpn lists are not cut at 256 characters; stat show
+over every port skips a port without counters with a note; each -b line
+starts from the command line's options and the current device list;
+monitor -j prints one JSON object per line.
 Exit status: 0 success, 1 the operation failed, 2 the command line was wrong.`,
 		SilenceErrors:     true,
 		SilenceUsage:      true,
@@ -220,4 +241,47 @@ func splitBatchLine(line string) ([]string, error) {
 		words = append(words, cur.String())
 	}
 	return words, nil
+}
+
+// objectOrder is rdma's object table (rdma.c), which decides what an
+// abbreviated object means ("s" is system, "st" statistic), then grdma's
+// own objects.
+var objectOrder = []string{"help", "dev", "link", "resource", "system", "statistic", "monitor",
+	"check", "port", "gid", "probe", "completion"}
+
+// resolveObject writes the object word of a command line out in full, as
+// rdma resolves it (nldev.Abbrev over objectOrder), skipping the global
+// options before it and the values they take.
+func resolveObject(args []string) []string {
+	for i := 0; i < len(args); i++ {
+		w := args[i]
+		switch {
+		case w == "--":
+			return args
+		case strings.HasPrefix(w, "--"):
+			if !strings.Contains(w, "=") && slices.Contains([]string{"--batch", "--sysfs-root", "--netns"}, w) {
+				i++
+			}
+			continue
+		case strings.HasPrefix(w, "-") && len(w) > 1:
+			// A cluster of short options; -b and -n take the next word
+			// when they end it.
+			if last := w[len(w)-1]; (last == 'b' || last == 'n') && !strings.ContainsAny(w[1:len(w)-1], "bn") {
+				i++
+			}
+			continue
+		}
+		if (w == cobra.ShellCompRequestCmd || w == cobra.ShellCompNoDescRequestCmd) && i+2 < len(args) {
+			// Completing after the object word: resolve it too (the
+			// last word is the one being completed).
+			return append(args[:i+1:i+1], resolveObject(args[i+1:])...)
+		}
+		if full, ok := nldev.Abbrev(w, objectOrder); ok && full != w {
+			out := slices.Clone(args)
+			out[i] = full
+			return out
+		}
+		return args
+	}
+	return args
 }

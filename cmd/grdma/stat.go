@@ -10,6 +10,7 @@ import (
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/output"
 	"github.com/grdma/grdma/promfile"
+	"github.com/grdma/grdma/sysfs"
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 )
@@ -33,7 +34,8 @@ func (a *app) statCommand() *cobra.Command {
   stat qp mode [link DEV[/PORT]]
   stat qp set link DEV/PORT auto {type|pid|type,pid} on [optional-counters on|off] | auto off
   stat qp bind link DEV/PORT lqpn QPN [cntn COUNTER]
-  stat qp unbind link DEV/PORT cntn COUNTER lqpn QPN
+  stat qp unbind link DEV/PORT cntn COUNTER [lqpn QPN]
+  stat mr [dev DEV] [mrn N]
   stat export --textfile PATH`,
 		Aliases: []string{"statistic"},
 		Short:   "Show and manage RDMA hardware counters",
@@ -42,8 +44,11 @@ as rdma statistic does; with -i, per-second rates computed from the
 difference between samples (a counter that went backwards was reset and
 counts from zero); with --pma, the InfiniBand PMA counters of sysfs
 (ports/P/counters; port_xmit_data and port_rcv_data converted from 4-byte
-words to bytes). Manage optional counters and how QPs are bound to
-counters. "stat export" writes all counters and port states in the
+words to bytes), and with --pma -i their per-second rates. Manage optional counters and how QPs are bound to
+counters; qp unbind without lqpn unbinds every QP of the counter, as rdma
+does. "stat mr" (also "stat show mr") lists the counters of each memory
+region, for drivers that count per MR (mlx5; rxe lists MRs without
+counters). "stat export" writes all counters and port states in the
 Prometheus text format for node_exporter's textfile collector, atomically.
 Text and JSON of the commands rdma has match rdma statistic.`,
 		Example: `  grdma stat
@@ -55,19 +60,19 @@ Text and JSON of the commands rdma has match rdma statistic.`,
   grdma stat qp set link mlx5_0/1 auto type on
   grdma stat export --textfile /var/lib/node_exporter/textfile/rdma.prom`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.stat(cmd, newArgv(args, "grdma stat help"), &so)
+			return a.stat(cmd, cmdArgv(cmd, args, "grdma stat help"), &so)
 		},
 	}
 	f := cmd.Flags()
 	f.DurationVarP(&so.interval, "interval", "i", 0, "with show: print per-second rates every `INTERVAL` (e.g. 1s)")
 	f.IntVarP(&so.count, "count", "c", 0, "with -i: stop after `N` samples (default: run until interrupted)")
-	f.BoolVar(&so.pma, "pma", false, "with show: print the InfiniBand PMA counters of sysfs instead")
+	f.BoolVar(&so.pma, "pma", false, "with show: print the InfiniBand PMA counters of sysfs instead (with -i: their rates)")
 	f.StringVar(&so.textfile, "textfile", "", "with export: write to `PATH` (atomically)")
 	return cmd
 }
 
 func (a *app) stat(cmd *cobra.Command, args *argv, so *statOptions) error {
-	verb, err := args.keyword("command", "show", "show", "list", "mode", "set", "unset", "qp", "export", "help")
+	verb, err := args.keyword("command", "show", "show", "list", "help", "qp", "mr", "mode", "set", "unset", "export")
 	if err != nil {
 		return err
 	}
@@ -91,6 +96,8 @@ func (a *app) stat(cmd *cobra.Command, args *argv, so *statOptions) error {
 		return a.statSetOptional(args, false)
 	case "qp":
 		return a.statQP(args)
+	case "mr":
+		return a.statMR(args)
 	case "export":
 		return a.statExport(args, so.textfile)
 	case "help":
@@ -140,30 +147,64 @@ func (a *app) readCounters(c *nldev.Client, refs []portRef) ([]nldev.PortCounter
 }
 
 func (a *app) statShow(args *argv, so *statOptions) error {
+	if !args.empty() {
+		// rdma: stat show link ... | stat show mr ... | stat show help.
+		w, err := args.sub(args.words[:1]).keyword("parameter", "", "link", "mr", "help")
+		if err != nil {
+			return err
+		}
+		if w == "mr" {
+			args.next()
+			return a.statMR(args)
+		}
+	}
 	c, refs, err := a.statPorts(args)
 	if err != nil {
 		return err
 	}
 	if so.pma {
-		return a.statShowPMA(refs)
+		sys, err := a.sysfs("stat show --pma")
+		if err != nil {
+			return err
+		}
+		if so.interval != 0 {
+			noted := map[string]bool{}
+			return a.statRates(func() ([]nldev.PortCounters, error) { return a.readPMA(sys, refs, noted) }, so)
+		}
+		if so.count != 0 {
+			return usagef(args.help, "-c needs -i")
+		}
+		return a.statShowPMA(sys, refs)
 	}
 	if so.interval != 0 {
-		return a.statRates(c, refs, so)
+		return a.statRates(func() ([]nldev.PortCounters, error) { return a.readCounters(c, refs) }, so)
 	}
 	if so.count != 0 {
 		return usagef(args.help, "-c needs -i")
 	}
 	counters, err := a.readCounters(c, refs)
-	p := a.printer()
-	p.StartList()
-	for i := range counters {
-		renderCounters(p, &counters[i])
+	return a.printCounters(counters, err)
+}
+
+// printCounters prints counter sets as stat show does; err, from reading
+// them, is returned after what was read is printed.
+func (a *app) printCounters(counters []nldev.PortCounters, err error) error {
+	return a.printList(func(p *output.Printer) error {
+		for i := range counters {
+			renderCounters(p, &counters[i])
+		}
+		return err
+	})
+}
+
+// renderCounterLines prints counters as rdma's res_get_hwcounters does:
+// "name value" on a continuation line each (JSON: name: value).
+func renderCounterLines(p *output.Printer, counters []nldev.Counter) {
+	for _, ctr := range counters {
+		p.Text(p.SL() + "    ")
+		p.Uint(output.JSONOnly, ctr.Name, "", ctr.Value)
+		p.Text(fmt.Sprintf("%s %d ", ctr.Name, ctr.Value))
 	}
-	p.EndList()
-	if ferr := p.Flush(); err == nil {
-		err = ferr
-	}
-	return err
 }
 
 // renderCounters prints one port's counters as rdma statistic show does
@@ -173,22 +214,19 @@ func renderCounters(p *output.Printer, pc *nldev.PortCounters) {
 	p.OpenObject("")
 	p.String(output.Any, "ifname", "link %s/", pc.DevName)
 	p.Uint(output.Any, "port", "%s ", uint64(pc.Port))
-	for _, ctr := range pc.Counters {
-		p.Text(p.SL() + "    ")
-		p.Uint(output.JSONOnly, ctr.Name, "", ctr.Value)
-		p.Text(fmt.Sprintf("%s %d ", ctr.Name, ctr.Value))
-	}
+	renderCounterLines(p, pc.Counters)
 	p.CloseObject()
 	p.Newline()
 }
 
 // statRates prints per-second counter rates every interval: text blocks,
 // or one JSON object per port and sample (JSON lines, for streaming).
-func (a *app) statRates(c *nldev.Client, refs []portRef, so *statOptions) error {
+// sample reads the counters (RDMA netlink, or sysfs PMA with --pma).
+func (a *app) statRates(sample func() ([]nldev.PortCounters, error), so *statOptions) error {
 	if so.interval < 10*time.Millisecond {
 		return usagef("grdma stat help", "interval %s is too short (10ms at least)", so.interval)
 	}
-	prev, err := a.readCounters(c, refs)
+	prev, err := sample()
 	if err != nil {
 		return err
 	}
@@ -197,7 +235,7 @@ func (a *app) statRates(c *nldev.Client, refs []portRef, so *statOptions) error 
 	defer ticker.Stop()
 	for n := 0; so.count == 0 || n < so.count; n++ {
 		<-ticker.C
-		cur, err := a.readCounters(c, refs)
+		cur, err := sample()
 		if err != nil {
 			return err
 		}
@@ -205,8 +243,8 @@ func (a *app) statRates(c *nldev.Client, refs []portRef, so *statOptions) error 
 		secs := now.Sub(prevAt).Seconds()
 		p := a.printer()
 		for i := range cur {
-			if old := findPortCounters(prev, &cur[i]); old != nil {
-				renderRates(p, old, &cur[i], now, secs)
+			if old := nldev.FindPortCounters(prev, &cur[i]); old != nil {
+				renderRates(p, &cur[i], cur[i].RatesSince(old, secs), now, secs)
 			}
 		}
 		if err := p.Flush(); err != nil {
@@ -217,41 +255,16 @@ func (a *app) statRates(c *nldev.Client, refs []portRef, so *statOptions) error 
 	return nil
 }
 
-func findPortCounters(list []nldev.PortCounters, pc *nldev.PortCounters) *nldev.PortCounters {
-	for i := range list {
-		if list[i].DevIndex == pc.DevIndex && list[i].Port == pc.Port {
-			return &list[i]
-		}
-	}
-	return nil
-}
-
-// CounterRate is the per-second rate of a counter between two samples;
-// a counter below its previous value was reset and counts from zero.
-func counterRate(old, cur uint64, secs float64) float64 {
-	delta := cur - old
-	if cur < old {
-		delta = cur
-	}
-	return float64(delta) / secs
-}
-
-func renderRates(p *output.Printer, old, cur *nldev.PortCounters, at time.Time, secs float64) {
+func renderRates(p *output.Printer, cur *nldev.PortCounters, rates []nldev.Rate, at time.Time, secs float64) {
 	p.StartPlain()
 	p.OpenObject("")
 	p.String(output.JSONOnly, "time", "", at.UTC().Format(time.RFC3339Nano))
 	p.String(output.Any, "ifname", "link %s/", cur.DevName)
 	p.Uint(output.Any, "port", "%s ", uint64(cur.Port))
 	p.Float(output.Any, "interval", "interval %ss ", secs, 3)
-	for _, ctr := range cur.Counters {
-		var before uint64
-		for _, o := range old.Counters {
-			if o.Name == ctr.Name {
-				before = o.Value
-			}
-		}
+	for _, r := range rates {
 		p.Text(p.SL() + "    ")
-		p.Float(output.Any, ctr.Name, ctr.Name+" %s/s ", counterRate(before, ctr.Value, secs), 1)
+		p.Float(output.Any, r.Name, r.Name+" %s/s ", r.PerSecond, 1)
 	}
 	p.CloseObject()
 	p.EndPlain() // ends the JSON line
@@ -262,11 +275,16 @@ func renderRates(p *output.Printer, old, cur *nldev.PortCounters, at time.Time, 
 
 func (a *app) statMode(args *argv) error {
 	supported := false
-	if !args.empty() && strings.HasPrefix("supported", args.words[0]) && args.words[0] != "" && !strings.HasPrefix("link", args.words[0]) {
-		args.next()
-		supported = true
-	} else if !args.empty() && args.words[0] == "show" {
-		args.next()
+	if !args.empty() {
+		// rdma's table: link, show, supported, help.
+		w, err := args.sub(args.words[:1]).keyword("parameter", "", "link", "show", "supported", "help")
+		if err != nil {
+			return err
+		}
+		if w != "link" {
+			args.next()
+		}
+		supported = w == "supported"
 	}
 	c, refs, err := a.statPorts(args)
 	if err != nil {
@@ -344,12 +362,15 @@ func (a *app) statSetOptional(args *argv, set bool) error {
 	if args.empty() {
 		return usagef(args.help, "stat %s needs link DEV/PORT optional-counters", verb)
 	}
+	if err := args.linkOrHelp(); err != nil {
+		return err
+	}
 	// Validate the whole line before talking to the kernel.
 	words := args.words
 	if len(words) < 3 {
 		return usagef(args.help, "stat %s needs link DEV/PORT optional-counters", verb)
 	}
-	tail := newArgv(words[2:], args.help)
+	tail := args.sub(words[2:])
 	if _, err := tail.keyword("parameter", "", "optional-counters"); err != nil {
 		return err
 	}
@@ -435,25 +456,33 @@ func (a *app) statExport(args *argv, path string) error {
 	return nil
 }
 
-// statShowPMA prints the sysfs PMA counters in the layout of stat show.
-func (a *app) statShowPMA(refs []portRef) error {
-	sys, err := a.sysfs("stat show --pma")
-	if err != nil {
-		return err
-	}
-	return a.listPorts(refs, func(p *output.Printer, r portRef) error {
+// readPMA reads the sysfs PMA counters of each port as counter sets; a
+// port without any is skipped with a note (once: noted remembers).
+func (a *app) readPMA(sys sysfs.FS, refs []portRef, noted map[string]bool) ([]nldev.PortCounters, error) {
+	out := make([]nldev.PortCounters, 0, len(refs))
+	for _, r := range refs {
 		pma, err := sys.PMACounters(r.dev.Name, r.port)
-		if err != nil || len(pma) == 0 {
-			if err == nil {
-				fmt.Fprintf(a.stderr, "grdma: %s/%d has no PMA counters in sysfs\n", r.dev.Name, r.port)
+		if err != nil {
+			return out, err
+		}
+		if len(pma) == 0 {
+			if name := fmt.Sprintf("%s/%d", r.dev.Name, r.port); !noted[name] {
+				fmt.Fprintf(a.stderr, "grdma: %s has no PMA counters in sysfs\n", name)
+				noted[name] = true
 			}
-			return err
+			continue
 		}
 		pc := nldev.PortCounters{DevIndex: r.dev.Index, DevName: r.dev.Name, Port: r.port}
 		for _, c := range pma {
 			pc.Counters = append(pc.Counters, nldev.Counter{Name: c.Name, Value: c.Value})
 		}
-		renderCounters(p, &pc)
-		return nil
-	})
+		out = append(out, pc)
+	}
+	return out, nil
+}
+
+// statShowPMA prints the sysfs PMA counters in the layout of stat show.
+func (a *app) statShowPMA(sys sysfs.FS, refs []portRef) error {
+	counters, err := a.readPMA(sys, refs, map[string]bool{})
+	return a.printCounters(counters, err)
 }

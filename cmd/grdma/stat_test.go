@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -95,7 +94,7 @@ func TestStatErrors(t *testing.T) {
 		{"stat unset link rxe0/1 counters", exitUsage, `unknown parameter "counters"`},
 		{"stat qp set link rxe0/1 auto color on", exitUsage, `unknown auto criterion "color"`},
 		{"stat qp bind link rxe0/1 lqpn x", exitUsage, `lqpn must be a number, not "x"`},
-		{"stat qp unbind link rxe0/1 lqpn 5", exitUsage, "needs cntn COUNTER and lqpn QPN"},
+		{"stat qp unbind link rxe0/1 lqpn 5", exitUsage, "needs cntn COUNTER (and lqpn QPN for one QP only)"},
 		{"stat show link nosuch/1", exitFailed, "RDMA device nosuch not found"},
 		{"stat mode -i 1s", exitUsage, "-i, -c and --pma go with stat show"},
 		{"stat show -c 3", exitUsage, "-c needs -i"},
@@ -103,24 +102,6 @@ func TestStatErrors(t *testing.T) {
 		{"stat export", exitUsage, "needs --textfile PATH"},
 	}
 	checkErrorCases(t, func() *nlfixture.Kernel { return statKernel("6.12") }, cases)
-}
-
-func TestCounterRate(t *testing.T) {
-	cases := []struct {
-		old, cur uint64
-		secs     float64
-		want     float64
-	}{
-		{100, 300, 2, 100},
-		{100, 100, 1, 0},
-		{1000, 40, 1, 40},                          // reset: counts from zero
-		{math.MaxUint64 - 1, math.MaxUint64, 1, 1}, // no float overflow on large values
-	}
-	for _, c := range cases {
-		if got := counterRate(c.old, c.cur, c.secs); got != c.want {
-			t.Errorf("counterRate(%d, %d, %v) = %v, want %v", c.old, c.cur, c.secs, got, c.want)
-		}
-	}
 }
 
 func TestStatRatesJSONLines(t *testing.T) {
@@ -146,7 +127,7 @@ func TestRenderRatesText(t *testing.T) {
 	p := a.printer()
 	old := nldev.PortCounters{DevName: "rxe0", Port: 1, Counters: []nldev.Counter{{Name: "sent_pkts", Value: 100}}}
 	cur := nldev.PortCounters{DevName: "rxe0", Port: 1, Counters: []nldev.Counter{{Name: "sent_pkts", Value: 350}}}
-	renderRates(p, &old, &cur, timeZero, 2.5)
+	renderRates(p, &cur, cur.RatesSince(&old, 2.5), timeZero, 2.5)
 	p.Flush()
 	if want := "link rxe0/1 interval 2.500s \n    sent_pkts 100.0/s \n"; out.String() != want {
 		t.Fatalf("got %q, want %q", out.String(), want)
@@ -204,13 +185,13 @@ func TestStatQPShowCounter(t *testing.T) {
 	if code != 0 || got != want {
 		t.Fatalf("exit %d (stderr %q)\ngot  %q\nwant %q", code, stderr, got, want)
 	}
-	got, _, _ = runGrdma(t, k, "-j", "stat", "qp", "show", "link", "rxe0/1", "lqpn", "179")
+	got, _, _ = runGrdma(t, k, "-j", "stat", "qp", "show", "link", "rxe0/1", "lqpn", "179,178")
 	wantJSON := `[{"ifindex":0,"ifname":"rxe0","port":1,"cntn":5,"qp-type":"RC","pid":` + fmt.Sprint(pid) + `,"comm":"` + strings.TrimSpace(string(comm)) + `","rx_write_requests":8,"rx_read_requests":0,"lqpn":[178,179]}` + "\n]\n"
 	if got != wantJSON {
 		t.Fatalf("got  %s\nwant %s", got, wantJSON)
 	}
 	// Filters: a cntn, pid or lqpn the counter does not have hides it.
-	for _, f := range [][]string{{"cntn", "6"}, {"lqpn", "1-177,180"}, {"qp-type", "UD"}, {"pid", "1"}} {
+	for _, f := range [][]string{{"cntn", "6"}, {"lqpn", "1-177,180"}, {"lqpn", "179"}, {"qp-type", "UD"}, {"pid", "1"}} {
 		got, _, _ := runGrdma(t, k, append([]string{"stat", "qp", "show", "link", "rxe0/1"}, f...)...)
 		if got != "" {
 			t.Errorf("filter %v printed %q", f, got)
@@ -252,4 +233,33 @@ func concatAttrs(parts ...[]byte) []byte {
 		b = append(b, p...)
 	}
 	return b
+}
+
+// TestStatPMARates: -i goes with --pma (it used to be ignored there):
+// samples are taken from sysfs every interval. rxe has no PMA counters
+// (the recorded tree has no ports/1/counters), so each port is noted once
+// and nothing is printed; the rates themselves are nldev.RatesSince's.
+func TestStatPMARates(t *testing.T) {
+	got, stderr, code := runGrdma(t, standardKernel("6.12"), "--sysfs-root", sysfsFixture("rxe-6.12"), "stat", "show", "--pma", "-i", "20ms", "-c", "3")
+	if code != 0 || got != "" || strings.Count(stderr, "rxe0/1 has no PMA counters in sysfs") != 1 || strings.Count(stderr, "rxe1/1 has no PMA counters") != 1 {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, got, stderr)
+	}
+	if _, stderr, code := runGrdma(t, standardKernel("6.12"), "--sysfs-root", sysfsFixture("rxe-6.12"), "stat", "show", "--pma", "-c", "3"); code != exitUsage || !strings.Contains(stderr, "-c needs -i") {
+		t.Fatalf("--pma -c without -i: exit %d, %q", code, stderr)
+	}
+}
+
+// TestStatQPShowFiltersAsRdma: rdma's stat qp show table (cntn, lqpn,
+// pid, qp-type, optional-counters) resolves abbreviations in its order;
+// optional-counters is accepted and filters nothing, as in rdma.
+func TestStatQPShowFiltersAsRdma(t *testing.T) {
+	for _, args := range []string{"stat qp show link rxe0/1 optional-counters on", "stat qp show l rxe0/1 c 1-9 q rc p 1"} {
+		got, stderr, code := runGrdma(t, statKernel("6.12"), strings.Fields(args)...)
+		if code != 0 || got != "" {
+			t.Errorf("%s: exit %d, %q, %q", args, code, got, stderr)
+		}
+	}
+	if _, stderr, code := runGrdma(t, statKernel("6.12"), "stat", "qp", "show", "x", "1"); code != exitUsage || !strings.Contains(stderr, `expected link, help, cntn, lqpn, pid, qp-type, optional-counters`) {
+		t.Errorf("unknown filter: exit %d, %q", code, stderr)
+	}
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -28,8 +27,6 @@ func (a *app) statQP(args *argv) error {
 		return a.statQPBind(args, false)
 	case "mode":
 		return a.statQPMode(args)
-	case "help":
-		return usagef("", "see grdma stat --help")
 	}
 	return a.statQPShow(args)
 }
@@ -82,10 +79,13 @@ func qpModeString(m *nldev.QPCounterMode) string {
 
 // statQPSet: set link D/P auto {type|pid|type,pid} on [optional-counters on|off] | auto off
 func (a *app) statQPSet(args *argv) error {
+	if err := args.linkOrHelp(); err != nil {
+		return err
+	}
 	if len(args.words) < 2 {
 		return usagef(args.help, "stat qp set needs link DEV/PORT auto ...")
 	}
-	tail := newArgv(args.words[2:], args.help)
+	tail := args.sub(args.words[2:])
 	args.words = args.words[:2]
 	if _, err := tail.keyword("parameter", "", "auto"); err != nil {
 		return err
@@ -137,10 +137,13 @@ func (a *app) statQPBind(args *argv, bind bool) error {
 	if bind {
 		verb = "bind"
 	}
+	if err := args.linkOrHelp(); err != nil {
+		return err
+	}
 	if len(args.words) < 2 {
 		return usagef(args.help, "stat qp %s needs link DEV/PORT", verb)
 	}
-	tail := newArgv(args.words[2:], args.help)
+	tail := args.sub(args.words[2:])
 	args.words = args.words[:2]
 	var lqpn, cntn uint32
 	for !tail.empty() {
@@ -162,14 +165,19 @@ func (a *app) statQPBind(args *argv, bind bool) error {
 			cntn = uint32(n)
 		}
 	}
-	if lqpn == 0 || (!bind && cntn == 0) {
-		if bind {
-			return usagef(args.help, "stat qp bind needs lqpn QPN")
-		}
-		return usagef(args.help, "stat qp unbind needs cntn COUNTER and lqpn QPN")
+	if bind && lqpn == 0 {
+		return usagef(args.help, "stat qp bind needs lqpn QPN")
+	}
+	if !bind && cntn == 0 {
+		return usagef(args.help, "stat qp unbind needs cntn COUNTER (and lqpn QPN for one QP only)")
 	}
 	c, r, err := a.strictPort(args, "stat qp "+verb)
 	if err != nil {
+		return err
+	}
+	if !bind && lqpn == 0 {
+		// Every QP of the counter, as rdma does.
+		_, err := c.UnbindQPCounterAll(r.dev.Index, r.port, cntn)
 		return err
 	}
 	if !bind {
@@ -179,39 +187,12 @@ func (a *app) statQPBind(args *argv, bind bool) error {
 	return err
 }
 
-// qpCounterFilters are the filters of stat qp show (rdma's cntn, lqpn,
-// pid, qp-type): numeric lists and ranges, or a list of QP types.
-type qpCounterFilters struct {
-	cntn, lqpn, pid []numRange
-	qpTypes         []string
-}
-
-func (f *qpCounterFilters) match(q *nldev.QPCounter) bool {
-	switch {
-	case f.cntn != nil && !matchNum(f.cntn, uint64(q.ID)):
-		return false
-	case f.pid != nil && (!q.Has(nldev.AttrResPID) || !matchNum(f.pid, uint64(q.PID))):
-		return false
-	case f.qpTypes != nil && (!q.Has(nldev.AttrResType) || !containsFold(f.qpTypes, q.QPType.String())):
-		return false
-	}
-	if f.lqpn != nil {
-		for _, n := range q.LQPNs {
-			if matchNum(f.lqpn, uint64(n)) {
-				return true
-			}
-		}
-		return false
-	}
-	return true
-}
-
 // statQPShow: qp show [link DEV[/PORT]] [cntn N] [lqpn N] [pid N] [qp-type T]
 func (a *app) statQPShow(args *argv) error {
 	var want devPort
-	var f qpCounterFilters
+	var f nldev.QPCounterFilter
 	for !args.empty() {
-		kw, err := args.keyword("parameter", "", "link", "cntn", "lqpn", "pid", "qp-type")
+		kw, err := args.keyword("parameter", "", "link", "help", "cntn", "lqpn", "pid", "qp-type", "optional-counters")
 		if err != nil {
 			return err
 		}
@@ -223,13 +204,15 @@ func (a *app) statQPShow(args *argv) error {
 		case "link":
 			want, err = args.parseDevPort(v)
 		case "qp-type":
-			f.qpTypes = strings.Split(v, ",")
+			f.QPTypes = strings.Split(v, ",")
+		case "optional-counters":
+			// rdma's table has it, and nothing reads it: accepted, no effect.
 		default:
-			var r []numRange
-			if r, err = parseNumList(v); err != nil {
+			var r nldev.NumList
+			if r, err = nldev.ParseNumList(v); err != nil {
 				err = usagef(args.help, "%s: %v", kw, err)
 			}
-			*map[string]*[]numRange{"cntn": &f.cntn, "lqpn": &f.lqpn, "pid": &f.pid}[kw] = r
+			*map[string]*nldev.NumList{"cntn": &f.CounterIDs, "lqpn": &f.LQPNs, "pid": &f.PIDs}[kw] = r
 		}
 		if err != nil {
 			return err
@@ -247,7 +230,7 @@ func (a *app) statQPShow(args *argv) error {
 	return a.listPorts(refs, func(p *output.Printer, r portRef) error {
 		rp.p = p
 		return c.QPCounters(r.dev.Index, r.port, func(q *nldev.QPCounter) error {
-			if f.match(q) {
+			if f.Match(q) {
 				rp.qpCounter(q)
 			}
 			return nil
@@ -265,11 +248,7 @@ func (rp *resPrinter) qpCounter(q *nldev.QPCounter) {
 	rp.str(&q.Resource, nldev.AttrResType, "qp-type", q.QPType.String())
 	rp.num(&q.Resource, nldev.AttrResPID, "pid", uint64(q.PID))
 	rp.owner(&q.Resource)
-	for _, ctr := range q.Counters {
-		p.Text(p.SL() + "    ")
-		p.Uint(output.JSONOnly, ctr.Name, "", ctr.Value)
-		p.Text(fmt.Sprintf("%s %d ", ctr.Name, ctr.Value))
-	}
+	renderCounterLines(p, q.Counters)
 	p.OpenArray(output.JSONOnly, "lqpn", "")
 	p.Text(p.SL() + "    LQPN: <")
 	for i, n := range q.LQPNs {

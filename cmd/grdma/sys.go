@@ -19,7 +19,7 @@ mode. Text output matches rdma system; unlike rdma, -j prints JSON.`,
   grdma sys set netns exclusive
   grdma sys set privileged-qkey on`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.sys(cmd, newArgv(args, "grdma sys help"))
+			return a.sys(cmd, cmdArgv(cmd, args, "grdma sys help"))
 		},
 	}
 }
@@ -83,7 +83,7 @@ func renderSystem(p *output.Printer, s *nldev.System) {
 }
 
 func (a *app) sysSet(args *argv) error {
-	setting, err := args.keyword("setting", "", "netns", "privileged-qkey")
+	setting, err := args.keyword("setting", "", "help", "netns", "privileged-qkey")
 	if err != nil {
 		return err
 	}

@@ -29,6 +29,7 @@ func main() {
 	monitor := flag.Int("monitor", 0, "record this many RDMA monitor event datagrams to monitor.bin, then exit")
 	only := flag.String("only", "", "record just this request (the .bin name without extension)")
 	res := flag.Bool("res", false, "record the resource requests of -dev (and, for -dev 0, the RES_GET dump)")
+	parity := flag.Bool("parity", false, "record the requests of the rdma 7.1 commands (stat mr, dev add/delete, frmr_pools, stat qp unbind) for -dev and -port (nlfixture.ParityRecordings)")
 	flag.Parse()
 
 	reqs := []struct {
@@ -81,6 +82,48 @@ func main() {
 			}{rec.Name, rec.Req.Cmd, flags, resAttrs(rec.Req)})
 		}
 	}
+	if *parity {
+		reqs = reqs[:0]
+		d, p := uint32(*dev), uint32(*port)
+		for _, rec := range nlfixture.ParityRecordings(d, p) {
+			var attrs []byte
+			switch rec.Req.Cmd {
+			case nldev.CmdStatGet:
+				if rec.Req.StatMR {
+					// rdma's order (_res_send_msg, _res_send_idx_msg).
+					if rec.Req.HasID {
+						attrs = concat(u32(nldev.AttrDevIndex, d), u32(nldev.AttrResMRN, rec.Req.ID), attr(nldev.AttrDriverDetails, []byte{0}), u32(nldev.AttrStatRes, uint32(nldev.AttrResMR)))
+					} else {
+						attrs = concat(attr(nldev.AttrDriverDetails, []byte{0}), u32(nldev.AttrDevIndex, d), u32(nldev.AttrStatRes, uint32(nldev.AttrResMR)))
+					}
+				} else {
+					// stat qp unbind without lqpn: the counter's QPs.
+					attrs = concat(u32(nldev.AttrDevIndex, d), u32(nldev.AttrPortIndex, p), u32(nldev.AttrStatRes, uint32(nldev.AttrResQP)), u32(nldev.AttrStatCounterID, rec.Req.ID))
+				}
+			case nldev.CmdNewDev:
+				attrs = concat(u32(nldev.AttrDevIndex, d), str(nldev.AttrDevName, nlfixture.ParitySubDevName), attr(nldev.AttrDevType, []byte{nldev.DeviceTypeSMI}))
+			case nldev.CmdDelDev:
+				attrs = u32(nldev.AttrDevIndex, d)
+			case nldev.CmdFRMRPoolsGet:
+				attrs = concat(attr(nldev.AttrDriverDetails, []byte{0}), u32(nldev.AttrDevIndex, d))
+			}
+			// As grdma sends them: an ACK asked for only where the
+			// reply is nothing else (the reply is read up to it).
+			var flags uint16
+			switch {
+			case rec.Req.Dump:
+				flags = unix.NLM_F_DUMP
+			case rec.Req.Cmd == nldev.CmdNewDev || rec.Req.Cmd == nldev.CmdDelDev:
+				flags = unix.NLM_F_ACK
+			}
+			reqs = append(reqs, struct {
+				name  string
+				cmd   nldev.Command
+				flags uint16
+				attrs []byte
+			}{rec.Name, rec.Req.Cmd, flags, attrs})
+		}
+	}
 	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW, unix.NETLINK_RDMA)
 	if err != nil {
 		fail(err)
@@ -115,7 +158,7 @@ func main() {
 				fail(err)
 			}
 			all = append(all, buf[:n]...)
-			done = r.flags&unix.NLM_F_DUMP == 0 || lastIsDone(buf[:n])
+			done = r.flags&(unix.NLM_F_DUMP|unix.NLM_F_ACK) == 0 || lastIsDone(buf[:n])
 		}
 		path := filepath.Join(*out, r.name+".bin")
 		if err := os.WriteFile(path, all, 0o644); err != nil {

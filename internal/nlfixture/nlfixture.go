@@ -54,6 +54,9 @@ type Request struct {
 	// StatMode is set when a STAT request carries STAT_MODE (a mode query
 	// or change rather than counters).
 	StatMode bool
+	// StatMR is set when a STAT_GET asks for MR counters (STAT_RES is
+	// RES_MR); ID is then the RES_MRN asked for, if HasID.
+	StatMR bool
 	// Resource requests (RES_GET, RES_*_GET): the object number asked for
 	// (HasID, ID) and whether driver details (-dd) were asked for.
 	HasID         bool
@@ -137,6 +140,16 @@ func Describe(m netlink.Message) (Request, error) {
 			r.Port = int64(ad.Uint32())
 		case nldev.AttrStatMode:
 			r.StatMode = true
+		case nldev.AttrStatRes:
+			r.StatMR = ad.Uint32() == uint32(nldev.AttrResMR)
+		case nldev.AttrResMRN:
+			if r.Cmd == nldev.CmdStatGet {
+				r.HasID, r.ID = true, ad.Uint32()
+			}
+		case nldev.AttrStatCounterID:
+			if r.Cmd == nldev.CmdStatGet {
+				r.HasID, r.ID = true, ad.Uint32()
+			}
 		}
 		describeRes(&r, ad)
 	}

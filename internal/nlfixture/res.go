@@ -84,3 +84,33 @@ func (k *Kernel) Res() *Kernel {
 	}
 	return k
 }
+
+// ParitySubDevName is the name the recorded NEWDEV request asks for.
+const ParitySubDevName = "smi0"
+
+// ParityRecordings lists the requests of the rdma commands recorded for
+// device dev, port port (testdata/nldev/parity): MR counters (`rdma stat
+// mr`: the dump and lookups of MR 0 and of ResMissingID), a sub-device
+// (`rdma dev add smi0 type smi parent DEV`, `rdma dev delete DEV`), the
+// FRMR pools dump (`rdma res show frmr_pools`) and the QPs of counter 1
+// (`rdma stat qp unbind link DEV/PORT cntn 1`).
+func ParityRecordings(dev, port uint32) []Recording {
+	d, p := int64(dev), int64(port)
+	return []Recording{
+		{fmt.Sprintf("stat_mr_dump_dev%d", dev), Request{Cmd: nldev.CmdStatGet, Dump: true, Dev: d, Port: -1, StatMR: true}},
+		{fmt.Sprintf("stat_mr_doit_dev%d_id0", dev), Request{Cmd: nldev.CmdStatGet, Dev: d, Port: -1, StatMR: true, HasID: true, ID: 0}},
+		{fmt.Sprintf("stat_mr_doit_dev%d_id%d", dev, ResMissingID), Request{Cmd: nldev.CmdStatGet, Dev: d, Port: -1, StatMR: true, HasID: true, ID: ResMissingID}},
+		{fmt.Sprintf("newdev_dev%d", dev), Request{Cmd: nldev.CmdNewDev, Dev: d, Port: -1}},
+		{fmt.Sprintf("deldev_dev%d", dev), Request{Cmd: nldev.CmdDelDev, Dev: d, Port: -1}},
+		{fmt.Sprintf("frmr_pools_dump_dev%d", dev), Request{Cmd: nldev.CmdFRMRPoolsGet, Dump: true, Dev: d, Port: -1}},
+		{fmt.Sprintf("stat_qp_counter_dev%d_port%d_id1", dev, port), Request{Cmd: nldev.CmdStatGet, Dev: d, Port: p, HasID: true, ID: 1}},
+	}
+}
+
+// Parity routes the recordings of ParityRecordings for device 0, port 1.
+func (k *Kernel) Parity() *Kernel {
+	for _, r := range ParityRecordings(0, 1) {
+		k.On(r.Req, r.Name+".bin")
+	}
+	return k
+}

@@ -1,0 +1,217 @@
+package main
+
+import (
+	"strconv"
+
+	"github.com/grdma/grdma/nldev"
+	"github.com/grdma/grdma/output"
+)
+
+// Commands of rdma 7.1 beyond the first versions: stat mr, dev add and
+// delete (sub-devices), res show/set frmr_pools, stat qp unbind of every
+// QP of a counter. Decisions live in nldev; this parses and renders.
+
+// statMR: stat mr|show mr [dev DEV] [mrn N]
+func (a *app) statMR(args *argv) error {
+	var dev string
+	var f nldev.MRCounterFilter
+	for !args.empty() {
+		kw, err := args.keyword("filter", "", "mrn", "dev")
+		if err != nil {
+			return err
+		}
+		v, err := args.value(kw + " value")
+		if err != nil {
+			return err
+		}
+		if kw == "dev" {
+			dev = v
+			continue
+		}
+		if f.MRNs, err = nldev.ParseNumList(v); err != nil {
+			return usagef(args.help, "bad mrn filter: %v (use numbers and ranges, e.g. 1-3,7)", err)
+		}
+	}
+	c, err := a.nl()
+	if err != nil {
+		return err
+	}
+	return a.printList(func(p *output.Printer) error {
+		return c.MRCounterLists(dev, f, func(m *nldev.MRCounters) error {
+			renderMRCounters(p, m)
+			return nil
+		})
+	})
+}
+
+// renderMRCounters prints an MR's counters as rdma statistic mr does
+// (stat_mr_line in rdma/stat-mr.c).
+func renderMRCounters(p *output.Printer, m *nldev.MRCounters) {
+	p.OpenObject("")
+	p.Uint(output.JSONOnly, "ifindex", "", uint64(m.DevIndex))
+	p.String(output.Any, "ifname", "dev %s ", m.DevName)
+	if m.Has(nldev.AttrResMRN) {
+		p.Uint(output.Any, "mrn", "mrn %s ", uint64(m.MRN))
+	}
+	renderCounterLines(p, m.Counters)
+	p.CloseObject()
+	p.Newline()
+}
+
+// devAdd: dev add NAME type TYPE parent PARENT
+func (a *app) devAdd(args *argv) error {
+	name, err := args.value("name of the new device")
+	if err != nil {
+		return err
+	}
+	if _, err := args.keyword("parameter", "", "type"); err != nil {
+		return err
+	}
+	typName, err := args.value("device type (smi)")
+	if err != nil {
+		return err
+	}
+	typ, err := nldev.ParseDeviceType(typName)
+	if err != nil {
+		return usagef(args.help, "%s", err)
+	}
+	if _, err := args.keyword("parameter", "", "parent"); err != nil {
+		return err
+	}
+	parent, err := args.value("parent device")
+	if err != nil {
+		return err
+	}
+	return a.runDone(args, func(c *nldev.Client) error { return c.AddSubDevice(name, typ, parent) })
+}
+
+// devDelete: dev delete NAME
+func (a *app) devDelete(args *argv) error {
+	name, err := args.value("device name")
+	if err != nil {
+		return err
+	}
+	return a.runDone(args, func(c *nldev.Client) error { return c.DeleteSubDevice(name) })
+}
+
+// runDone checks that no words are left, then runs do with the netlink
+// client: the end of every command that changes one thing.
+func (a *app) runDone(args *argv, do func(c *nldev.Client) error) error {
+	if err := args.done(); err != nil {
+		return err
+	}
+	c, err := a.nl()
+	if err != nil {
+		return err
+	}
+	return do(c)
+}
+
+// resFRMRPools: res show frmr_pools [dev DEV] [FILTER VALUE]...
+func (a *app) resFRMRPools(args *argv) error {
+	sel, err := nldev.ParseFRMRPoolSelect(args.words)
+	if err != nil {
+		return usagef(args.help, "%s", err)
+	}
+	c, err := a.nl()
+	if err != nil {
+		return err
+	}
+	return a.printList(func(p *output.Printer) error {
+		return c.FRMRPoolList(sel, a.opts.details >= 2, func(fp *nldev.FRMRPool) error {
+			renderFRMRPool(p, fp, a.opts.details > 0)
+			return nil
+		})
+	})
+}
+
+// renderFRMRPool prints a pool as rdma does (res_frmr_pools_line in
+// rdma/res-frmr-pools.c); -d adds the key's fields.
+func renderFRMRPool(p *output.Printer, fp *nldev.FRMRPool, details bool) {
+	p.OpenObject("")
+	p.Uint(output.JSONOnly, "ifindex", "", uint64(fp.DevIndex))
+	p.String(output.Any, "ifname", "dev %s ", fp.DevName)
+	num := func(has bool, name string, v uint64) {
+		if has {
+			p.Uint(output.Any, name, name+" %s ", v)
+		}
+	}
+	if k := &fp.Key; fp.Has(nldev.AttrFRMRPoolKey) {
+		p.String(output.Any, "key", "key %s ", k.String())
+		if details {
+			num(k.Has(nldev.AttrFRMRPoolKeyATS), "ats", boolNum(k.ATS))
+			num(k.Has(nldev.AttrFRMRPoolKeyAccessFlags), "access_flags", uint64(k.AccessFlags))
+			num(k.Has(nldev.AttrFRMRPoolKeyVendorKey), "vendor_key", k.VendorKey)
+			num(k.Has(nldev.AttrFRMRPoolKeyNumDMABlocks), "num_dma_blocks", k.NumDMABlocks)
+			num(k.Has(nldev.AttrFRMRPoolKeyKernelVendorKey), "kernel_vendor_key", k.KernelVendorKey)
+		}
+	}
+	num(fp.Has(nldev.AttrFRMRPoolQueueHandles), "queue", uint64(fp.Queue))
+	num(fp.Has(nldev.AttrFRMRPoolInUse), "in_use", fp.InUse)
+	num(fp.Has(nldev.AttrFRMRPoolMaxInUse), "max_in_use", fp.MaxInUse)
+	num(fp.Has(nldev.AttrFRMRPoolPinnedHandles), "pinned", uint64(fp.Pinned))
+	p.CloseObject()
+	p.Newline()
+}
+
+func boolNum(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// resSet: res set frmr_pools dev DEV aging SECONDS
+func (a *app) resSet(args *argv) error {
+	if _, err := args.keyword("object", "", "frmr_pools"); err != nil {
+		return err
+	}
+	if _, err := args.keyword("parameter", "", "dev"); err != nil {
+		return err
+	}
+	dev, err := args.value("device name")
+	if err != nil {
+		return err
+	}
+	kw, err := args.keyword("parameter", "", "aging", "pinned")
+	if err != nil {
+		return err
+	}
+	var set func(c *nldev.Client, dev uint32) error
+	if kw == "aging" {
+		v, err := args.value("aging period in seconds")
+		if err != nil {
+			return err
+		}
+		secs, err := strconv.ParseUint(v, 10, 32)
+		if err != nil || secs == 0 {
+			return usagef(args.help, "aging period must be a number of seconds from 1, not %q", v)
+		}
+		set = func(c *nldev.Client, dev uint32) error { return c.SetFRMRPoolsAging(dev, uint32(secs)) }
+	} else {
+		v, err := args.value("pool key (vendor_key:num_dma_blocks:access_flags:ats)")
+		if err != nil {
+			return err
+		}
+		key, err := nldev.ParseFRMRPoolKey(v)
+		if err != nil {
+			return usagef(args.help, "%s", err)
+		}
+		v, err = args.value("number of pinned FRMRs")
+		if err != nil {
+			return err
+		}
+		n, err := strconv.ParseUint(v, 10, 32)
+		if err != nil {
+			return usagef(args.help, "pinned must be a number, not %q", v)
+		}
+		set = func(c *nldev.Client, dev uint32) error { return c.SetFRMRPoolPinned(dev, key, uint32(n)) }
+	}
+	return a.runDone(args, func(c *nldev.Client) error {
+		d, err := c.DeviceByName(dev)
+		if err != nil {
+			return err
+		}
+		return set(c, d.Index)
+	})
+}

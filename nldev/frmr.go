@@ -1,0 +1,287 @@
+package nldev
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// FRMRPoolKey identifies a pool of fast-registration MRs the kernel keeps
+// for a device (Linux 7.0).
+type FRMRPoolKey struct {
+	ATS             bool
+	AccessFlags     uint32
+	VendorKey       uint64
+	NumDMABlocks    uint64
+	KernelVendorKey uint64
+
+	attrSet // FRMR_POOL_KEY_* present
+}
+
+// String is rdma's key text: vendor_key:num_dma_blocks:access_flags:ats,
+// in hex.
+func (k FRMRPoolKey) String() string {
+	ats := "0"
+	if k.ATS {
+		ats = "1"
+	}
+	return fmt.Sprintf("%x:%x:%x:%s", k.VendorKey, k.NumDMABlocks, k.AccessFlags, ats)
+}
+
+// FRMRPool is one pool. Equivalent to a line of `rdma res show
+// frmr_pools`.
+type FRMRPool struct {
+	DevIndex uint32
+	DevName  string
+	Key      FRMRPoolKey // Has(AttrFRMRPoolKey)
+	Queue    uint32      // FRMR_POOL_QUEUE_HANDLES
+	InUse    uint64
+	MaxInUse uint64
+	Pinned   uint32 // FRMR_POOL_PINNED_HANDLES
+	Driver   []DriverAttr
+
+	attrSet
+}
+
+func (p *FRMRPool) decode(b []byte, in *interner) error {
+	a := newAttrs(b)
+	for a.next() {
+		switch a.typ {
+		case AttrFRMRPoolKey:
+			k := newAttrs(a.val)
+			for k.next() {
+				switch k.typ {
+				case AttrFRMRPoolKeyATS:
+					p.Key.ATS = k.val.u8() != 0
+				case AttrFRMRPoolKeyAccessFlags:
+					p.Key.AccessFlags = k.val.u32()
+				case AttrFRMRPoolKeyVendorKey:
+					p.Key.VendorKey = k.val.u64()
+				case AttrFRMRPoolKeyNumDMABlocks:
+					p.Key.NumDMABlocks = k.val.u64()
+				case AttrFRMRPoolKeyKernelVendorKey:
+					p.Key.KernelVendorKey = k.val.u64()
+				default:
+					continue
+				}
+				p.Key.add(k.typ)
+			}
+		case AttrFRMRPoolQueueHandles:
+			p.Queue = a.val.u32()
+		case AttrFRMRPoolInUse:
+			p.InUse = a.val.u64()
+		case AttrFRMRPoolMaxInUse:
+			p.MaxInUse = a.val.u64()
+		case AttrFRMRPoolPinnedHandles:
+			p.Pinned = a.val.u32()
+		case AttrDriver:
+			p.Driver = decodeDriverAttrs(p.Driver[:0], a.val, in)
+		default:
+			continue
+		}
+		p.add(a.typ)
+	}
+	return a.err
+}
+
+// errNoFRMRPools explains a kernel without FRMR pools.
+func frmrExplain(errno unix.Errno) string {
+	switch errno {
+	case unix.EINVAL, unix.EOPNOTSUPP:
+		return "not supported by this kernel (FRMR pools came with Linux 7.0) or by the device's driver"
+	}
+	return ""
+}
+
+// FRMRPools streams the FRMR pools of device q.Dev. Equivalent to one
+// device of `rdma res show frmr_pools`.
+func (c *Client) FRMRPools(q ResQuery, fn func(*FRMRPool) error) error {
+	k := &resKind{name: "frmr_pools", table: AttrFRMRPools, entry: AttrFRMRPoolEntry}
+	err := c.dumpTable(CmdFRMRPoolsGet, q.encode(0, 0), k, func(dev uint32, name string, entry []byte, in *interner) error {
+		p := FRMRPool{DevIndex: dev, DevName: name}
+		if err := p.decode(entry, in); err != nil {
+			return err
+		}
+		return fn(&p)
+	})
+	return wrap(fmt.Sprintf("list FRMR pools of RDMA device %d", q.Dev), err, frmrExplain)
+}
+
+// SetFRMRPoolsAging sets how many seconds an unused FRMR of device dev
+// ages before the kernel frees it (not 0). Equivalent to `rdma res set
+// frmr_pools dev DEV aging SECS`.
+func (c *Client) SetFRMRPoolsAging(dev, seconds uint32) error {
+	if seconds == 0 {
+		return &InvalidArgumentError{"setting the aging period to zero is not supported"}
+	}
+	_, err := c.execute(CmdFRMRPoolsSet, true, func(ae *netlink.AttributeEncoder) {
+		ae.Uint32(uint16(AttrDevIndex), dev)
+		ae.Uint32(uint16(AttrFRMRPoolsAgingPeriod), seconds)
+	})
+	return wrap(fmt.Sprintf("set FRMR pool aging of RDMA device %d", dev), err, frmrExplain)
+}
+
+// FRMRPoolFilterNames are the filters of `res show frmr_pools`, in rdma's
+// order after dev (all numeric).
+var FRMRPoolFilterNames = []string{"ats", "access_flags", "vendor_key", "num_dma_blocks", "queue", "in_use", "max_in_use", "pinned"}
+
+// FRMRPoolSelect is a parsed `res show frmr_pools [dev DEV] [FILTER
+// VALUE]...` command line.
+type FRMRPoolSelect struct {
+	Dev     string
+	Filters map[string]NumList
+}
+
+// ParseFRMRPoolSelect reads the words after `res show frmr_pools`,
+// abbreviated as rdma abbreviates them. Errors are *SyntaxError.
+func ParseFRMRPoolSelect(words []string) (FRMRPoolSelect, error) {
+	sel := FRMRPoolSelect{Filters: map[string]NumList{}}
+	names := append([]string{"dev"}, FRMRPoolFilterNames...)
+	for len(words) > 0 {
+		name, ok := Abbrev(words[0], names)
+		if !ok {
+			return sel, syntaxf("unknown filter %q: expected %s", words[0], joinNames(names))
+		}
+		if len(words) < 2 {
+			return sel, syntaxf("missing %s value", name)
+		}
+		value := words[1]
+		words = words[2:]
+		_, dup := sel.Filters[name]
+		if dup || name == "dev" && sel.Dev != "" {
+			return sel, syntaxf("%s given twice", name)
+		}
+		if name == "dev" {
+			sel.Dev = value
+			continue
+		}
+		l, err := ParseNumList(value)
+		if err != nil {
+			return sel, syntaxf("bad %s filter: %v (use numbers and ranges, e.g. 1-3,7)", name, err)
+		}
+		sel.Filters[name] = l
+	}
+	return sel, nil
+}
+
+func joinNames(names []string) string {
+	return strings.Join(names, ", ")
+}
+
+// Match reports whether rdma prints pool p (res_frmr_pools_line): a field
+// the pool lacks never matches a filter on it.
+func (sel *FRMRPoolSelect) Match(p *FRMRPool) bool {
+	for name, l := range sel.Filters {
+		var v uint64
+		var ok bool
+		switch name {
+		case "ats":
+			v, ok = boolU64(p.Key.ATS), p.Key.Has(AttrFRMRPoolKeyATS)
+		case "access_flags":
+			v, ok = uint64(p.Key.AccessFlags), p.Key.Has(AttrFRMRPoolKeyAccessFlags)
+		case "vendor_key":
+			v, ok = p.Key.VendorKey, p.Key.Has(AttrFRMRPoolKeyVendorKey)
+		case "num_dma_blocks":
+			v, ok = p.Key.NumDMABlocks, p.Key.Has(AttrFRMRPoolKeyNumDMABlocks)
+		case "queue":
+			v, ok = uint64(p.Queue), p.Has(AttrFRMRPoolQueueHandles)
+		case "in_use":
+			v, ok = p.InUse, p.Has(AttrFRMRPoolInUse)
+		case "max_in_use":
+			v, ok = p.MaxInUse, p.Has(AttrFRMRPoolMaxInUse)
+		case "pinned":
+			v, ok = uint64(p.Pinned), p.Has(AttrFRMRPoolPinnedHandles)
+		}
+		if !ok || !l.Contains(v) {
+			return false
+		}
+	}
+	return true
+}
+
+func boolU64(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// FRMRPoolList lists the FRMR pools sel selects, device by device, as
+// `rdma res show frmr_pools` does.
+func (c *Client) FRMRPoolList(sel FRMRPoolSelect, driverDetails bool, fn func(*FRMRPool) error) error {
+	devs, err := c.devicesNamed(sel.Dev)
+	if err != nil {
+		return err
+	}
+	for _, d := range devs {
+		err := c.FRMRPools(ResQuery{Dev: d.Index, DriverDetails: driverDetails}, func(p *FRMRPool) error {
+			if sel.Match(p) {
+				return fn(p)
+			}
+			return nil
+		})
+		if err != nil && !(sel.Dev == "" && c.Gone(d.Index, err)) {
+			return err
+		}
+	}
+	return nil
+}
+
+// ParseFRMRPoolKey parses rdma's pool key text
+// vendor_key:num_dma_blocks:access_flags:ats (hexadecimal; ats 0 or 1;
+// further fields must be 0).
+func ParseFRMRPoolKey(s string) (FRMRPoolKey, error) {
+	var k FRMRPoolKey
+	fields := strings.Split(s, ":")
+	if len(fields) < 4 {
+		return k, &InvalidArgumentError{fmt.Sprintf("invalid pool key %q: expected 4 fields vendor_key:num_dma_blocks:access_flags:ats", s)}
+	}
+	for i, f := range fields {
+		v, err := strconv.ParseUint(f, 16, 64)
+		if err != nil {
+			return k, &InvalidArgumentError{fmt.Sprintf("invalid pool key %q: field %d (%q) is not a hexadecimal number", s, i+1, f)}
+		}
+		switch i {
+		case 0:
+			k.VendorKey = v
+		case 1:
+			k.NumDMABlocks = v
+		case 2:
+			if v > 0xffffffff {
+				return k, &InvalidArgumentError{fmt.Sprintf("invalid pool key %q: access_flags does not fit in 32 bits", s)}
+			}
+			k.AccessFlags = uint32(v)
+		case 3:
+			if v > 1 {
+				return k, &InvalidArgumentError{fmt.Sprintf("invalid pool key %q: ats is 0 or 1", s)}
+			}
+			k.ATS = v == 1
+		default:
+			if v != 0 {
+				return k, &InvalidArgumentError{fmt.Sprintf("invalid pool key %q: unsupported pool attributes after the fourth field", s)}
+			}
+		}
+	}
+	return k, nil
+}
+
+// SetFRMRPoolPinned sets how many FRMRs the pool with key k of device dev
+// keeps pinned. Equivalent to `rdma res set frmr_pools dev DEV pinned KEY
+// N`.
+func (c *Client) SetFRMRPoolPinned(dev uint32, k FRMRPoolKey, pinned uint32) error {
+	_, err := c.execute(CmdFRMRPoolsSet, true, func(ae *netlink.AttributeEncoder) {
+		ae.Uint32(uint16(AttrDevIndex), dev)
+		ae.Uint32(uint16(AttrFRMRPoolPinnedHandles), pinned)
+		ae.Nested(uint16(AttrFRMRPoolKey), func(nae *netlink.AttributeEncoder) error {
+			nae.Uint8(uint16(AttrFRMRPoolKeyATS), boolByte(k.ATS))
+			nae.Uint32(uint16(AttrFRMRPoolKeyAccessFlags), k.AccessFlags)
+			nae.Uint64(uint16(AttrFRMRPoolKeyVendorKey), k.VendorKey)
+			nae.Uint64(uint16(AttrFRMRPoolKeyNumDMABlocks), k.NumDMABlocks)
+			return nil
+		})
+	})
+	return wrap(fmt.Sprintf("set pinned FRMRs of pool %s of RDMA device %d", k, dev), err, frmrExplain)
+}

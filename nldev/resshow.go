@@ -1,0 +1,318 @@
+package nldev
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// ParseResType resolves an object word of `res show` (abbreviable as in
+// rdma: "c" is cm_id, the first of rdma's objects starting with c).
+func ParseResType(word string) (ResType, bool) {
+	names := make([]string, len(ResTypes))
+	for i, t := range ResTypes {
+		names[i] = t.String()
+	}
+	name, ok := Abbrev(word, names)
+	if !ok {
+		return 0, false
+	}
+	for _, t := range ResTypes {
+		if t.String() == name {
+			return t, true
+		}
+	}
+	return 0, false
+}
+
+// ResSelect is what a `res show OBJECT ...` command line asks for: which
+// devices and ports, which objects. ParseResSelect builds one from the
+// words of a command line; Client.ResList runs it.
+type ResSelect struct {
+	Type ResType
+	Dev  string // "" for every device
+	Port uint32 // 0 for every port
+	// Portless (link DEV/-) keeps the QPs and CM IDs bound to no port yet.
+	Portless bool
+	Filters  []ResFilter
+	// DriverDetails asks for driver-internal objects and the driver's
+	// attributes (rdma -dd).
+	DriverDetails bool
+	// Raw asks for the driver's binary description of each object
+	// (rdma -r); only filters on the object number apply.
+	Raw bool
+}
+
+// ParseResSelect reads the words after `res show OBJECT`: [dev DEV | link
+// DEV[/PORT|/-]] and FILTER VALUE pairs in any order, keys abbreviated as
+// rdma abbreviates them: a word abbreviating dev or link picks the device,
+// any other the first filter of the object's table, in ResFilters order,
+// that the word starts. Errors are *SyntaxError.
+func ParseResSelect(t ResType, words []string) (ResSelect, error) {
+	sel := ResSelect{Type: t}
+	specs := ResFilters(t)
+	names := make([]string, len(specs))
+	for i := range specs {
+		names[i] = specs[i].Name
+	}
+	seen := map[string]bool{}
+	for len(words) > 0 {
+		// rdma (rd_set_arg_to_devname) takes any key abbreviating dev
+		// or link as the device, whatever filter it matched first
+		// (cm_id "d" is dev-type, yet names the device).
+		key := words[0]
+		name, ok := Abbrev(key, []string{"dev", "link"})
+		if !ok {
+			name, ok = Abbrev(words[0], names)
+		}
+		if !ok {
+			return sel, syntaxf("unknown filter %q: expected %s", words[0], strings.Join(names, ", "))
+		}
+		if len(words) < 2 {
+			return sel, syntaxf("missing %s value", name)
+		}
+		value := words[1]
+		words = words[2:]
+		if seen[name] || (name == "dev" || name == "link") && (seen["dev"] || seen["link"]) {
+			return sel, syntaxf("%s given twice", name)
+		}
+		seen[name] = true
+		i := indexOf(names, name)
+		if specs[i].Kind == FilterLocation {
+			if err := sel.parseLocation(name, value); err != nil {
+				return sel, err
+			}
+			continue
+		}
+		f, err := ParseResFilter(&specs[i], value)
+		if err != nil {
+			return sel, err
+		}
+		if words := key; key != name {
+			// An abbreviation: rdma also checks the later fields it
+			// abbreviates (grdma's extensions aside).
+			for j := i + 1; j < len(specs); j++ {
+				if sp := &specs[j]; strings.HasPrefix(sp.Name, words) && sp.Kind != FilterLocation && !sp.Extension {
+					f.also = append(f.also, parseAlso(sp, value))
+				}
+			}
+		}
+		sel.Filters = append(sel.Filters, f)
+	}
+	return sel, nil
+}
+
+func indexOf(names []string, name string) int {
+	for i, n := range names {
+		if n == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// parseLocation reads the device (and port) of dev DEV / link DEV/PORT.
+func (sel *ResSelect) parseLocation(key, value string) error {
+	t := sel.Type
+	dev, port, hasSlash := strings.Cut(value, "/")
+	if dev == "" {
+		return syntaxf("missing device name in %q", value)
+	}
+	if port == "-" && key == "link" {
+		if !t.PerPort() {
+			return syntaxf("%s objects have no port: use dev %s", t, dev)
+		}
+		sel.Dev, sel.Portless = dev, true
+		return nil
+	}
+	var n uint64
+	if hasSlash && port != "" {
+		var err error
+		n, err = strconv.ParseUint(port, 10, 32)
+		if err != nil || n == 0 {
+			return syntaxf("invalid port %q in %q: ports are numbered from 1", port, value)
+		}
+	}
+	if n != 0 && (key == "dev" || !t.PerPort()) {
+		return syntaxf("%s objects belong to a device, not a port: use dev %s", t, dev)
+	}
+	sel.Dev, sel.Port = dev, uint32(n)
+	return nil
+}
+
+// QPList returns the SRQ lqpn filter, which picks the QPs shown inside
+// each SRQ, or nil.
+func (sel *ResSelect) QPList() *ResFilter {
+	for i := range sel.Filters {
+		if sel.Filters[i].IsQPList() {
+			return &sel.Filters[i]
+		}
+	}
+	return nil
+}
+
+// lookup returns the object number to ask for with a single request
+// rather than a dump: a filter on the object's number naming exactly one.
+// QPs and CM IDs are looked up on a port, and the kernel numbers the
+// special QPs 0 and 1 (SMI, GSI) differently from their QPN, so those
+// are dumped.
+func (sel *ResSelect) lookup(port uint32) (uint32, bool) {
+	for i := range sel.Filters {
+		f := &sel.Filters[i]
+		if !f.Spec.ID {
+			continue
+		}
+		n, ok := f.Numbers.single()
+		if !ok || sel.Type.PerPort() && port == 0 || sel.Type == ResQP && n <= 1 {
+			return 0, false
+		}
+		return n, true
+	}
+	return 0, false
+}
+
+// ResList lists the objects sel selects, device by device in index
+// order, as `rdma res show OBJECT ...` does: a filter naming one object
+// number is a single lookup (dumping instead on kernels without lookups,
+// as rdma does), anything else one dump per device (QPs and CM IDs in
+// rdma's port order). A device that vanishes while a listing of every
+// device runs is skipped. fn sees each matching object (reused: copy what
+// must outlive the call); with sel.Raw, raw sees each raw entry instead.
+// comm resolves process names for the comm filter; it may be nil.
+func (c *Client) ResList(sel ResSelect, comm CommFunc, fn func(ResObject) error, raw func(*RawEntry) error) error {
+	devs, err := c.devicesNamed(sel.Dev)
+	if err != nil {
+		return err
+	}
+	if d := devs; sel.Dev != "" && sel.Port > d[0].NumPorts {
+		return fmt.Errorf("RDMA device %s has no port %d (it has %d)", d[0].Name, sel.Port, d[0].NumPorts)
+	}
+	if sel.Raw && !sel.Type.HasRaw() {
+		sel.Raw = false
+	}
+	for _, d := range devs {
+		q := ResQuery{Dev: d.Index, Port: sel.Port, DriverDetails: sel.DriverDetails}
+		if err := c.resListDevice(sel, q, comm, fn, raw); err != nil {
+			if sel.Dev == "" && c.Gone(d.Index, err) {
+				continue
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// resListDevice lists the objects of one device.
+func (c *Client) resListDevice(sel ResSelect, q ResQuery, comm CommFunc, fn func(ResObject) error, raw func(*RawEntry) error) error {
+	n, single := sel.lookup(q.Port)
+	if sel.Raw {
+		if single {
+			e, err := c.ResGetRaw(sel.Type, q, n)
+			if err == nil {
+				return raw(&e)
+			}
+			return ignoreMissing(err)
+		}
+		return c.ResDumpRaw(sel.Type, q, func(e *RawEntry) error {
+			if sel.Portless && e.Has(AttrPortIndex) {
+				return nil
+			}
+			return raw(e)
+		})
+	}
+	obj := NewResObject(sel.Type)
+	emit := func() error {
+		if sel.Portless && obj.Res().Has(AttrPortIndex) {
+			return nil
+		}
+		for i := range sel.Filters {
+			if !sel.Filters[i].Match(obj, comm) {
+				return nil
+			}
+		}
+		return fn(obj)
+	}
+	if single {
+		err := c.ResGet(q, n, obj)
+		if err == nil {
+			return emit()
+		}
+		if err = ignoreMissing(err); err == nil {
+			return nil
+		}
+		// Older kernels have no lookup by number: dump instead, as rdma
+		// does.
+	}
+	if sel.Portless {
+		return c.ResDump(q, obj, emit)
+	}
+	return c.ResDumpPortOrder(q, obj, emit)
+}
+
+// devicesNamed returns every device (name "") or the one named.
+func (c *Client) devicesNamed(name string) ([]Device, error) {
+	devs, err := c.Devices()
+	if err != nil || name == "" {
+		return devs, err
+	}
+	d, err := FindDevice(devs, name)
+	if err != nil {
+		return nil, err
+	}
+	return []Device{d}, nil
+}
+
+// dumpTable streams a per-device dump of cmd whose objects sit in a
+// nested table (k.table of k.entry), calling fn with each object's
+// attributes; an error of fn comes back untouched.
+func (c *Client) dumpTable(cmd Command, encode func(ae *netlink.AttributeEncoder), k *resKind, fn func(dev uint32, name string, entry []byte, in *interner) error) error {
+	var in interner
+	err := c.dumpOnce(cmd, encode, func(data []byte) error {
+		return resTable(data, k, &in, func(dev uint32, name string, entry []byte) error {
+			if err := fn(dev, name, entry, &in); err != nil {
+				return callbackError{err}
+			}
+			return nil
+		})
+	})
+	var ce callbackError
+	if errors.As(err, &ce) {
+		return ce.err
+	}
+	return err
+}
+
+// ignoreMissing drops the errors of a lookup by number that mean "no such
+// object here": ENOENT, or EAGAIN for a QP on another port.
+func ignoreMissing(err error) error {
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EAGAIN) {
+		return nil
+	}
+	return err
+}
+
+// NewResObject returns an empty object of type t for ResDump and ResGet:
+// *QP, *CMID, *CQ, *MR, *PD, *Ctx or *SRQ.
+func NewResObject(t ResType) ResObject {
+	switch t {
+	case ResQP:
+		return new(QP)
+	case ResCMID:
+		return new(CMID)
+	case ResCQ:
+		return new(CQ)
+	case ResMR:
+		return new(MR)
+	case ResPD:
+		return new(PD)
+	case ResCtx:
+		return new(Ctx)
+	case ResSRQ:
+		return new(SRQ)
+	}
+	return nil
+}
