@@ -236,6 +236,7 @@ func (s *session) dial(ctx context.Context) error {
 	deadline := time.Now().Add(s.timeout)
 	var d net.Dialer
 	refused := &PeerError{Host: s.host, Doing: "connecting to", Err: fmt.Errorf("connection refused for %v: no `grdma probe DEV listen` there, or another port", s.timeout)}
+	wasRefused := false
 	for {
 		dctx, cancel := context.WithDeadline(ctx, deadline)
 		conn, err := d.DialContext(dctx, "tcp", s.host)
@@ -251,6 +252,7 @@ func (s *session) dial(ctx context.Context) error {
 		case errors.As(err, &dnsErr):
 			return &PeerError{Host: s.host, Doing: "resolving", Err: fmt.Errorf("unknown host %s", dnsErr.Name)}
 		case errors.Is(err, syscall.ECONNREFUSED):
+			wasRefused = true
 			if time.Until(deadline) < 100*time.Millisecond {
 				return refused
 			}
@@ -259,6 +261,10 @@ func (s *session) dial(ctx context.Context) error {
 			case <-ctx.Done():
 			}
 			continue
+		case wasRefused && time.Now().After(deadline):
+			// The last retry started too late (a loaded machine): the host
+			// answered, it refused.
+			return refused
 		case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
 			return &PeerError{Host: s.host, Doing: "connecting to", Err: fmt.Errorf("no answer within %v: a wrong address, or a firewall dropping TCP", s.timeout)}
 		}
