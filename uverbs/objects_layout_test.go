@@ -46,6 +46,13 @@ var objectLayouts = []struct {
 	{ibUserVerbsHeader, postSendReq{}, "ib_uverbs_post_send", nil},
 	{ibUserVerbsHeader, postSendResp{}, "ib_uverbs_post_send_resp", nil},
 	{ibUserVerbsHeader, SGE{}, "ib_uverbs_sge", nil},
+	{ibUserVerbsHeader, exCmdHdr{}, "ib_uverbs_ex_cmd_hdr", nil},
+	{ibUserVerbsHeader, exQueryDeviceReq{}, "ib_uverbs_ex_query_device", nil},
+	{ibUserVerbsHeader, DeviceAttrEx{}, "ib_uverbs_ex_query_device_resp", nil},
+	{ibUserVerbsHeader, ODPCaps{}, "ib_uverbs_odp_caps", nil},
+	{ibUserVerbsHeader, RSSCaps{}, "ib_uverbs_rss_caps", nil},
+	{ibUserVerbsHeader, TMCaps{}, "ib_uverbs_tm_caps", nil},
+	{ibUserVerbsHeader, CQModerationCaps{}, "ib_uverbs_cq_moderation_caps", nil},
 
 	{rxeHeader, mmapInfo{}, "mminfo", nil},
 	{rxeHeader, rxeCreateCQResp{}, "rxe_create_cq_resp", nil},
@@ -65,6 +72,7 @@ var objectLayouts = []struct {
 	{mlx5Header, mlx5CreateCQResp{}, "mlx5_ib_create_cq_resp", nil},
 	{mlx5Header, mlx5CreateQP{}, "mlx5_ib_create_qp", nil},
 	{mlx5Header, mlx5CreateQPResp{}, "mlx5_ib_create_qp_resp", nil},
+	{mlx5Header, mlx5QueryDeviceResp{}, "mlx5_ib_query_device_resp", nil},
 }
 
 // readHeader parses a UAPI header, skipping the test when it is absent.
