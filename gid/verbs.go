@@ -74,7 +74,7 @@ func tablesFromVerbs(fsys sysfs.FS, refs []sysfs.PortRef, driverID DriverIDFunc,
 			if r.Port != ref.Port {
 				continue
 			}
-			e, err := fromVerbs(r, names)
+			e, err := FromVerbs(r, names.name)
 			if err != nil {
 				return nil, fmt.Errorf("%s/%d GID %d: %w", dev, ref.Port, r.Index, err)
 			}
@@ -88,8 +88,9 @@ func tablesFromVerbs(fsys sysfs.FS, refs []sysfs.PortRef, driverID DriverIDFunc,
 	return tables, nil
 }
 
-// fromVerbs converts a kernel GID entry.
-func fromVerbs(r uverbs.GIDEntry, names *ifnames) (Entry, error) {
+// FromVerbs converts a GID entry of QUERY_GID_TABLE; netdev names the
+// netdev of an ifindex.
+func FromVerbs(r uverbs.GIDEntry, netdev func(ifindex uint32) string) (Entry, error) {
 	e := Entry{Port: r.Port, Index: int(r.Index), GID: GID(r.GID)}
 	switch r.Type {
 	case uverbs.GIDTypeIB:
@@ -102,7 +103,7 @@ func fromVerbs(r uverbs.GIDEntry, names *ifnames) (Entry, error) {
 		return e, fmt.Errorf("%w %d", ErrUnknownType, r.Type)
 	}
 	if r.NetdevIfindex != 0 {
-		e.Netdev = names.name(r.NetdevIfindex)
+		e.Netdev = netdev(r.NetdevIfindex)
 	}
 	return e, nil
 }

@@ -54,6 +54,8 @@ type Request struct {
 	// StatMode is set when a STAT request carries STAT_MODE (a mode query
 	// or change rather than counters).
 	StatMode bool
+	// ChardevType is GET_CHARDEV's CHARDEV_TYPE ("uverbs", "umad", ...).
+	ChardevType string
 	// Resource requests (RES_GET, RES_*_GET): the object number asked for
 	// (HasID, ID) and whether driver details (-dd) were asked for.
 	HasID         bool
@@ -137,6 +139,8 @@ func Describe(m netlink.Message) (Request, error) {
 			r.Port = int64(ad.Uint32())
 		case nldev.AttrStatMode:
 			r.StatMode = true
+		case nldev.AttrChardevType:
+			r.ChardevType = ad.String()
 		}
 		describeRes(&r, ad)
 	}
