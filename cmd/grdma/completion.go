@@ -416,6 +416,7 @@ var compAutoOnOff compValues = func(_ *completer, done []string) []string {
 // grammars are the argument grammars of the objects, by command name.
 var compGrammars = map[string]*compSyntax{
 	"dev": {verbs: append(compShowVerbs(compShow(compDevs)),
+		compVerb{"info", compShow(compDevs)},
 		compVerb{"set", &compSyntax{pos: []compPositional{{vals: compDevs}}, oneKeyword: true, kws: []compKeyword{
 			{"name", []compValues{compFree}},
 			{"netns", []compValues{compNetns}},
