@@ -36,7 +36,9 @@ func TestReadTablesVerbsFallsBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := ReadTablesVerbs(fsys, "", 0, func(string) (uint32, error) { return 14, nil })
+	got, err := ReadTablesVerbs(fsys, "", 0, func(string) (uverbs.Node, error) {
+		return uverbs.Node{Name: "uverbs0", Major: 231, Minor: 192, DriverID: 14}, nil
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
