@@ -249,3 +249,90 @@ func parseNumber(s string) (uint64, error) {
 	}
 	return strconv.ParseUint(s, 10, 64)
 }
+
+// jsonExtras are the keys of `grdma -j dev info` that ibv_devinfo has no
+// counterpart for (checked by the callers against other sources).
+var jsonExtras = []string{"ifindex", "hca_id", "driver", "parent", "uverbs", "rdma_cm", "source", "note", "ports",
+	"port", "netdev", "netdev_ifindex", "netdev_operstate", "umad", "issm", "mtu_source", "gids"}
+
+// FieldsFromJSON turns one object of `grdma -j dev info` (a device or a
+// port) back into fields: a key with KEY_names is a flag word, with
+// KEY_value an enum (a number: NumberEnum), other numbers are numbers.
+func FieldsFromJSON(obj map[string]any) []devinfo.Field {
+	var fs []devinfo.Field
+	for k, v := range obj {
+		if slices.Contains(jsonExtras, k) || strings.HasSuffix(k, "_value") || strings.HasSuffix(k, "_names") {
+			continue
+		}
+		f := devinfo.Field{Key: k}
+		switch v := v.(type) {
+		case string:
+			f.Kind, f.Str = devinfo.String, v
+		case float64:
+			f.Kind, f.Num = devinfo.Number, uint64(v)
+		}
+		if code, ok := obj[k+"_value"].(float64); ok {
+			if f.Kind == devinfo.String {
+				f.Kind, f.Num = devinfo.Enum, uint64(code)
+			} else {
+				f.Kind, f.Size, f.Num = devinfo.NumberEnum, f.Num, uint64(code)
+			}
+		}
+		if names, ok := obj[k+"_names"].([]any); ok {
+			f.Kind = devinfo.Flags
+			for _, n := range names {
+				s, _ := n.(string)
+				f.Names = append(f.Names, s)
+			}
+		}
+		fs = append(fs, f)
+	}
+	slices.SortFunc(fs, func(a, b devinfo.Field) int { return strings.Compare(a.Key, b.Key) })
+	return fs
+}
+
+// CompareJSON is Compare for one device object of `grdma -j dev info`.
+// JSON numbers are float64: exact up to 2^53, beyond which (max_mr_size
+// of rxe is 2^64-1) both sides are compared after the same rounding.
+func CompareJSON(ibv Device, obj map[string]any) []string {
+	name, _ := obj["hca_id"].(string)
+	if ibv.Name != name {
+		return []string{fmt.Sprintf("device %s, ibv_devinfo %s", name, ibv.Name)}
+	}
+	diffs := compareFields(name, rounded(ibv.Section), FieldsFromJSON(obj))
+	ports, _ := obj["ports"].([]any)
+	if len(ibv.Ports) != len(ports) {
+		return append(diffs, fmt.Sprintf("%s: %d ports, ibv_devinfo %d", name, len(ports), len(ibv.Ports)))
+	}
+	for i, ip := range ibv.Ports {
+		po, _ := ports[i].(map[string]any)
+		where := fmt.Sprintf("%s/%v", name, po["port"])
+		if n, _ := po["port"].(float64); int(n) != ip.Num {
+			diffs = append(diffs, fmt.Sprintf("%s: ibv_devinfo port %d", where, ip.Num))
+			continue
+		}
+		diffs = append(diffs, compareFields(where, rounded(ip.Section), FieldsFromJSON(po))...)
+		var gids []string
+		list, _ := po["gids"].([]any)
+		for _, g := range list {
+			gm, _ := g.(map[string]any)
+			gids = append(gids, fmt.Sprintf("%v %v, %v", gm["index"], gm["gid"], gm["type"]))
+		}
+		if !slices.Equal(gids, ip.GIDs) {
+			diffs = append(diffs, fmt.Sprintf("%s: GIDs %q, ibv_devinfo %q", where, gids, ip.GIDs))
+		}
+	}
+	return diffs
+}
+
+// rounded rounds ibv_devinfo's numbers as a JSON decoder rounds grdma's.
+func rounded(s Section) Section {
+	out := Section{Values: map[string]string{}, Names: s.Names}
+	for k, v := range s.Values {
+		if n, err := parseNumber(v); err == nil && n > 1<<53 {
+			v = strconv.FormatUint(uint64(float64(n)), 10)
+		}
+		out.Values[k] = v
+	}
+	return out
+}
