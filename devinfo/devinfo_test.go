@@ -1,7 +1,6 @@
 package devinfo_test
 
 import (
-	"encoding/binary"
 	"errors"
 	"os"
 	"path/filepath"
@@ -11,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/grdma/grdma/devinfo"
+	"github.com/grdma/grdma/internal/devinfofixture"
 	"github.com/grdma/grdma/internal/ibvdevinfo"
 	"github.com/grdma/grdma/internal/nlfixture"
 	"github.com/grdma/grdma/nldev"
@@ -20,119 +20,22 @@ import (
 
 var kernels = []string{"6.1", "6.12"}
 
-// recordedVerbs answers the uverbs commands with what verbscapture
-// recorded for one device (testdata/K/verbs/DEV).
-type recordedVerbs struct {
-	t   *testing.T
-	dir string
-}
-
-func (v recordedVerbs) decode(name string, into any) error {
-	b, err := os.ReadFile(filepath.Join(v.dir, name))
-	if err != nil {
-		return err
-	}
-	if _, err := binary.Decode(b, binary.NativeEndian, into); err != nil {
-		v.t.Fatalf("%s: %v", name, err)
-	}
-	return nil
-}
-
-func (v recordedVerbs) QueryDeviceEx() (uverbs.DeviceAttrEx, uverbs.DriverDeviceAttr, error) {
-	var a uverbs.DeviceAttrEx
-	return a, uverbs.DriverDeviceAttr{}, v.decode("query_device_ex.bin", &a)
-}
-
-func (v recordedVerbs) QueryPortEx(driverID uint32, port uint8) (uverbs.PortAttrEx, error) {
-	var a uverbs.PortAttrEx
-	if driverID != uverbs.DriverIDRXE {
-		v.t.Errorf("QueryPortEx with driver id %d, want rxe's %d", driverID, uverbs.DriverIDRXE)
-	}
-	return a, v.decode("query_port_"+string(rune('0'+port))+".bin", &a)
-}
-
-func (v recordedVerbs) QueryPort(port uint8) (uverbs.PortAttr, error) {
-	a, err := v.QueryPortEx(uverbs.DriverIDRXE, port)
-	return a.PortAttr, err
-}
-
-func (v recordedVerbs) QueryGIDTable(driverID uint32, maxEntries int) ([]uverbs.GIDEntry, error) {
-	b, err := os.ReadFile(filepath.Join(v.dir, "gid_table.bin"))
-	if err != nil {
-		return nil, err
-	}
-	entries := make([]uverbs.GIDEntry, len(b)/32)
-	if len(entries) > maxEntries {
-		v.t.Errorf("%d GID entries recorded, room asked for %d", len(entries), maxEntries)
-	}
-	_, err = binary.Decode(b, binary.NativeEndian, entries)
-	return entries, err
-}
-
-func (v recordedVerbs) CompVectors() int {
-	b, err := os.ReadFile(filepath.Join(v.dir, "num_comp_vectors.txt"))
-	if err != nil {
-		v.t.Fatal(err)
-	}
-	var n int
-	for _, c := range strings.TrimSpace(string(b)) {
-		n = n*10 + int(c-'0')
-	}
-	return n
-}
-
-func (recordedVerbs) Close() error { return nil }
-
-// recordedKernel serves the netlink replies of testdata/K/nl.
+// recordedKernel serves the netlink replies of a recording's nl dir.
 func recordedKernel(dir string) *nlfixture.Kernel {
-	k := nlfixture.NewKernel(dir)
-	k.On(nlfixture.Request{Cmd: nldev.CmdGet, Dump: true, Dev: -1, Port: -1}, "get_dump.bin")
-	k.On(nlfixture.Request{Cmd: nldev.CmdGetChardev, Dev: -1, Port: -1, ChardevType: "rdma_cm"}, "chardev_rdma_cm.bin")
-	for _, dev := range []string{"0", "1"} {
-		n := int64(dev[0] - '0')
-		k.On(nlfixture.Request{Cmd: nldev.CmdPortGet, Dump: true, Dev: n, Port: -1}, "port_dump_dev"+dev+".bin")
-		k.On(nlfixture.Request{Cmd: nldev.CmdGetChardev, Dev: n, Port: -1, ChardevType: "uverbs"}, "chardev_uverbs_dev"+dev+".bin")
-		for _, typ := range []string{"umad", "issm"} {
-			k.On(nlfixture.Request{Cmd: nldev.CmdGetChardev, Dev: n, Port: 1, ChardevType: typ}, "chardev_"+typ+"_dev"+dev+"_port1.bin")
-		}
-	}
-	return k
-}
-
-// netdevRoot makes a sysfs root with the netdevs' operstate as recorded
-// (tools/netdevs.txt: "NAME IFINDEX OPERSTATE").
-func netdevRoot(t *testing.T, kernel string) sysfs.FS {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", kernel, "tools", "netdevs.txt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	root := t.TempDir()
-	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		f := strings.Fields(line)
-		dir := filepath.Join(root, "sys", "class", "net", f[0])
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, "operstate"), []byte(f[2]+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	fsys, err := sysfs.NewFS(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fsys
+	return devinfofixture.Dir(filepath.Dir(dir)).Kernel()
 }
 
 func recordedReader(t *testing.T, kernel string) (*devinfo.Reader, *nlfixture.Kernel) {
-	k := recordedKernel(filepath.Join("testdata", kernel, "nl"))
+	rec := devinfofixture.Dir(filepath.Join("testdata", kernel))
+	k := rec.Kernel()
 	nl := nldev.NewClient(k.Conn())
 	t.Cleanup(func() { nl.Close() })
-	r := &devinfo.Reader{Sysfs: netdevRoot(t, kernel), Netlink: nl,
-		OpenVerbs: func(dev string, node uverbs.Node) (devinfo.Verbs, error) {
-			return recordedVerbs{t, filepath.Join("testdata", kernel, "verbs", dev)}, nil
-		}}
+	fsys, err := rec.Sysfs(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &devinfo.Reader{Sysfs: fsys, Netlink: nl,
+		OpenVerbs: func(dev string, node uverbs.Node) (devinfo.Verbs, error) { return rec.Verbs(dev), nil }}
 	return r, k
 }
 

@@ -26,7 +26,7 @@ func (a *app) devInfo(args *argv) error {
 	if err != nil {
 		return err
 	}
-	r := &devinfo.Reader{Sysfs: fsys, Netlink: nl}
+	r := &devinfo.Reader{Sysfs: fsys, Netlink: nl, OpenVerbs: a.openVerbs}
 	devs, err := r.Read(name)
 	if err != nil {
 		return err
