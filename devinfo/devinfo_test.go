@@ -39,6 +39,17 @@ func recordedReader(t *testing.T, kernel string) (*devinfo.Reader, *nlfixture.Ke
 	return r, k
 }
 
+// readRecorded reads every device of a kernel's recording.
+func readRecorded(t *testing.T, kernel string) []devinfo.Device {
+	t.Helper()
+	r, _ := recordedReader(t, kernel)
+	devs, err := r.Read("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return devs
+}
+
 // TestAgreesWithIbvDevinfo reads the recorded devices (rxe0 on veth0 at MTU
 // 9000 with an IPv4 and an IPv6 address; rxe1 on veth2, which is down) and
 // compares every field, port and GID with what ibv_devinfo -v printed for
@@ -46,11 +57,7 @@ func recordedReader(t *testing.T, kernel string) (*devinfo.Reader, *nlfixture.Ke
 func TestAgreesWithIbvDevinfo(t *testing.T) {
 	for _, kernel := range kernels {
 		t.Run(kernel, func(t *testing.T) {
-			r, _ := recordedReader(t, kernel)
-			devs, err := r.Read("")
-			if err != nil {
-				t.Fatal(err)
-			}
+			devs := readRecorded(t, kernel)
 			text, err := os.ReadFile(filepath.Join("testdata", kernel, "tools", "ibv_devinfo-v.txt"))
 			if err != nil {
 				t.Fatal(err)
@@ -76,14 +83,10 @@ func TestAgreesWithIbvDevinfo(t *testing.T) {
 func TestExtras(t *testing.T) {
 	for _, kernel := range kernels {
 		t.Run(kernel, func(t *testing.T) {
-			r, _ := recordedReader(t, kernel)
-			devs, err := r.Read("")
-			if err != nil {
-				t.Fatal(err)
-			}
+			devs := readRecorded(t, kernel)
 			want := []struct {
 				name, uverbs, netdev, state, umad string
-				mtu                                int
+				mtu                               int
 			}{
 				{"rxe0", "/dev/infiniband/uverbs0", "veth0", "up", "/dev/infiniband/umad0", 4096},
 				{"rxe1", "/dev/infiniband/uverbs1", "veth2", "down", "/dev/infiniband/umad1", 1024},

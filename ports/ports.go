@@ -267,14 +267,8 @@ func (r *Reader) fromVerbs(ports []Port, verbs PortQuerier) (bool, error) {
 		}
 		p.RateDeciGbps = p.Width.Lanes() * p.Speed.LaneDeciGbps()
 		p.ActiveMTU, p.MaxMTU, p.MTUSource = attr.ActiveMTU, attr.MaxMTU, MTUFromVerbs
-		if p.Netdev != "" {
-			mtu, err := r.Sysfs.NetdevMTU(p.Netdev)
-			switch {
-			case err == nil:
-				p.NetdevMTU = mtu
-			case !sysfs.IsGone(err):
-				return true, err
-			}
+		if err := r.addNetdevMTU(p); err != nil {
+			return true, err
 		}
 	}
 	return true, nil
@@ -338,14 +332,21 @@ func (r *Reader) addSysfs(p *Port, sysDev sysfs.Device) error {
 			return err
 		}
 	}
-	if p.Netdev != "" {
-		mtu, err := r.Sysfs.NetdevMTU(p.Netdev)
-		switch {
-		case err == nil:
-			p.NetdevMTU = mtu
-		case !sysfs.IsGone(err):
-			return err
-		}
+	return r.addNetdevMTU(p)
+}
+
+// addNetdevMTU reads the MTU of the port's netdev, if it has one (a netdev
+// that went away leaves it 0).
+func (r *Reader) addNetdevMTU(p *Port) error {
+	if p.Netdev == "" {
+		return nil
+	}
+	mtu, err := r.Sysfs.NetdevMTU(p.Netdev)
+	switch {
+	case err == nil:
+		p.NetdevMTU = mtu
+	case !sysfs.IsGone(err):
+		return err
 	}
 	return nil
 }
