@@ -69,19 +69,6 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *app {
 	}
 }
 
-// nlConfig is the netlink configuration of -n NETNS; call done once the
-// socket is open.
-func (a *app) nlConfig() (cfg *nldev.Config, done func(), err error) {
-	if a.opts.netns == "" {
-		return nil, func() {}, nil
-	}
-	f, err := openNetNS(a.opts.netns)
-	if err != nil {
-		return nil, nil, err
-	}
-	return &nldev.Config{NetNS: int(f.Fd())}, func() { f.Close() }, nil
-}
-
 // nl returns the RDMA netlink client of -n's namespace, dialling it on
 // first use and again when -n changed since.
 func (a *app) nl() (*nldev.Client, error) {
@@ -91,14 +78,7 @@ func (a *app) nl() (*nldev.Client, error) {
 	if a.client == nil {
 		dial := a.dial
 		if dial == nil {
-			dial = func() (*nldev.Client, error) {
-				cfg, done, err := a.nlConfig()
-				if err != nil {
-					return nil, err
-				}
-				defer done()
-				return nldev.Dial(cfg)
-			}
+			dial = func() (*nldev.Client, error) { return nldev.DialNetNS(a.opts.netns) }
 		}
 		c, err := dial()
 		if err != nil {
