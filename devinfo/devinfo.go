@@ -17,6 +17,8 @@ package devinfo
 import (
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path"
 	"slices"
 	"strings"
@@ -133,13 +135,19 @@ type Verbs interface {
 
 var _ Verbs = (*uverbs.Context)(nil)
 
-// Reader reads devices.
+// Reader reads devices. A Reader is for one goroutine.
 type Reader struct {
 	Sysfs   sysfs.FS
 	Netlink Netlink
 	// OpenVerbs opens the uverbs device node of RDMA device dev; nil
 	// means uverbs.OpenNode on Sysfs.
 	OpenVerbs func(dev string, node uverbs.Node) (Verbs, error)
+
+	// unserved are the character device types whose module is not
+	// loaded: its class is missing in sysfs, or the kernel answered
+	// ENOENT after trying to load it (a usermode helper each time). They
+	// are not asked again.
+	unserved map[string]bool
 }
 
 // Read returns device dev, or every device ("" for dev), ordered as
@@ -158,8 +166,15 @@ func (r *Reader) Read(dev string) ([]Device, error) {
 		}
 		devs = []nldev.Device{d}
 	}
+	r.unserved = map[string]bool{}
+	// Asking for the device of a module that is not loaded makes the kernel
+	// try to load it (a usermode helper each time): look for the classes
+	// the modules make first.
+	if r.absent("class/infiniband_mad") { // ib_umad
+		r.unserved["umad"], r.unserved["issm"] = true, true
+	}
 	rdmaCM := ""
-	if len(devs) > 0 {
+	if len(devs) > 0 && !r.absent("class/misc/rdma_cm") { // rdma_ucm
 		if ch, err := r.Netlink.GlobalChardev("rdma_cm"); err == nil {
 			rdmaCM = chardevPath(ch)
 		}
@@ -177,6 +192,12 @@ func (r *Reader) Read(dev string) ([]Device, error) {
 		result = append(result, d)
 	}
 	return result, nil
+}
+
+// absent reports whether sys/name does not exist.
+func (r *Reader) absent(name string) bool {
+	_, err := os.Lstat(r.Sysfs.Path("sys/" + name))
+	return errors.Is(err, fs.ErrNotExist)
 }
 
 // chardevPath is where a character device netlink names lives.
@@ -345,14 +366,28 @@ func (r *Reader) addPortExtras(d *Device, nlPorts []nldev.Port) error {
 				return err
 			}
 		}
-		if ch, err := r.Netlink.PortChardev(d.Index, p.Port, "umad"); err == nil {
-			p.Umad = chardevPath(ch)
-			if ch, err := r.Netlink.PortChardev(d.Index, p.Port, "issm"); err == nil {
-				p.Issm = chardevPath(ch)
-			}
+		p.Umad = r.portChardev(d.Index, p.Port, "umad")
+		if p.Umad != "" {
+			p.Issm = r.portChardev(d.Index, p.Port, "issm")
 		}
 	}
 	return nil
+}
+
+// portChardev returns the path of a port's character device of type typ,
+// "" when there is none.
+func (r *Reader) portChardev(devIndex, port uint32, typ string) string {
+	if r.unserved[typ] {
+		return ""
+	}
+	ch, err := r.Netlink.PortChardev(devIndex, port, typ)
+	if errors.Is(err, unix.ENOENT) {
+		r.unserved[typ] = true
+	}
+	if err != nil {
+		return ""
+	}
+	return chardevPath(ch)
 }
 
 // ifnames names netdevs by ifindex: the ports' netdevs from netlink, and

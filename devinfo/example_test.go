@@ -31,13 +31,13 @@ func ExampleReader() {
 	for _, d := range devs {
 		fmt.Printf("%s driver %s uverbs %s (source %s: %s)\n", d.Name, d.Driver, d.Uverbs, d.Source, d.Note)
 		for _, p := range d.Ports {
-			fmt.Printf("  port %d %s netdev %s, %d GIDs, umad %s\n", p.Port, devinfo.PortStateName(p.Attr.State),
-				p.Netdev, len(p.GIDs), p.Umad)
+			fmt.Printf("  port %d %s netdev %s, %d GIDs\n", p.Port, devinfo.PortStateName(p.Attr.State),
+				p.Netdev, len(p.GIDs))
 		}
 	}
 	// Output:
 	// rxe0 driver rxe uverbs /dev/infiniband/uverbs0 (source sysfs: open /dev/infiniband/uverbs0: no such file or directory)
-	//   port 1 PORT_ACTIVE netdev veth0, 3 GIDs, umad /dev/infiniband/umad0
+	//   port 1 PORT_ACTIVE netdev veth0, 3 GIDs
 	// rxe1 driver rxe uverbs /dev/infiniband/uverbs1 (source sysfs: open /dev/infiniband/uverbs1: no such file or directory)
-	//   port 1 PORT_ACTIVE netdev veth2, 2 GIDs, umad /dev/infiniband/umad1
+	//   port 1 PORT_ACTIVE netdev veth2, 2 GIDs
 }

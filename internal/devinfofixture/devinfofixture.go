@@ -38,8 +38,15 @@ func (d Dir) Kernel() *nlfixture.Kernel {
 }
 
 // Sysfs makes, under dir, a sysfs root with the recorded netdevs'
-// operstate (tools/netdevs.txt: "NAME IFINDEX OPERSTATE").
+// operstate (tools/netdevs.txt: "NAME IFINDEX OPERSTATE") and the classes
+// of ib_umad and rdma_ucm, which were loaded (the GET_CHARDEV replies
+// name their devices).
 func (d Dir) Sysfs(dir string) (sysfs.FS, error) {
+	for _, class := range []string{"infiniband_mad", "misc/rdma_cm"} {
+		if err := os.MkdirAll(filepath.Join(dir, "sys", "class", class), 0o755); err != nil {
+			return sysfs.FS{}, err
+		}
+	}
 	b, err := os.ReadFile(filepath.Join(string(d), "tools", "netdevs.txt"))
 	if err != nil {
 		return sysfs.FS{}, err
