@@ -218,8 +218,10 @@ func (r *Reader) readDevice(nd nldev.Device) (Device, error) {
 	if err := r.addBus(&d); err != nil {
 		return d, err
 	}
-	if d.BoardID, err = r.optionalAttr(d.Name, "board_id"); err != nil {
-		return d, err
+	if d.Parent != nil { // software devices (rxe, siw) have no board_id
+		if d.BoardID, err = r.optionalAttr(d.Name, "board_id"); err != nil {
+			return d, err
+		}
 	}
 	ch, err := r.Netlink.Chardev(nd.Index, "uverbs")
 	var verbs Verbs

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
 
@@ -120,33 +119,45 @@ func renderDevInfoPort(p *output.Printer, port *devinfo.Port) {
 // "KEY VALUE" on its own line, hex where ibv_devinfo shows hex, an enum
 // as "NAME (VALUE)", flags as "0x... <A, B>".
 func renderField(p *output.Printer, indent string, f devinfo.Field) {
-	line := "\n" + indent + f.Key + " %s"
+	if p.JSON() {
+		switch f.Kind {
+		case devinfo.Number, devinfo.Hex:
+			p.Uint(output.JSONOnly, f.Key, "", f.Num)
+		case devinfo.String:
+			p.String(output.JSONOnly, f.Key, "", f.Str)
+		case devinfo.Enum:
+			p.String(output.JSONOnly, f.Key, "", f.Str)
+			p.Uint(output.JSONOnly, f.Key+"_value", "", f.Num)
+		case devinfo.NumberEnum:
+			p.Uint(output.JSONOnly, f.Key, "", f.Size)
+			p.Uint(output.JSONOnly, f.Key+"_value", "", f.Num)
+		case devinfo.Flags:
+			p.Uint(output.JSONOnly, f.Key, "", f.Num)
+			p.OpenArray(output.JSONOnly, f.Key+"_names", "")
+			for _, n := range f.Names {
+				p.String(output.JSONOnly, "", "", n)
+			}
+			p.CloseArray(output.JSONOnly, "")
+		}
+		return
+	}
+	p.Text("\n" + indent + f.Key + " ")
 	switch f.Kind {
 	case devinfo.Number:
-		p.Uint(output.Any, f.Key, line, f.Num)
+		p.Text(strconv.FormatUint(f.Num, 10))
 	case devinfo.Hex:
-		p.Uint(output.JSONOnly, f.Key, "", f.Num)
-		p.Text(fmt.Sprintf("\n%s%s %#x", indent, f.Key, f.Num))
+		p.Text("0x" + strconv.FormatUint(f.Num, 16))
 	case devinfo.String:
-		p.String(output.Any, f.Key, line, f.Str)
+		p.String(output.TextOnly, "", "%s", f.Str)
 	case devinfo.Enum:
-		p.String(output.Any, f.Key, line, f.Str)
-		p.Uint(output.Any, f.Key+"_value", " (%s)", f.Num)
+		p.String(output.TextOnly, "", "%s", f.Str)
+		p.Text(" (" + strconv.FormatUint(f.Num, 10) + ")")
 	case devinfo.NumberEnum:
-		p.Uint(output.Any, f.Key, line, f.Size)
-		p.Uint(output.Any, f.Key+"_value", " (%s)", f.Num)
+		p.Text(strconv.FormatUint(f.Size, 10) + " (" + strconv.FormatUint(f.Num, 10) + ")")
 	case devinfo.Flags:
-		p.Uint(output.JSONOnly, f.Key, "", f.Num)
-		p.Text(fmt.Sprintf("\n%s%s %#x", indent, f.Key, f.Num))
+		p.Text("0x" + strconv.FormatUint(f.Num, 16))
 		if len(f.Names) > 0 {
 			p.Text(" <" + strings.Join(f.Names, ", ") + ">")
 		}
-		p.OpenArray(output.JSONOnly, f.Key+"_names", "")
-		for _, n := range f.Names {
-			p.String(output.JSONOnly, "", "", n)
-		}
-		p.CloseArray(output.JSONOnly, "")
-	default:
-		p.Text(line + strconv.Quote(f.Str))
 	}
 }
