@@ -21,6 +21,9 @@ import (
 // that cannot be opened (the sysfs fallback and its note).
 func TestDevInfo(t *testing.T) {
 	cleanRDMA(t)
+	if !moduleLoaded("ib_umad") {
+		t.Cleanup(func() { run("/bin/rmmod", "ib_umad") }) // a user of ib_core, which ErrorCases unloads
+	}
 	loadModules(t, "ib_umad", "rdma_ucm")
 	vethPairs(t, 18) // rxe0 on veth0, rxe1 on veth2, rxe2..rxe15 on veth3..veth16
 	ip(t, "link", "set", layout.Veth0, "mtu", "9000")
