@@ -14,6 +14,7 @@ import (
 	"github.com/grdma/grdma/internal/ibvdevinfo"
 	"github.com/grdma/grdma/internal/nlfixture"
 	"github.com/grdma/grdma/nldev"
+	"github.com/grdma/grdma/ports"
 	"github.com/grdma/grdma/sysfs"
 	"github.com/grdma/grdma/uverbs"
 )
@@ -155,7 +156,7 @@ func TestSysfsFallback(t *testing.T) {
 	if len(d.Ports) != 1 || len(ibv[0].Ports) != 1 {
 		t.Fatalf("%d ports, ibv_devinfo %d", len(d.Ports), len(ibv[0].Ports))
 	}
-	d.Ports[0].MTUSource = "unknown"
+	d.Ports[0].MTUSource = ports.MTUUnknown
 	n := 0
 	for _, diff := range ibvdevinfo.Compare(ibv[0], &d) {
 		if strings.HasPrefix(diff, "rxe0/1: ") && !strings.Contains(diff, "grdma has no such field") {

@@ -2,6 +2,7 @@ package devinfo
 
 import (
 	"github.com/grdma/grdma/nldev"
+	"github.com/grdma/grdma/ports"
 )
 
 // Kind says how a Field's value is shown.
@@ -148,7 +149,7 @@ func (d *Device) Fields() []Field {
 func (p *Port) Fields() []Field {
 	a := &p.Attr
 	fs := []Field{enum("state", PortStateName(a.State), uint64(a.State))}
-	if p.MTUSource != "unknown" {
+	if p.MTUSource != ports.MTUUnknown {
 		fs = append(fs, numEnum("max_mtu", uint64(a.MaxMTU.Bytes()), uint64(a.MaxMTU)),
 			numEnum("active_mtu", uint64(a.ActiveMTU.Bytes()), uint64(a.ActiveMTU)))
 	}
