@@ -41,7 +41,8 @@ func main() {
 	goBench := flag.Bool("go", true, "also run the Go benchmarks ("+strings.Join(goBenchPackages, " ")+")")
 	update := flag.String("update", "", "rewrite the generated sections of this Markdown file (BENCHMARKS.md)")
 	timeout := flag.Duration("timeout", 20*time.Minute, "per guest")
-	only := flag.String("only", "", `run only this part: "pair" (the probe between two hosts against perftest)`)
+	only := flag.String("only", "", `run only this part: "pair" (the probe between two hosts against perftest), "devinfo" (dev info, port show, gid show against ibv_devinfo -v, with system call counts)`)
+	before := flag.String("before", "", "with -only devinfo: an older grdma binary whose port show and gid show system calls are counted as \"before\"")
 	flag.Parse()
 	log.SetFlags(0)
 	log.SetPrefix("bench: ")
@@ -74,6 +75,36 @@ func main() {
 	}
 
 	sections := map[string]string{}
+	if *only == "devinfo" {
+		guestArgs := fmt.Sprintf("-devices %s -reps %d -budget %s -only devinfo", *devices, *reps, *budget)
+		files := map[string]string{"/bin/guestbench": driver}
+		if *before != "" {
+			files["/bin/grdma-before"] = *before
+			guestArgs += " -before /bin/grdma-before"
+		}
+		var b strings.Builder
+		fmt.Fprintf(&b, "Host: %s, `nproc` %d; guest: QEMU %s, software emulation (TCG, no KVM), 1 vCPU, 1 GiB. "+
+			"Ratio = grdma's time / ibv_devinfo -v's: below 1.00 grdma is faster. Reproduce: `make bench BENCHFLAGS='-only devinfo -before OLD_GRDMA'`.\n",
+			hostCPU(), runtime.NumCPU(), qemuVersion(ctx))
+		for _, label := range strings.Split(*kernels, ",") {
+			run, _, err := runGuest(ctx, bed, label, &e2e.Guest{Grdma: grdma, TestBinary: guestTests, Files: files}, guestArgs, *timeout, false)
+			if err != nil {
+				log.Fatalf("%s: %v", label, err)
+			}
+			raw, _ := json.MarshalIndent(run, "", " ")
+			os.WriteFile(filepath.Join(work, label+"-devinfo.json"), raw, 0o644)
+			fmt.Fprintf(&b, "\n#### Kernel %s (Debian)\n%s", run.Kernel, run.Markdown())
+		}
+		fmt.Print(b.String())
+		sections["devinfo"] = b.String()
+		if *update != "" {
+			if err := replaceSections(*update, sections); err != nil {
+				log.Fatal(err)
+			}
+			log.Printf("updated %s", *update)
+		}
+		return
+	}
 	pair, err := runPairBench(ctx, bed, grdma, guestTests, strings.Split(*kernels, ","), *timeout)
 	if err != nil {
 		log.Fatal(err)
@@ -97,7 +128,7 @@ func main() {
 	for _, label := range strings.Split(*kernels, ",") {
 		guestArgs := fmt.Sprintf("-devices %s -reps %d -budget %s", *devices, *reps, *budget)
 		run, probe, err := runGuest(ctx, bed, label, &e2e.Guest{Grdma: grdma, TestBinary: guestTests,
-			Files: map[string]string{"/bin/guestbench": driver}}, guestArgs, *timeout)
+			Files: map[string]string{"/bin/guestbench": driver}}, guestArgs, *timeout, true)
 		if err != nil {
 			log.Fatalf("%s: %v", label, err)
 		}
@@ -126,16 +157,19 @@ func main() {
 }
 
 // runGuest boots one kernel with g (grdma, the driver, the guest tests)
-// and returns what the driver measured and the probe benchmark's report.
-func runGuest(ctx context.Context, bed *e2e.Bed, label string, g *e2e.Guest, guestArgs string, timeout time.Duration) (result.Run, string, error) {
+// and returns what the driver measured and, with probe, the probe
+// benchmark's report.
+func runGuest(ctx context.Context, bed *e2e.Bed, label string, g *e2e.Guest, guestArgs string, timeout time.Duration, probe bool) (result.Run, string, error) {
 	var run result.Run
 	k, err := bed.Kernel(ctx, label)
 	if err != nil {
 		return run, "", err
 	}
 	g.Kernel = k
-	g.Run = fmt.Sprintf("/bin/guestbench %s -out /out/bench.json\n", guestArgs) +
-		fmt.Sprintf("PROBE_BENCH_OUT=/out/probe.txt %s -test.run '^TestProbeBenchmark$' -test.timeout 5m >/out/probe.log 2>&1 || cat /out/probe.log\n", layout.GuestTest)
+	g.Run = fmt.Sprintf("/bin/guestbench %s -out /out/bench.json\n", guestArgs)
+	if probe {
+		g.Run += fmt.Sprintf("PROBE_BENCH_OUT=/out/probe.txt %s -test.run '^TestProbeBenchmark$' -test.timeout 5m >/out/probe.log 2>&1 || cat /out/probe.log\n", layout.GuestTest)
+	}
 	start := time.Now()
 	r, err := bed.Boot(ctx, g, e2e.BootOptions{Timeout: timeout})
 	if err != nil {
@@ -150,11 +184,14 @@ func runGuest(ctx context.Context, bed *e2e.Bed, label string, g *e2e.Guest, gue
 	if err != nil {
 		return run, "", err
 	}
-	probe, err := os.ReadFile(filepath.Join(r.Out(), "probe.txt"))
-	if err != nil {
-		probe = []byte("the probe benchmark did not run: " + e2e.Tail(r.Log, 10))
+	if !probe {
+		return run, "", json.Unmarshal(b, &run)
 	}
-	return run, string(probe), json.Unmarshal(b, &run)
+	report, err := os.ReadFile(filepath.Join(r.Out(), "probe.txt"))
+	if err != nil {
+		report = []byte("the probe benchmark did not run: " + e2e.Tail(r.Log, 10))
+	}
+	return run, string(report), json.Unmarshal(b, &run)
 }
 
 // runPairBench boots the two-host pair of each kernel and runs

@@ -11,23 +11,24 @@ import (
 	"github.com/grdma/grdma/uverbs"
 )
 
-// DriverIDFunc returns a device's enum rdma_driver_id, which the uverbs
-// ioctl ABI needs (nldev's Chardev(index, "uverbs").DriverID).
-type DriverIDFunc func(dev string) (uint32, error)
+// NodeFunc returns a device's uverbs node with its enum rdma_driver_id,
+// which the uverbs ioctl ABI needs, from RDMA netlink (nldev's
+// Chardev(index, "uverbs")): the device is opened without a sysfs walk.
+type NodeFunc func(dev string) (uverbs.Node, error)
 
 // ReadTablesVerbs is ReadTables with one uverbs QUERY_GID_TABLE request per
 // device (what ibv_devinfo -v does, Linux 5.9+) instead of up to three
 // sysfs reads per slot (rxe has 1,024 slots a port: thousands of reads a
 // device). A device whose uverbs device cannot be used (no ib_uverbs, no
 // permission, an older kernel) is read from sysfs.
-func ReadTablesVerbs(fsys sysfs.FS, dev string, port uint32, driverID DriverIDFunc) ([]Table, error) {
+func ReadTablesVerbs(fsys sysfs.FS, dev string, port uint32, nodeOf NodeFunc) ([]Table, error) {
 	names := &ifnames{fsys: fsys}
 	states, err := ReadAddrStates(fsys)
 	if err != nil {
 		return nil, err
 	}
 	return readEachDevice(fsys, dev, port, func(fsys sysfs.FS, refs []sysfs.PortRef) ([]Table, error) {
-		tables, err := tablesFromVerbs(fsys, refs, driverID, names)
+		tables, err := tablesFromVerbs(fsys, refs, nodeOf, names)
 		if err != nil {
 			return readTables(fsys, refs)
 		}
@@ -40,13 +41,14 @@ func ReadTablesVerbs(fsys sysfs.FS, dev string, port uint32, driverID DriverIDFu
 
 // tablesFromVerbs asks the device for its GID table and splits it into
 // the requested ports.
-func tablesFromVerbs(fsys sysfs.FS, refs []sysfs.PortRef, driverID DriverIDFunc, names *ifnames) ([]Table, error) {
+func tablesFromVerbs(fsys sysfs.FS, refs []sysfs.PortRef, nodeOf NodeFunc, names *ifnames) ([]Table, error) {
 	dev := refs[0].Device
-	id, err := driverID(dev)
+	node, err := nodeOf(dev)
 	if err != nil {
 		return nil, err
 	}
-	ctx, err := uverbs.Open(fsys, dev)
+	id := node.DriverID
+	ctx, err := uverbs.OpenNode(fsys, dev, node)
 	if err != nil {
 		return nil, err
 	}
@@ -74,7 +76,7 @@ func tablesFromVerbs(fsys sysfs.FS, refs []sysfs.PortRef, driverID DriverIDFunc,
 			if r.Port != ref.Port {
 				continue
 			}
-			e, err := fromVerbs(r, names)
+			e, err := FromVerbs(r, names.name)
 			if err != nil {
 				return nil, fmt.Errorf("%s/%d GID %d: %w", dev, ref.Port, r.Index, err)
 			}
@@ -88,8 +90,9 @@ func tablesFromVerbs(fsys sysfs.FS, refs []sysfs.PortRef, driverID DriverIDFunc,
 	return tables, nil
 }
 
-// fromVerbs converts a kernel GID entry.
-func fromVerbs(r uverbs.GIDEntry, names *ifnames) (Entry, error) {
+// FromVerbs converts a GID entry of QUERY_GID_TABLE; netdev names the
+// netdev of an ifindex.
+func FromVerbs(r uverbs.GIDEntry, netdev func(ifindex uint32) string) (Entry, error) {
 	e := Entry{Port: r.Port, Index: int(r.Index), GID: GID(r.GID)}
 	switch r.Type {
 	case uverbs.GIDTypeIB:
@@ -102,7 +105,7 @@ func fromVerbs(r uverbs.GIDEntry, names *ifnames) (Entry, error) {
 		return e, fmt.Errorf("%w %d", ErrUnknownType, r.Type)
 	}
 	if r.NetdevIfindex != 0 {
-		e.Netdev = names.name(r.NetdevIfindex)
+		e.Netdev = netdev(r.NetdevIfindex)
 	}
 	return e, nil
 }

@@ -11,7 +11,7 @@ func TestFromVerbs(t *testing.T) {
 	names := &ifnames{loaded: true, byIdx: map[uint32]string{3: "veth0"}}
 	raw := uverbs.GIDEntry{Index: 1, Port: 1, Type: uverbs.GIDTypeRoCEv2, NetdevIfindex: 3}
 	copy(raw.GID[10:], []byte{0xff, 0xff, 10, 9, 0, 1})
-	e, err := fromVerbs(raw, names)
+	e, err := FromVerbs(raw, names.name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -20,10 +20,10 @@ func TestFromVerbs(t *testing.T) {
 	}
 	ib := uverbs.GIDEntry{Index: 0, Port: 2, Type: uverbs.GIDTypeIB}
 	ib.GID[0], ib.GID[1] = 0xfe, 0x80
-	if e, err := fromVerbs(ib, names); err != nil || e.Type != TypeIB || e.Netdev != "" {
+	if e, err := FromVerbs(ib, names.name); err != nil || e.Type != TypeIB || e.Netdev != "" {
 		t.Fatalf("IB entry %v, %v", e, err)
 	}
-	if _, err := fromVerbs(uverbs.GIDEntry{Type: 7}, names); !errors.Is(err, ErrUnknownType) {
+	if _, err := FromVerbs(uverbs.GIDEntry{Type: 7}, names.name); !errors.Is(err, ErrUnknownType) {
 		t.Fatalf("type 7: %v", err)
 	}
 }
@@ -36,7 +36,9 @@ func TestReadTablesVerbsFallsBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := ReadTablesVerbs(fsys, "", 0, func(string) (uint32, error) { return 14, nil })
+	got, err := ReadTablesVerbs(fsys, "", 0, func(string) (uverbs.Node, error) {
+		return uverbs.Node{Name: "uverbs0", Major: 231, Minor: 192, DriverID: 14}, nil
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

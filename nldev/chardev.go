@@ -45,18 +45,51 @@ func (ch *Chardev) decode(ad *netlink.AttributeDecoder) error {
 	return ad.Err()
 }
 
-// Chardev returns the character device of type typ ("uverbs", "umad",
-// "issm", ...) of a device.
+// Chardev returns the character device of type typ ("uverbs", ...) of a
+// device.
 func (c *Client) Chardev(devIndex uint32, typ string) (Chardev, error) {
+	return c.chardev(typ, fmt.Sprintf("get %s device of RDMA device %d", typ, devIndex), func(ae *netlink.AttributeEncoder) {
+		ae.Uint32(uint16(AttrDevIndex), devIndex)
+	})
+}
+
+// PortChardev returns the character device of type typ of one port of a
+// device: "umad" and "issm" (ib_umad) are per port.
+func (c *Client) PortChardev(devIndex, port uint32, typ string) (Chardev, error) {
+	return c.chardev(typ, fmt.Sprintf("get %s device of RDMA device %d port %d", typ, devIndex, port), func(ae *netlink.AttributeEncoder) {
+		ae.Uint32(uint16(AttrDevIndex), devIndex)
+		ae.Uint32(uint16(AttrPortIndex), port)
+	})
+}
+
+// GlobalChardev returns a character device that serves every device,
+// such as "rdma_cm" (rdma_ucm's /dev/infiniband/rdma_cm).
+func (c *Client) GlobalChardev(typ string) (Chardev, error) {
+	return c.chardev(typ, "get "+typ+" device", func(*netlink.AttributeEncoder) {})
+}
+
+func (c *Client) chardev(typ, what string, encode func(ae *netlink.AttributeEncoder)) (Chardev, error) {
 	var ch Chardev
 	err := c.get(CmdGetChardev, func(ae *netlink.AttributeEncoder) {
-		ae.Uint32(uint16(AttrDevIndex), devIndex)
+		encode(ae)
 		ae.String(uint16(AttrChardevType), typ)
 	}, ch.decode)
-	return ch, wrap(fmt.Sprintf("get %s device of RDMA device %d", typ, devIndex), err, func(errno unix.Errno) string {
-		if errno == unix.ENOENT || errno == unix.EINVAL {
-			return "no " + typ + " device (is its module, e.g. ib_uverbs, loaded?)"
+	return ch, wrap(what, err, func(errno unix.Errno) string {
+		if errno == unix.ENOENT || errno == unix.EINVAL || errno == unix.EOPNOTSUPP {
+			return "no " + typ + " device (is its module, e.g. " + chardevModule(typ) + ", loaded?)"
 		}
 		return ""
 	})
+}
+
+// chardevModule names the kernel module that serves character devices of
+// type typ.
+func chardevModule(typ string) string {
+	switch typ {
+	case "umad", "issm":
+		return "ib_umad"
+	case "rdma_cm":
+		return "rdma_ucm"
+	}
+	return "ib_uverbs"
 }

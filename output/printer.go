@@ -219,6 +219,20 @@ func (p *Printer) Float(m Mode, key, format string, v float64, decimals int) {
 	}
 }
 
+// Null prints JSON null for key (a value that does not exist, such as a
+// software device's parent), or format alone in text mode.
+func (p *Printer) Null(m Mode, key, format string) {
+	switch {
+	case p.toJSON(m):
+		if key != "" {
+			p.j.name(key)
+		}
+		p.j.raw("null")
+	case p.toText(m):
+		p.w.WriteString(format)
+	}
+}
+
 // OnOff prints a boolean: JSON true/false, text "on"/"off".
 func (p *Printer) OnOff(m Mode, key, format string, on bool) {
 	switch {

@@ -6,6 +6,8 @@
 package ports
 
 import (
+	"golang.org/x/sys/unix"
+
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/sysfs"
 	"github.com/grdma/grdma/uverbs"
@@ -146,7 +148,29 @@ func (r *Reader) listDevices() ([]device, error) {
 }
 
 // readDevice reads the ports of one device (only number want, unless 0).
+// With netlink and a usable uverbs device, QUERY_PORT answers what sysfs
+// would (link layer, width, speed, MTUs) and only the netdev's MTU is read
+// from sysfs; otherwise sysfs gives the rest and the MTUs are derived.
 func (r *Reader) readDevice(d device, want uint32) ([]Port, error) {
+	if r.Netlink != nil {
+		ports, err := r.basePorts(d, sysfs.Device{})
+		if err != nil {
+			return nil, err
+		}
+		if want != 0 {
+			if ports = filterPort(ports, want); len(ports) == 0 {
+				return nil, &sysfs.NotFoundError{Device: d.name, Port: want}
+			}
+		}
+		verbs, openErr := r.openVerbs(d)
+		if openErr == nil {
+			defer verbs.Close()
+			if ok, err := r.fromVerbs(ports, verbs); ok || err != nil {
+				return ports, err
+			}
+		}
+		return ports, r.fromSysfs(ports, verbs, openErr)
+	}
 	sysDev, err := r.Sysfs.Device(d.name)
 	if err != nil {
 		return nil, err
@@ -161,13 +185,93 @@ func (r *Reader) readDevice(d device, want uint32) ([]Port, error) {
 			return nil, &sysfs.NotFoundError{Device: d.name, Port: want}
 		}
 	}
+	verbs, openErr := r.openVerbs(d)
+	if openErr == nil {
+		defer verbs.Close()
+	}
+	return ports, r.fromSysfs(ports, verbs, openErr)
+}
+
+// fromSysfs completes ports from sysfs, and their MTUs from verbs (when
+// open) or derived from the netdev's MTU.
+func (r *Reader) fromSysfs(ports []Port, verbs PortQuerier, openErr error) error {
+	if len(ports) == 0 {
+		return nil
+	}
+	sysDev, err := r.Sysfs.Device(ports[0].Device)
+	if err != nil {
+		return err
+	}
 	for i := range ports {
 		if err := r.addSysfs(&ports[i], sysDev); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	r.addMTU(ports, sysDev.Driver)
-	return ports, nil
+	r.addMTU(ports, sysDev.Driver, verbs, openErr)
+	return nil
+}
+
+// chardever names a device's uverbs node; *nldev.Client is one.
+type chardever interface {
+	Chardev(devIndex uint32, typ string) (nldev.Chardev, error)
+}
+
+// openVerbs opens the uverbs device of d: with r.OpenVerbs, or from the
+// node netlink names (no sysfs walk), or else as uverbs.Open finds it.
+func (r *Reader) openVerbs(d device) (PortQuerier, error) {
+	if r.OpenVerbs != nil {
+		return r.OpenVerbs(d.name)
+	}
+	if c, ok := r.Netlink.(chardever); ok && r.Netlink != nil {
+		// Without an answer (an old kernel), uverbs.Open finds the node
+		// and says why it cannot.
+		if ch, err := c.Chardev(d.index, "uverbs"); err == nil {
+			return uverbs.OpenNode(r.Sysfs, d.name, uverbs.Node{Name: ch.Name, Major: unix.Major(ch.Dev),
+				Minor: unix.Minor(ch.Dev), DriverID: ch.DriverID})
+		}
+	}
+	return uverbs.Open(r.Sysfs, d.name)
+}
+
+// fromVerbs fills in the ports from QUERY_PORT and their netdevs' MTUs.
+// It reports false, having changed nothing, when a QUERY_PORT fails or a
+// RoCE port has no netdev in netlink: then sysfs is read as before.
+func (r *Reader) fromVerbs(ports []Port, verbs PortQuerier) (bool, error) {
+	attrs := make([]uverbs.PortAttr, len(ports))
+	for i, p := range ports {
+		var err error
+		if attrs[i], err = verbs.QueryPort(uint8(p.Port)); err != nil {
+			return false, nil
+		}
+		if attrs[i].LinkLayer == uverbs.LinkLayerEthernet && p.Netdev == "" {
+			return false, nil
+		}
+	}
+	for i := range ports {
+		p, attr := &ports[i], attrs[i]
+		// The names sysfs gives (show_port_link_layer).
+		switch attr.LinkLayer {
+		case uverbs.LinkLayerUnspecified, uverbs.LinkLayerInfiniBand:
+			p.LinkLayer = sysfs.LinkLayerInfiniBand
+		case uverbs.LinkLayerEthernet:
+			p.LinkLayer = sysfs.LinkLayerEthernet
+		default:
+			p.LinkLayer = "Unknown"
+		}
+		p.Width, p.Speed = Width(attr.ActiveWidth), Speed(attr.ActiveSpeed)
+		if p.Speed >= SpeedNDR {
+			// The write ABI clamps XDR and later to NDR: sysfs knows.
+			if rate, err := r.Sysfs.PortRate(p.Device, p.Port); err == nil && rate.Lanes != 0 {
+				p.Speed, _ = ParseSpeed(rate.Speed)
+			}
+		}
+		p.RateDeciGbps = p.Width.Lanes() * p.Speed.LaneDeciGbps()
+		p.ActiveMTU, p.MaxMTU, p.MTUSource = attr.ActiveMTU, attr.MaxMTU, MTUFromVerbs
+		if err := r.addNetdevMTU(p); err != nil {
+			return true, err
+		}
+	}
+	return true, nil
 }
 
 func filterPort(ports []Port, want uint32) []Port {
@@ -228,14 +332,21 @@ func (r *Reader) addSysfs(p *Port, sysDev sysfs.Device) error {
 			return err
 		}
 	}
-	if p.Netdev != "" {
-		mtu, err := r.Sysfs.NetdevMTU(p.Netdev)
-		switch {
-		case err == nil:
-			p.NetdevMTU = mtu
-		case !sysfs.IsGone(err):
-			return err
-		}
+	return r.addNetdevMTU(p)
+}
+
+// addNetdevMTU reads the MTU of the port's netdev, if it has one (a netdev
+// that went away leaves it 0).
+func (r *Reader) addNetdevMTU(p *Port) error {
+	if p.Netdev == "" {
+		return nil
+	}
+	mtu, err := r.Sysfs.NetdevMTU(p.Netdev)
+	switch {
+	case err == nil:
+		p.NetdevMTU = mtu
+	case !sysfs.IsGone(err):
+		return err
 	}
 	return nil
 }
@@ -250,21 +361,11 @@ func (r *Reader) roceNetdev(p *Port, sysDev sysfs.Device) (string, error) {
 	return g.Netdev, err
 }
 
-// addMTU fills in the MTUs of a device's ports from QUERY_PORT, or for
+// addMTU fills in the MTUs of a device's ports from QUERY_PORT on verbs
+// (unless opening it failed with openErr), or for
 // RoCE ports derives them from the netdev MTU when the uverbs device
 // cannot be used (no permission, ib_uverbs not loaded, unsupported driver).
-func (r *Reader) addMTU(ports []Port, driver string) {
-	if len(ports) == 0 {
-		return
-	}
-	open := r.OpenVerbs
-	if open == nil {
-		open = func(dev string) (PortQuerier, error) { return uverbs.Open(r.Sysfs, dev) }
-	}
-	verbs, openErr := open(ports[0].Device)
-	if openErr == nil {
-		defer verbs.Close()
-	}
+func (r *Reader) addMTU(ports []Port, driver string, verbs PortQuerier, openErr error) {
 	for i := range ports {
 		p := &ports[i]
 		err := openErr

@@ -196,9 +196,17 @@ func TestReadNetlinkAndVerbs(t *testing.T) {
 		Sysfs:   mustFS(t, hcaRoot),
 		Netlink: hcaNetlink,
 		OpenVerbs: func(dev string) (PortQuerier, error) {
-			v := &fakeVerbs{ports: map[uint8]uverbs.PortAttr{
-				1: {ActiveMTU: uverbs.MTU2048, MaxMTU: uverbs.MTU4096, ActiveWidth: 2, ActiveSpeed: 32},
-			}}
+			// QUERY_PORT says what the captured tree's sysfs says; a
+			// vanished device cannot be opened.
+			attr := map[string]uverbs.PortAttr{
+				"mlx5_0": {ActiveMTU: uverbs.MTU2048, MaxMTU: uverbs.MTU4096, ActiveWidth: 2, ActiveSpeed: 32, LinkLayer: uverbs.LinkLayerEthernet},
+				"mlx5_2": {ActiveMTU: uverbs.MTU2048, MaxMTU: uverbs.MTU4096, ActiveWidth: 2, ActiveSpeed: 64, LinkLayer: uverbs.LinkLayerInfiniBand},
+			}
+			a, ok := attr[dev]
+			if !ok {
+				return nil, &os.PathError{Op: "open", Path: "/dev/infiniband/uverbs3", Err: unix.ENODEV}
+			}
+			v := &fakeVerbs{ports: map[uint8]uverbs.PortAttr{1: a}}
 			opened[dev] = v
 			return v, nil
 		},

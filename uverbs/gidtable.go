@@ -3,6 +3,7 @@ package uverbs
 import (
 	"encoding/binary"
 	"fmt"
+	"sync"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -35,6 +36,33 @@ const (
 	ioctlMethodQueryGIDTable = "QUERY_GID_TABLE"
 )
 
+// gidBuffer is the memory QueryGIDTable lends the kernel.
+var gidBuffer mmapBuffer
+
+// mmapBuffer is anonymous memory outside the Go heap, grown on demand and
+// kept; the caller holds its lock while it uses it.
+type mmapBuffer struct {
+	sync.Mutex
+	b []byte
+}
+
+// get returns at least size bytes, zeroed.
+func (m *mmapBuffer) get(size int) ([]byte, error) {
+	if size > len(m.b) {
+		page := unix.Getpagesize()
+		b, err := unix.Mmap(-1, 0, (size+page-1)&^(page-1), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+		if err != nil {
+			return nil, err
+		}
+		if m.b != nil {
+			unix.Munmap(m.b)
+		}
+		m.b = b
+	}
+	clear(m.b[:size])
+	return m.b[:size], nil
+}
+
 // QueryGIDTable returns every valid GID of every port of the device in one
 // request (ibv_query_gid_table; Linux 5.9+), where sysfs needs up to three
 // file reads per slot. maxEntries bounds the answer (the sum of the ports'
@@ -44,13 +72,14 @@ func (c *Context) QueryGIDTable(driverID uint32, maxEntries int) ([]GIDEntry, er
 		return nil, fmt.Errorf("uverbs: %d GID entries do not fit one request", maxEntries)
 	}
 	// The kernel writes the entries during the call: give it memory
-	// outside the Go heap.
-	size := (maxEntries*gidEntrySize + unix.Getpagesize() - 1) &^ (unix.Getpagesize() - 1)
-	buf, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	// outside the Go heap, kept for the next call (one per device when a
+	// program reads them all).
+	gidBuffer.Lock()
+	defer gidBuffer.Unlock()
+	buf, err := gidBuffer.get(maxEntries * gidEntrySize)
 	if err != nil {
 		return nil, err
 	}
-	defer unix.Munmap(buf)
 	attrs := []ioctlAttr{
 		{AttrID: gidTableEntrySize, Len: 8, Flags: attrFlagMandatory, Data: gidEntrySize},
 		{AttrID: gidTableRespEntries, Len: uint16(maxEntries * gidEntrySize), Flags: attrFlagMandatory,

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"os"
 	"reflect"
+	"strings"
 	"testing"
 	"unsafe"
 )
@@ -12,6 +13,8 @@ import (
 const (
 	rxeHeader  = "/usr/include/rdma/rdma_user_rxe.h"
 	mlx5Header = "/usr/include/rdma/mlx5-abi.h"
+	// ioctlVerbsHeader holds the ioctl ABI's structs.
+	ioctlVerbsHeader = ibUserVerbsHeader + "+/usr/include/rdma/ib_user_ioctl_verbs.h"
 )
 
 // objectLayouts pairs the Go structs of the probe's commands and driver
@@ -46,6 +49,16 @@ var objectLayouts = []struct {
 	{ibUserVerbsHeader, postSendReq{}, "ib_uverbs_post_send", nil},
 	{ibUserVerbsHeader, postSendResp{}, "ib_uverbs_post_send_resp", nil},
 	{ibUserVerbsHeader, SGE{}, "ib_uverbs_sge", nil},
+	{ioctlVerbsHeader, PortAttrEx{}, "ib_uverbs_query_port_resp_ex", map[string]string{
+		"PortAttr": "legacy_resp", "Reserved": "", "ActiveSpeedEx": "", // reserved[6] before Linux 6.8
+	}},
+	{ibUserVerbsHeader, exCmdHdr{}, "ib_uverbs_ex_cmd_hdr", nil},
+	{ibUserVerbsHeader, exQueryDeviceReq{}, "ib_uverbs_ex_query_device", nil},
+	{ibUserVerbsHeader, DeviceAttrEx{}, "ib_uverbs_ex_query_device_resp", nil},
+	{ibUserVerbsHeader, ODPCaps{}, "ib_uverbs_odp_caps", nil},
+	{ibUserVerbsHeader, RSSCaps{}, "ib_uverbs_rss_caps", nil},
+	{ibUserVerbsHeader, TMCaps{}, "ib_uverbs_tm_caps", nil},
+	{ibUserVerbsHeader, CQModerationCaps{}, "ib_uverbs_cq_moderation_caps", nil},
 
 	{rxeHeader, mmapInfo{}, "mminfo", nil},
 	{rxeHeader, rxeCreateCQResp{}, "rxe_create_cq_resp", nil},
@@ -65,14 +78,20 @@ var objectLayouts = []struct {
 	{mlx5Header, mlx5CreateCQResp{}, "mlx5_ib_create_cq_resp", nil},
 	{mlx5Header, mlx5CreateQP{}, "mlx5_ib_create_qp", nil},
 	{mlx5Header, mlx5CreateQPResp{}, "mlx5_ib_create_qp_resp", nil},
+	{mlx5Header, mlx5QueryDeviceResp{}, "mlx5_ib_query_device_resp", nil},
 }
 
-// readHeader parses a UAPI header, skipping the test when it is absent.
+// readHeader parses a UAPI header, or several joined by "+" (a header and
+// the one it includes), failing the test when one is absent.
 func readHeader(t *testing.T, path string) (*cHeader, string) {
 	t.Helper()
-	src, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("no kernel UAPI header to check against: %v: install linux-libc-dev (make test does, as root)", err)
+	var src []byte
+	for _, p := range strings.Split(path, "+") {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatalf("no kernel UAPI header to check against: %v: install linux-libc-dev (make test does, as root)", err)
+		}
+		src = append(append(src, b...), '\n')
 	}
 	h, err := parseCHeader(string(src))
 	if err != nil {

@@ -130,6 +130,12 @@ func Open(fsys sysfs.FS, ibdev string) (*Context, error) {
 	if err != nil {
 		return nil, err
 	}
+	return openContext(fsys, ibdev, vd, dev.Driver)
+}
+
+// openContext opens the character device of vd and creates the user
+// context with the request data of driver.
+func openContext(fsys sysfs.FS, ibdev string, vd sysfs.VerbsDevice, driver string) (*Context, error) {
 	name := "dev/infiniband/" + vd.Name
 	fd, err := openVerbsDevice(fsys, name, vd, ibdev)
 	if err != nil {
@@ -140,18 +146,72 @@ func Open(fsys sysfs.FS, ibdev string) (*Context, error) {
 		unix.Close(fd)
 		return nil, err
 	}
-	c.Verbs, c.Driver = vd, dev.Driver
+	c.Verbs, c.Driver = vd, driver
 	getContext := (*Context).getContext
-	if request, ok := contextRequests[dev.Driver]; ok {
+	if request, ok := contextRequests[driver]; ok {
 		getContext = request
 	}
 	if err := getContext(c); err != nil {
 		c.Close()
 		if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOPNOTSUPP) {
-			return nil, &UnsupportedDriverError{Device: ibdev, Driver: dev.Driver,
+			return nil, &UnsupportedDriverError{Device: ibdev, Driver: driver,
 				Reason: fmt.Sprintf("the kernel refused GET_CONTEXT without driver data (%v)", errors.Unwrap(err))}
 		}
 		return nil, err
 	}
 	return c, nil
+}
+
+// Node is a uverbs character device as RDMA netlink's GET_CHARDEV names
+// it (nldev.Chardev): with it a device is opened without reading sysfs.
+type Node struct {
+	Name         string // "uverbs0"; the device is dev/infiniband/<Name>
+	Major, Minor uint32
+	DriverID     uint32 // enum rdma_driver_id
+}
+
+// enum rdma_driver_id values this package tells apart.
+const (
+	DriverIDMLX5 = 1
+	DriverIDMLX4 = 2
+	DriverIDRXE  = 14
+	DriverIDSIW  = 18
+)
+
+// DriverName returns the name sysfs gives the driver of a device with
+// rdma_driver_id id (device/driver, or rxe and siw for the software
+// devices), or "" for the ids this package does not know.
+func DriverName(id uint32) string {
+	switch id {
+	case DriverIDMLX5:
+		return mlx5Driver
+	case DriverIDMLX4:
+		return "mlx4_core"
+	case DriverIDRXE:
+		return "rxe"
+	case DriverIDSIW:
+		return "siw"
+	}
+	return ""
+}
+
+// OpenNode is Open for a device whose uverbs node is known from RDMA
+// netlink: it reads nothing in sysfs (Open reads the ABI version and walks
+// class/infiniband_verbs, one file per uverbs device). The node must
+// carry the device number netlink reported, as for Open.
+func OpenNode(fsys sysfs.FS, ibdev string, node Node) (*Context, error) {
+	if err := checkNodeName(node.Name); err != nil {
+		return nil, err
+	}
+	vd := sysfs.VerbsDevice{Name: node.Name, IBDev: ibdev, Major: node.Major, Minor: node.Minor}
+	return openContext(fsys, ibdev, vd, DriverName(node.DriverID))
+}
+
+// checkNodeName refuses a node name that is not a plain uverbsN.
+func checkNodeName(name string) error {
+	n, ok := strings.CutPrefix(name, "uverbs")
+	if _, err := strconv.ParseUint(n, 10, 32); !ok || err != nil {
+		return fmt.Errorf("uverbs: %q is not a uverbs device name", name)
+	}
+	return nil
 }

@@ -190,6 +190,9 @@ func (c *Context) getContext() error {
 	return nil
 }
 
+// CompVectors returns NumCompVectors.
+func (c *Context) CompVectors() int { return c.NumCompVectors }
+
 // QueryDevice returns the device's attributes (ibv_query_device).
 func (c *Context) QueryDevice() (DeviceAttr, error) {
 	var attr DeviceAttr

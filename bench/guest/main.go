@@ -24,6 +24,8 @@ func main() {
 	reps := flag.Int("reps", 40, "timed runs of each command per device count")
 	budget := flag.Duration("budget", 30*time.Second, "stop a comparison after this long once it has 5 runs")
 	out := flag.String("out", layout.Out+"/bench.json", "where to write the results")
+	only := flag.String("only", "", `time only this group: "devinfo" (dev info, port show, gid show against ibv_devinfo -v, with system call counts)`)
+	before := flag.String("before", "", "an older grdma whose port show and gid show system calls are counted too (the \"before\" of BENCHMARKS.md)")
 	flag.Parse()
 	log.SetFlags(0)
 	log.SetPrefix("guestbench: ")
@@ -44,8 +46,15 @@ func main() {
 			addDevice(made)
 		}
 		waitActive(n)
-		for _, c := range comparisons(hasRes) {
+		cs := comparisons(hasRes)
+		if *only == "devinfo" {
+			cs = devinfoComparisons()
+		}
+		for _, c := range cs {
 			run.Results = append(run.Results, measure(n, c, *reps, *budget))
+		}
+		if *only == "devinfo" {
+			run.Syscalls = append(run.Syscalls, countSyscalls(n, *before)...)
 		}
 		log.Printf("%d devices done", n)
 	}
@@ -74,8 +83,78 @@ func comparisons(hasRes bool) []result.Comparison {
 		cs = append(cs, result.Comparison{Name: "-j res show qp",
 			Grdma: [][]string{{g, "-j", "res", "show", "qp"}}, Ref: [][]string{{r, "-j", "res", "show", "qp"}}})
 	}
-	return append(cs, result.Comparison{Name: "port show + gid show vs ibv_devinfo -v",
+	cs = append(cs, result.Comparison{Name: "port show + gid show vs ibv_devinfo -v",
 		Grdma: [][]string{{g, "port", "show"}, {g, "gid", "show"}}, Ref: [][]string{{layout.IbvDevinfo, "-v"}}})
+	if strings.Contains(mustRun(g, "dev", "help"), "dev info") {
+		cs = append(cs, devinfoComparisons()...)
+	}
+	return cs
+}
+
+// devinfoComparisons time `grdma dev info` and the commands that share its
+// path against ibv_devinfo -v, which shows the same (issue 14).
+func devinfoComparisons() []result.Comparison {
+	g, ref := layout.Grdma, [][]string{{layout.IbvDevinfo, "-v"}}
+	return []result.Comparison{
+		{Name: "-j dev info vs ibv_devinfo -v", Grdma: [][]string{{g, "-j", "dev", "info"}}, Ref: ref},
+		{Name: "-j port show vs ibv_devinfo -v", Grdma: [][]string{{g, "-j", "port", "show"}}, Ref: ref},
+		{Name: "-j gid show vs ibv_devinfo -v", Grdma: [][]string{{g, "-j", "gid", "show"}}, Ref: ref},
+	}
+}
+
+// countSyscalls counts the system calls of one run of each command with
+// strace -f -c; before, when set, is an older grdma counted alongside.
+func countSyscalls(devices int, before string) []result.Syscalls {
+	g := layout.Grdma
+	cmds := []struct {
+		name string
+		argv []string
+	}{
+		{"grdma -j dev info", []string{g, "-j", "dev", "info"}},
+		{"grdma -j port show", []string{g, "-j", "port", "show"}},
+		{"grdma -j gid show", []string{g, "-j", "gid", "show"}},
+		{"ibv_devinfo -v", []string{layout.IbvDevinfo, "-v"}},
+	}
+	if before != "" {
+		cmds = append(cmds, struct {
+			name string
+			argv []string
+		}{"before: grdma -j port show", []string{before, "-j", "port", "show"}}, struct {
+			name string
+			argv []string
+		}{"before: grdma -j gid show", []string{before, "-j", "gid", "show"}})
+	}
+	var out []result.Syscalls
+	for _, c := range cmds {
+		s := result.Syscalls{Devices: devices, Name: c.name}
+		s.Calls, s.Error = straceTotal(c.argv)
+		out = append(out, s)
+	}
+	return out
+}
+
+// straceTotal runs argv under strace -f -c and returns the total number
+// of calls from its summary's last line ("100.00 ... CALLS [ERRORS] total").
+func straceTotal(argv []string) (int, string) {
+	const summary = "/tmp/strace-summary.txt"
+	cmd := exec.Command(layout.Strace, append([]string{"-f", "-c", "-o", summary}, argv...)...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return 0, fmt.Sprintf("%v: %s", err, strings.TrimSpace(string(out)))
+	}
+	b, err := os.ReadFile(summary)
+	if err != nil {
+		return 0, err.Error()
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	f := strings.Fields(lines[len(lines)-1])
+	if len(f) < 5 || f[len(f)-1] != "total" {
+		return 0, "no total in strace's summary"
+	}
+	n, err := strconv.Atoi(f[3])
+	if err != nil {
+		return 0, err.Error()
+	}
+	return n, ""
 }
 
 // minReps is the fewest runs a comparison gets, whatever its budget.

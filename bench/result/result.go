@@ -33,7 +33,17 @@ type Run struct {
 	Rdma    string // rdma -V
 	Reps    int    // asked for; a slow comparison may have fewer (its Runs)
 	Results []Result
-	Notes   []string
+	// Syscalls are system call counts (strace -f -c) of single runs.
+	Syscalls []Syscalls
+	Notes    []string
+}
+
+// Syscalls is how many system calls one run of a command made.
+type Syscalls struct {
+	Devices int
+	Name    string // "grdma -j dev info", "before: grdma port show + gid show"
+	Calls   int
+	Error   string
 }
 
 // Min and Median of a side, in nanoseconds.
@@ -73,6 +83,37 @@ func (r Run) Markdown() string {
 			gMed, rMed := Median(res.GrdmaNS), Median(res.RefNS)
 			fmt.Fprintf(&b, "| %s | %d | %s | %s | **%s** | %s | %s | **%s** |\n", res.Name, len(res.GrdmaNS),
 				ms(gMin), ms(rMin), ratio(gMin, rMin), ms(gMed), ms(rMed), ratio(gMed, rMed))
+		}
+	}
+	if len(r.Syscalls) > 0 {
+		b.WriteString("\nSystem calls of one run (`strace -f -c`, total calls):\n\n| command |")
+		var names []string
+		byName := map[string]map[int]Syscalls{}
+		for _, s := range r.Syscalls {
+			if byName[s.Name] == nil {
+				names = append(names, s.Name)
+				byName[s.Name] = map[int]Syscalls{}
+			}
+			byName[s.Name][s.Devices] = s
+		}
+		for _, n := range counts {
+			fmt.Fprintf(&b, " %d device%s |", n, plural(n))
+		}
+		b.WriteString("\n|---|" + strings.Repeat("---:|", len(counts)) + "\n")
+		for _, name := range names {
+			fmt.Fprintf(&b, "| %s |", name)
+			for _, n := range counts {
+				s, ok := byName[name][n]
+				switch {
+				case !ok:
+					b.WriteString(" |")
+				case s.Error != "":
+					fmt.Fprintf(&b, " failed: %s |", strings.ReplaceAll(s.Error, "\n", " "))
+				default:
+					fmt.Fprintf(&b, " %d |", s.Calls)
+				}
+			}
+			b.WriteString("\n")
 		}
 	}
 	for _, note := range r.Notes {

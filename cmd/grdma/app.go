@@ -3,6 +3,8 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/grdma/grdma/devinfo"
+	"github.com/grdma/grdma/uverbs"
 	"io"
 
 	"github.com/grdma/grdma/nldev"
@@ -53,6 +55,10 @@ type app struct {
 	clientNetNS string
 
 	inBatch bool // running the lines of -b
+
+	// openVerbs opens a uverbs device for dev info; tests replace it, nil
+	// opens the kernel's.
+	openVerbs func(dev string, node uverbs.Node) (devinfo.Verbs, error)
 }
 
 func newApp(stdin io.Reader, stdout, stderr io.Writer) *app {

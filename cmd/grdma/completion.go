@@ -409,7 +409,8 @@ var compGrammars = map[string]*compSyntax{
 			{"name", []compValues{compFree}},
 			{"netns", []compValues{compNetns}},
 			{"adaptive-moderation", []compValues{compOnOff}},
-		}}})...)},
+		}}},
+		compVerb{"info", compShow(compDevs)})...)},
 	"link": {verbs: append([]compVerb{
 		{"add", &compSyntax{pos: []compPositional{{vals: compFree}}, kws: []compKeyword{
 			{"type", []compValues{compWords("rxe", "siw")}},

@@ -8,7 +8,7 @@ import (
 
 func (a *app) devCommand() *cobra.Command {
 	return &cobra.Command{
-		Use: `dev [show|list [DEV]] | set DEV name NEWNAME | set DEV netns NSNAME|PID | set DEV adaptive-moderation on|off
+		Use: `dev [show|list [DEV]] | info [DEV] | set DEV name NEWNAME | set DEV netns NSNAME|PID | set DEV adaptive-moderation on|off
   dev add NAME type smi parent DEV | delete NAME`,
 		Short: "Show or change RDMA devices",
 		Long: `Show RDMA devices, or change one: rename it, move it to another network
@@ -16,10 +16,24 @@ namespace (the RDMA subsystem must be in exclusive netns mode), or turn its
 adaptive interrupt moderation on or off. dev add creates a sub-device (type
 smi: an InfiniBand SMI sub-device, which only drivers with sub-device
 support such as mlx5 create; Linux 6.11) and dev delete removes one; other
-drivers, rxe among them, refuse and grdma says so. Output matches rdma dev.`,
+drivers, rxe among them, refuse and grdma says so. Output matches rdma dev.
+
+dev info [DEV] shows everything ibv_devinfo -v shows for each device (the
+extended device attributes, each port's attributes and populated GIDs),
+with the driver, the parent bus device (null for rxe and siw), the
+character devices (uverbs, umad, issm, rdma_cm) and each port's netdev
+and its operational state, as ibdev2netdev -v. It asks the uverbs device,
+as ibv_devinfo does; where that cannot be opened (no permission, no
+/dev/infiniband) it reads sysfs, shows fewer attributes and says why in
+"note" (source sysfs). JSON keys are ibv_devinfo's names; numbers are JSON
+numbers; an enum is its name with its number in KEY_value ("state":
+"PORT_ACTIVE", "state_value": 4); MTUs are bytes with the code in
+KEY_value; flag words are numbers with their names in KEY_names.`,
 		Example: `  grdma dev
   grdma -j dev show rxe0
   grdma -d dev
+  grdma dev info rxe0
+  grdma -j dev info
   grdma dev set rxe0 name rxe_a
   grdma dev set rxe0 netns blue
   grdma dev set mlx5_0 adaptive-moderation on`,
@@ -30,11 +44,13 @@ drivers, rxe among them, refuse and grdma says so. Output matches rdma dev.`,
 }
 
 func (a *app) dev(cmd *cobra.Command, args *argv) error {
-	verb, err := args.keyword("command", "show", "add", "delete", "show", "list", "set", "help")
+	verb, err := args.keyword("command", "show", "add", "delete", "show", "list", "set", "info", "help")
 	if err != nil {
 		return err
 	}
 	switch verb {
+	case "info":
+		return a.devInfo(args)
 	case "set":
 		return a.devSet(args)
 	case "add":

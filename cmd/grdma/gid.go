@@ -8,7 +8,9 @@ import (
 	"github.com/grdma/grdma/gid"
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/output"
+	"github.com/grdma/grdma/uverbs"
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 )
 
 func (a *app) gidCommand() *cobra.Command {
@@ -73,7 +75,7 @@ func (a *app) gid(cmd *cobra.Command, args *argv, quiet bool) error {
 	if err != nil {
 		return err
 	}
-	tables, err := gid.ReadTablesVerbs(fsys, want.Dev, want.Port, a.uverbsDriverID())
+	tables, err := gid.ReadTablesVerbs(fsys, want.Dev, want.Port, a.uverbsNode())
 	if err != nil {
 		return err
 	}
@@ -200,26 +202,25 @@ func renderGIDJSON(p *output.Printer, r gidRow) {
 	p.Newline()
 }
 
-// uverbsDriverID returns a device's rdma_driver_id from RDMA netlink
-// (GET_CHARDEV), which the uverbs ioctl ABI needs; devices are resolved
-// from one dump.
-func (a *app) uverbsDriverID() gid.DriverIDFunc {
+// uverbsNode returns a device's uverbs node and rdma_driver_id from RDMA
+// netlink (GET_CHARDEV); devices are resolved from one dump.
+func (a *app) uverbsNode() gid.NodeFunc {
 	var devs []nldev.Device
-	return func(dev string) (uint32, error) {
+	return func(dev string) (uverbs.Node, error) {
 		c, err := a.nl()
 		if err != nil {
-			return 0, err
+			return uverbs.Node{}, err
 		}
 		if devs == nil {
 			if devs, err = c.Devices(); err != nil {
-				return 0, err
+				return uverbs.Node{}, err
 			}
 		}
 		d, err := nldev.FindDevice(devs, dev)
 		if err != nil {
-			return 0, err
+			return uverbs.Node{}, err
 		}
 		ch, err := c.Chardev(d.Index, "uverbs")
-		return ch.DriverID, err
+		return uverbs.Node{Name: ch.Name, Major: unix.Major(ch.Dev), Minor: unix.Minor(ch.Dev), DriverID: ch.DriverID}, err
 	}
 }

@@ -29,9 +29,9 @@ func (a *app) gidWatch(args *argv, count int) error {
 	if err != nil {
 		return err
 	}
-	driverID := a.uverbsDriverID()
+	node := a.uverbsNode()
 	w := gid.Watcher{
-		Read:     func() ([]gid.Table, error) { return gid.ReadTablesVerbs(fsys, want.Dev, want.Port, driverID) },
+		Read:     func() ([]gid.Table, error) { return gid.ReadTablesVerbs(fsys, want.Dev, want.Port, node) },
 		Criteria: criteria,
 		Events:   events,
 	}

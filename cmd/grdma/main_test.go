@@ -125,7 +125,7 @@ func TestEmptyMachine(t *testing.T) {
 func TestErrors(t *testing.T) {
 	cases := []errorCase{
 		{"frobnicate", exitUsage, `unknown object "frobnicate"`},
-		{"dev frob", exitUsage, `unknown command "frob": expected add, delete, show, list, set, help`},
+		{"dev frob", exitUsage, `unknown command "frob": expected add, delete, show, list, set, info, help`},
 		{"link add rxe0 type rxe", exitUsage, "link add needs type TYPE and netdev NETDEV"},
 		{"link add rxe0 type rxe netdev", exitUsage, "missing netdev value"},
 		{"link add rx/e0 type rxe netdev veth0", exitUsage, "contains '/'"},

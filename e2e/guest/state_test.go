@@ -71,7 +71,7 @@ func loadModules(t *testing.T, names ...string) {
 }
 
 // rdmaModules are unloaded in this order to take RDMA out of the kernel.
-var rdmaModules = []string{"rdma_ucm", "rdma_cm", "iw_cm", "ib_cm", "rdma_rxe", "ib_uverbs", "ib_core"}
+var rdmaModules = []string{"rdma_ucm", "ib_umad", "rdma_cm", "iw_cm", "ib_cm", "rdma_rxe", "ib_uverbs", "ib_core"}
 
 // unloadModules removes the named modules and everything in rdmaModules
 // that stands before them (their users); the caller reloads what it needs.

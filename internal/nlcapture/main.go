@@ -28,6 +28,7 @@ func main() {
 	linkNetdev := flag.String("link-netdev", "", "NEWLINK netdev")
 	monitor := flag.Int("monitor", 0, "record this many RDMA monitor event datagrams to monitor.bin, then exit")
 	only := flag.String("only", "", "record just this request (the .bin name without extension)")
+	chardev := flag.Bool("chardev", false, "record the GET_CHARDEV requests of -dev and -port (uverbs, umad, issm) and rdma_cm")
 	res := flag.Bool("res", false, "record the resource requests of -dev (and, for -dev 0, the RES_GET dump)")
 	parity := flag.Bool("parity", false, "record the requests of the rdma 7.1 commands (stat mr, dev add/delete, frmr_pools, stat qp unbind) for -dev and -port (nlfixture.ParityRecordings)")
 	flag.Parse()
@@ -62,6 +63,26 @@ func main() {
 			flags uint16
 			attrs []byte
 		}{{"newlink_" + *linkName, nldev.CmdNewLink, unix.NLM_F_ACK, attrs}}
+	}
+	if *chardev {
+		reqs = reqs[:0]
+		for _, typ := range []string{"uverbs", "umad", "issm", "rdma_cm"} {
+			name, attrs := "chardev_"+typ, str(nldev.AttrChardevType, typ)
+			switch typ {
+			case "uverbs":
+				name += fmt.Sprintf("_dev%d", *dev)
+				attrs = append(u32(nldev.AttrDevIndex, uint32(*dev)), attrs...)
+			case "umad", "issm":
+				name += fmt.Sprintf("_dev%d_port%d", *dev, *port)
+				attrs = concat(u32(nldev.AttrDevIndex, uint32(*dev)), u32(nldev.AttrPortIndex, uint32(*port)), attrs)
+			}
+			reqs = append(reqs, struct {
+				name  string
+				cmd   nldev.Command
+				flags uint16
+				attrs []byte
+			}{name, nldev.CmdGetChardev, 0, attrs})
+		}
 	}
 	if *res {
 		recs := nlfixture.ResRecordings(uint32(*dev))

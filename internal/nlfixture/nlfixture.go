@@ -57,6 +57,8 @@ type Request struct {
 	// StatMR is set when a STAT_GET asks for MR counters (STAT_RES is
 	// RES_MR); ID is then the RES_MRN asked for, if HasID.
 	StatMR bool
+	// ChardevType is GET_CHARDEV's CHARDEV_TYPE ("uverbs", "umad", ...).
+	ChardevType string
 	// Resource requests (RES_GET, RES_*_GET): the object number asked for
 	// (HasID, ID) and whether driver details (-dd) were asked for.
 	HasID         bool
@@ -150,6 +152,8 @@ func Describe(m netlink.Message) (Request, error) {
 			if r.Cmd == nldev.CmdStatGet {
 				r.HasID, r.ID = true, ad.Uint32()
 			}
+		case nldev.AttrChardevType:
+			r.ChardevType = ad.String()
 		}
 		describeRes(&r, ad)
 	}

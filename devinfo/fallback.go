@@ -1,0 +1,79 @@
+package devinfo
+
+import (
+	"net"
+
+	"github.com/grdma/grdma/gid"
+	"github.com/grdma/grdma/nldev"
+	"github.com/grdma/grdma/ports"
+	"github.com/grdma/grdma/sysfs"
+	"github.com/grdma/grdma/uverbs"
+)
+
+// fromSysfs fills in a device whose uverbs device cannot be used from
+// sysfs: the device attributes netlink and sysfs show, and for each port
+// what ports/N shows, its GIDs, and for RoCE the MTUs derived from the
+// netdev's MTU the way the kernel derives them (ports.MTUDerived).
+func (r *Reader) fromSysfs(d *Device, nlPorts []nldev.Port) error {
+	sd, err := r.Sysfs.Device(d.Name)
+	if err != nil {
+		return err
+	}
+	if d.FWVer == "" {
+		d.FWVer = sd.FWVersion
+	}
+	if d.Driver == "" {
+		d.Driver = sd.Driver
+	}
+	for _, n := range sd.Ports {
+		sp, err := r.Sysfs.Port(d.Name, n)
+		if err != nil {
+			return err
+		}
+		p := Port{Port: n, Source: SourceSysfs, MTUSource: ports.MTUUnknown}
+		a := &p.Attr
+		a.State, a.PhysState = uint8(sp.State), uint8(sp.PhysState)
+		a.LID, a.SMLID, a.LMC, a.SMSL = uint16(sp.LID), uint16(sp.SMLID), sp.LMC, sp.SMSL
+		a.PortCapFlags = sp.CapMask
+		a.LinkLayer = uverbs.LinkLayerInfiniBand
+		if sp.LinkLayer == sysfs.LinkLayerEthernet {
+			a.LinkLayer = uverbs.LinkLayerEthernet
+		}
+		if sp.Rate.Lanes != 0 {
+			a.ActiveWidth = uint8(ports.WidthFromLanes(sp.Rate.Lanes))
+			speed, _ := ports.ParseSpeed(sp.Rate.Speed)
+			a.ActiveSpeedEx = uint32(speed)
+			a.ActiveSpeed = uint8(min(speed, ports.SpeedNDR))
+		}
+		if p.GIDs, err = gid.ReadTable(r.Sysfs, d.Name, n); err != nil {
+			return err
+		}
+		d.Ports = append(d.Ports, p)
+	}
+	if err := r.addPortExtras(d, nlPorts); err != nil {
+		return err
+	}
+	for i := range d.Ports {
+		p := &d.Ports[i]
+		if p.Attr.LinkLayer != uverbs.LinkLayerEthernet || p.Netdev == "" {
+			continue
+		}
+		mtu, err := r.Sysfs.NetdevMTU(p.Netdev)
+		if err != nil {
+			continue
+		}
+		p.Attr.ActiveMTU = min(ports.DeriveRoCEActiveMTU(d.Driver, mtu), uverbs.MTU4096)
+		p.Attr.MaxMTU, p.MTUSource = uverbs.MTU4096, ports.MTUDerived
+	}
+	return nil
+}
+
+// ifnameByIndex names a netdev that is not a port's own (a GID's VLAN
+// netdev); "" when it is gone.
+func ifnameByIndex(ifindex uint32) string {
+	ifi, err := net.InterfaceByIndex(int(ifindex))
+	if err != nil {
+		return ""
+	}
+	return ifi.Name
+}
