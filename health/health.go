@@ -150,6 +150,11 @@ func CheckPorts(in []PortInput, exp Expect) []Result {
 // DeviceInput is one RDMA device and its uverbs character device.
 type DeviceInput struct {
 	Name string
+	// Index, Info and Driver describe the device (ReadNode fills them in
+	// from netlink and sysfs; the checks need only Name and Verbs).
+	Index  uint32
+	Info   nldev.Device
+	Driver string
 	// Verbs is the path of the uverbs character device, "" when the
 	// device has none (ib_uverbs not loaded).
 	Verbs string
