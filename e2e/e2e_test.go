@@ -172,7 +172,7 @@ func TestGuest(t *testing.T) {
 			}
 			t.Logf("guest tests: %s", Summary(nodes))
 			for _, n := range nodes {
-				report(t, n, r, replay{logPassing: true} // figures of passed scenarios (exporter RSS, scrape latency))
+				report(t, n, r, replay{logPassing: true}) // figures of passed scenarios too (exporter RSS, scrape latency)
 			}
 			if err := r.Err(); err != nil && !t.Failed() {
 				t.Errorf("%v\nguest output:\n%s", err, tail(r.Log, 40))
