@@ -61,8 +61,17 @@ func (s *syncBuffer) String() string {
 // startDaemon starts name and waits (bounded) until it listens on port.
 func startDaemon(t *testing.T, port int, name string, args ...string) *daemon {
 	t.Helper()
+	return startDaemonAs(t, -1, port, name, args...)
+}
+
+// startDaemonAs is startDaemon as another user (uid == gid), unless uid < 0.
+func startDaemonAs(t *testing.T, uid, port int, name string, args ...string) *daemon {
+	t.Helper()
 	d := &daemon{cmd: exec.Command(name, args...), out: &syncBuffer{}, exited: make(chan struct{})}
 	d.cmd.Stdout, d.cmd.Stderr = d.out, d.out
+	if uid >= 0 {
+		d.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}}
+	}
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -456,6 +465,39 @@ func TestExporterBadInput(t *testing.T) {
 	r := run(grdma(), "exporter", "--web.listen-address=127.0.0.1:10042")
 	if r.code != 1 || !strings.Contains(r.stderr, "127.0.0.1:10042") || !strings.Contains(r.stderr, "address already in use") {
 		t.Errorf("second exporter on a taken port:\n%s", r)
+	}
+}
+
+// TestExporterUnprivileged: as uid 65534 with no capabilities (the
+// DaemonSet and the systemd unit in deploy/ run it so) the exporter reads
+// everything but the uverbs device, which is root's 0600 here (rdma-core's
+// udev rules make it 0666 on real systems): the MTU is then derived from
+// the netdev's.
+func TestExporterUnprivileged(t *testing.T) {
+	cleanRDMA(t)
+	ip(t, "addr", "add", rxeAddr+"/24", "dev", "veth0")
+	t.Cleanup(func() { run(layout.IP, "addr", "del", rxeAddr+"/24", "dev", "veth0") })
+	addRxe(t, "rxe0", "veth0")
+	pingpong(t, "rxe0", ipv4GID(t, "rxe0", rxeAddr))
+	startDaemonAs(t, 65534, 10044, grdma(), "exporter", "--web.listen-address=127.0.0.1:10044")
+	resp, err := http.Get("http://127.0.0.1:10044/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	text := string(body)
+	for _, want := range []string{
+		"\ngrdma_export_read_errors 0\n",
+		`grdma_port_active{device="rxe0",port="1"} 1`,
+		`grdma_port_active_mtu_bytes{device="rxe0",port="1"} 1024`,
+		`grdma_port_hw_counter_total{counter="sent_pkts",device="rxe0",port="1"}`,
+		`grdma_device_resources{device="rxe0",type="qp"}`,
+		`grdma_port_roce_v2_ipv4_gid_index{device="rxe0",port="1"}`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("as uid 65534: no %q in\n%s", want, text)
+		}
 	}
 }
 
