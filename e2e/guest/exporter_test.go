@@ -248,14 +248,14 @@ scrape_configs:
 
 	t.Run("SeriesExist", func(t *testing.T) {
 		for q, want := range map[string]float64{
-			`grdma_port_active{device="rxe0",port="1"}`:                        1,
-			`grdma_port_state{device="rxe0",port="1"}`:                         4,
-			`grdma_port_rate_bytes_per_second{device="rxe0",port="1"}`:         1.25e9, // 10 Gb/s, rxe's 1X QDR-like rate
-			`grdma_port_roce_v2_ipv4_gid_index{device="rxe0",port="1"}`:        float64(gid),
-			`grdma_device_info{device="rxe0",driver="rxe",netdev="veth0"}`:     1,
-			`grdma_check_status{check="ports",subject="rxe0/1"}`:               0,
+			`grdma_port_active{device="rxe0",port="1"}`:                       1,
+			`grdma_port_state{device="rxe0",port="1"}`:                        4,
+			`grdma_port_rate_bytes_per_second{device="rxe0",port="1"}`:        1.25e9, // 10 Gb/s, rxe's 1X QDR-like rate
+			`grdma_port_roce_v2_ipv4_gid_index{device="rxe0",port="1"}`:       float64(gid),
+			`grdma_device_info{device="rxe0",driver="rxe",netdev="veth0"}`:    1,
+			`grdma_check_status{check="ports",subject="rxe0/1"}`:              0,
 			`count(grdma_port_hw_counter_total{device="rxe0",port="1"}) > 10`: -1, // any value: rxe has ~15
-			`grdma_export_read_errors`:                                         0,
+			`grdma_export_read_errors`:                                        0,
 		} {
 			got, err := promQuery(q)
 			switch {
