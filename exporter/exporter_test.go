@@ -381,3 +381,22 @@ func TestCheckServerOptions(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkCollect: one collection of the recorded two-device rxe node
+// (netlink from recordings, sysfs from a capture), as a scrape makes it.
+func BenchmarkCollect(b *testing.B) {
+	k := nlfixture.NewKernel("../testdata/nldev/6.12/stat/nl").Standard()
+	k.On(nlfixture.ResSummaryDump.Req, filepath.Join("..", "..", "..", "res", "6.12", "nl", nlfixture.ResSummaryDump.Name+".bin"))
+	fsys, err := sysfs.NewFS("../sysfs/testdata/rxe-6.12")
+	if err != nil {
+		b.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(New(Options{Sysfs: fsys, Dial: func() (*nldev.Client, error) { return nldev.NewClient(k.Conn()), nil }}))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := reg.Gather(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -502,12 +502,13 @@ func TestExporterUnprivileged(t *testing.T) {
 }
 
 // TestExporterScrapeLatency measures how long a scrape takes with 1, 16
-// and 64 rxe devices (figures logged, nothing timed is asserted; see
-// BENCHMARKS.md).
+// and 64 rxe devices (figures logged, and written to $EXPORTER_BENCH_OUT
+// for make bench; nothing timed is asserted; see BENCHMARKS.md).
 func TestExporterScrapeLatency(t *testing.T) {
 	cleanRDMA(t)
 	vethPairs(t, 64)
-	startDaemon(t, 10043, grdma(), "exporter", "--web.listen-address=127.0.0.1:10043")
+	exp := startDaemon(t, 10043, grdma(), "exporter", "--web.listen-address=127.0.0.1:10043")
+	var report strings.Builder
 	made := 0
 	for _, n := range []int{1, 16, 64} {
 		for ; made < n; made++ {
@@ -526,8 +527,14 @@ func TestExporterScrapeLatency(t *testing.T) {
 			}
 		}
 		slices.Sort(times)
-		t.Logf("scrape with %d devices: median %v, min %v, max %v (10 scrapes)", n,
-			times[len(times)/2].Round(time.Millisecond), times[0].Round(time.Millisecond), times[len(times)-1].Round(time.Millisecond))
+		fmt.Fprintf(&report, "scrape of /metrics with %2d rxe devices: median %v, min %v, max %v (10 scrapes); exporter RSS %d KiB\n", n,
+			times[len(times)/2].Round(time.Millisecond), times[0].Round(time.Millisecond), times[len(times)-1].Round(time.Millisecond), rssKiB(t, exp.pid()))
+	}
+	t.Log("\n" + report.String())
+	if out := os.Getenv("EXPORTER_BENCH_OUT"); out != "" {
+		if err := os.WriteFile(out, []byte(report.String()), 0o644); err != nil {
+			t.Error(err)
+		}
 	}
 	deleteAllDevices(t)
 }
