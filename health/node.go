@@ -130,14 +130,65 @@ func ReadNode(src Source) *Node {
 	}
 	n.Devices = kept
 	for _, p := range ps {
-		pi := PortInput{Port: p}
-		pi.GIDs, pi.GIDErr = gid.ReadTable(src.Sysfs, p.Device, p.Port)
-		if sysfs.IsGone(pi.GIDErr) {
-			pi.GIDErr = nil // vanished meanwhile: no GIDs, as a moment later
-		}
-		n.Ports = append(n.Ports, pi)
+		n.Ports = append(n.Ports, PortInput{Port: p})
 	}
+	n.readGIDs(src)
 	return n
+}
+
+// chardevs is what netlink answers about uverbs character devices;
+// *nldev.Client has it.
+type chardevs interface {
+	Chardev(devIndex uint32, typ string) (nldev.Chardev, error)
+}
+
+// readGIDs reads the GID table of every port, a device at a time: with
+// one uverbs QUERY_GID_TABLE when netlink can name the device's driver
+// (gid.ReadTablesVerbs), else from sysfs, slot by slot (rxe has 1,024 a
+// port).
+func (n *Node) readGIDs(src Source) {
+	byName := map[string]uint32{}
+	for _, d := range n.Devices {
+		byName[d.Name] = d.Index
+	}
+	var driverID gid.DriverIDFunc
+	if cd, ok := src.Netlink.(chardevs); ok {
+		driverID = func(dev string) (uint32, error) {
+			idx, ok := byName[dev]
+			if !ok {
+				return 0, &sysfs.NotFoundError{Device: dev}
+			}
+			ch, err := cd.Chardev(idx, "uverbs")
+			return ch.DriverID, err
+		}
+	}
+	for i := 0; i < len(n.Ports); {
+		dev := n.Ports[i].Port.Device
+		j := i
+		for j < len(n.Ports) && n.Ports[j].Port.Device == dev {
+			j++
+		}
+		var tables []gid.Table
+		var err error
+		if driverID != nil {
+			tables, err = gid.ReadTablesVerbs(src.Sysfs, dev, 0, driverID)
+		} else {
+			tables, err = gid.ReadTables(src.Sysfs, dev, 0)
+		}
+		if sysfs.IsGone(err) || isNotFound(err) {
+			err = nil // vanished meanwhile: no GIDs, as a moment later
+		}
+		for k := i; k < j; k++ {
+			pi := &n.Ports[k]
+			pi.GIDErr = err
+			for _, t := range tables {
+				if t.Port == pi.Port.Port {
+					pi.GIDs = t.Entries
+				}
+			}
+		}
+		i = j
+	}
 }
 
 func isNotFound(err error) bool {
