@@ -36,27 +36,13 @@ const (
 // daemon is a background process of a test, killed when the test ends.
 type daemon struct {
 	cmd    *exec.Cmd
-	out    *syncBuffer
+	log    string // its standard output and error
 	exited chan struct{}
 	code   int
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// output is what the daemon printed so far.
+func (d *daemon) output() string { return readFile(d.log) }
 
 // startDaemon starts name and waits (bounded) until it listens on port.
 func startDaemon(t *testing.T, port int, name string, args ...string) *daemon {
@@ -67,8 +53,13 @@ func startDaemon(t *testing.T, port int, name string, args ...string) *daemon {
 // startDaemonAs is startDaemon as another user (uid == gid), unless uid < 0.
 func startDaemonAs(t *testing.T, uid, port int, name string, args ...string) *daemon {
 	t.Helper()
-	d := &daemon{cmd: exec.Command(name, args...), out: &syncBuffer{}, exited: make(chan struct{})}
-	d.cmd.Stdout, d.cmd.Stderr = d.out, d.out
+	d := &daemon{cmd: exec.Command(name, args...), log: filepath.Join(t.TempDir(), filepath.Base(name)+".log"), exited: make(chan struct{})}
+	f, err := os.Create(d.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close() // the child has its own copy
+	d.cmd.Stdout, d.cmd.Stderr = f, f
 	if uid >= 0 {
 		d.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}}
 	}
@@ -92,7 +83,7 @@ func startDaemonAs(t *testing.T, uid, port int, name string, args ...string) *da
 		}
 		return listening(port)
 	}) || !listening(port) {
-		t.Fatalf("%s %s never listened on %d:\n%s", name, strings.Join(args, " "), port, d.out)
+		t.Fatalf("%s %s never listened on %d:\n%s", name, strings.Join(args, " "), port, d.output())
 	}
 	return d
 }
@@ -243,7 +234,7 @@ scrape_configs:
 	prom := startDaemon(t, 9090, layout.Prometheus, "--config.file="+cfg, "--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+prometheusAddr)
 	if _, ok := waitQuery(t, 90*time.Second, `up{job="grdma"} == 1 and on() up{job="node"} == 1`, nonEmpty); !ok {
-		t.Fatalf("Prometheus never scraped both exporters:\n%s\nexporter:\n%s", prom.out, exp.out)
+		t.Fatalf("Prometheus never scraped both exporters:\n%s\nexporter:\n%s", prom.output(), exp.output())
 	}
 
 	t.Run("SeriesExist", func(t *testing.T) {
@@ -318,7 +309,7 @@ scrape_configs:
 			// procfs (node_exporter's sysfs reader) needs ports/N/counters,
 			// which rxe has not: the collector skips the whole class.
 			t.Skipf("node_exporter's infiniband collector reports no port here (collector success %v; its log: %q): nothing to compare",
-				ok, lastLine(infinibandLines(ne.out.String())))
+				ok, lastLine(infinibandLines(ne.output())))
 		}
 		for _, pair := range [][2]string{
 			{"node_infiniband_state_id", "grdma_port_state"},
@@ -418,8 +409,8 @@ scrape_configs:
 
 	t.Run("SIGTERM", func(t *testing.T) {
 		code, ok := exp.stop(syscall.SIGTERM, 15*time.Second)
-		if !ok || code != 0 || !strings.Contains(exp.out.String(), "stopped") {
-			t.Fatalf("after SIGTERM: exited %v, code %d; output:\n%s", ok, code, exp.out)
+		if !ok || code != 0 || !strings.Contains(exp.output(), "stopped") {
+			t.Fatalf("after SIGTERM: exited %v, code %d; output:\n%s", ok, code, exp.output())
 		}
 	})
 }
