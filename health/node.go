@@ -25,6 +25,8 @@ type Node struct {
 	// Errors are the parts of single devices and ports that could not be
 	// read; the rest of the node is read still.
 	Errors []ReadError
+
+	uverbs map[string]nldev.Chardev // by device name, as netlink answered
 }
 
 // ReadError is a part of a device or port that could not be read.
@@ -85,9 +87,26 @@ func ReadNode(src Source) *Node {
 			n.Errors = append(n.Errors, ReadError{Device: d.Name, What: "device", Err: err})
 		}
 		di.Driver = sd.Driver
-		if vd, err := src.Sysfs.VerbsDeviceFor(d.Name); err == nil {
-			di.Verbs = "/dev/infiniband/" + vd.Name
-			if err := unix.Access(src.Sysfs.Path("dev/infiniband/"+vd.Name), unix.R_OK|unix.W_OK); err != nil {
+		// Netlink names the uverbs device in one request; sysfs has to
+		// read the ibdev of every uverbs device to find it.
+		var verbs string
+		if cd, ok := src.Netlink.(chardevs); ok {
+			if ch, err := cd.Chardev(d.Index, "uverbs"); err == nil {
+				verbs = ch.Name
+				if n.uverbs == nil {
+					n.uverbs = map[string]nldev.Chardev{}
+				}
+				n.uverbs[d.Name] = ch
+			}
+		}
+		if verbs == "" {
+			if vd, err := src.Sysfs.VerbsDeviceFor(d.Name); err == nil {
+				verbs = vd.Name
+			}
+		}
+		if verbs != "" {
+			di.Verbs = "/dev/infiniband/" + verbs
+			if err := unix.Access(src.Sysfs.Path("dev/infiniband/"+verbs), unix.R_OK|unix.W_OK); err != nil {
 				di.VerbsErr = err
 			}
 		}
@@ -147,19 +166,14 @@ type chardevs interface {
 // (gid.ReadTablesVerbs), else from sysfs, slot by slot (rxe has 1,024 a
 // port).
 func (n *Node) readGIDs(src Source) {
-	byName := map[string]uint32{}
-	for _, d := range n.Devices {
-		byName[d.Name] = d.Index
-	}
 	var driverID gid.DriverIDFunc
-	if cd, ok := src.Netlink.(chardevs); ok {
+	if len(n.uverbs) > 0 {
 		driverID = func(dev string) (uint32, error) {
-			idx, ok := byName[dev]
+			ch, ok := n.uverbs[dev]
 			if !ok {
-				return 0, &sysfs.NotFoundError{Device: dev}
+				return 0, fmt.Errorf("%s: %w", dev, sysfs.ErrNoVerbsDevice)
 			}
-			ch, err := cd.Chardev(idx, "uverbs")
-			return ch.DriverID, err
+			return ch.DriverID, nil
 		}
 	}
 	for i := 0; i < len(n.Ports); {
