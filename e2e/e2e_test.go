@@ -7,11 +7,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/grdma/grdma/e2e/layout"
 )
 
 // Knobs, all optional:
@@ -345,4 +348,22 @@ func TestHungGuestIsKilled(t *testing.T) {
 		t.Fatalf("want a timeout naming the console's last line %q, got TimedOut=%v err=%v", last, r.TimedOut, e)
 	}
 	t.Logf("killed after %v as expected", r.Total.Round(100*time.Millisecond))
+}
+
+// TestAlertRules runs the exporter's alerting rules through promtool
+// (installed with the other host tools: Debian's prometheus), so that
+// `make e2e` checks them on a machine where `go test ./exporter` found no
+// promtool and skipped.
+func TestAlertRules(t *testing.T) {
+	_, bed := readyBed(t)
+	dir := filepath.Join(bed.Repo, "deploy", "prometheus")
+	for _, args := range [][]string{{"check", "rules", "grdma-alerts.yml"}, {"test", "rules", "grdma-alerts_test.yml"}} {
+		cmd := exec.Command(layout.Promtool, args...)
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		t.Logf("promtool %s:\n%s", strings.Join(args, " "), out)
+	}
 }
