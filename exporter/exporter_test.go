@@ -400,3 +400,21 @@ func BenchmarkCollect(b *testing.B) {
 		}
 	}
 }
+
+// TestEmitInvalidUTF8: a label value that is not UTF-8 (a netdev name may
+// be any bytes) is exported with U+FFFD, not a panic that would end the
+// exporter.
+func TestEmitInvalidUTF8(t *testing.T) {
+	ch := make(chan prometheus.Metric, 1)
+	e := &emitter{ch: ch, seen: map[string]bool{}}
+	e.emit(famPortInfo, 1, "rxe0", "1", "Ethernet", "eth\xff0")
+	var m dto.Metric
+	if err := (<-ch).Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range m.GetLabel() {
+		if l.GetName() == "netdev" && l.GetValue() != "eth\uFFFD0" {
+			t.Errorf("netdev label %q", l.GetValue())
+		}
+	}
+}

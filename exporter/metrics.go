@@ -3,6 +3,7 @@ package exporter
 import (
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -111,5 +112,11 @@ func (e *emitter) emit(f *Family, v float64, labels ...string) {
 		return
 	}
 	e.seen[key] = true
+	for i, l := range labels {
+		// Label values must be UTF-8; a netdev name need not be.
+		if !utf8.ValidString(l) {
+			labels[i] = strings.ToValidUTF8(l, "\uFFFD")
+		}
+	}
 	e.ch <- prometheus.MustNewConstMetric(f.desc, f.Type, v, labels...)
 }
