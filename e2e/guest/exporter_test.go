@@ -265,23 +265,17 @@ scrape_configs:
 	})
 
 	t.Run("RateWhileTrafficRuns", func(t *testing.T) {
-		done := make(chan struct{})
-		go func() { defer close(done); pingpongN(t, "rxe0", gid, 3000) }()
+		stop := startTraffic(t, "rxe0", gid)
+		defer stop()
 		q := `rate(grdma_port_hw_counter_total{device="rxe0",port="1",counter="sent_pkts"}[4s]) > 0`
-		positive := false
-		for !positive {
-			select {
-			case <-done:
-				t.Fatalf("ibv_rc_pingpong ended and %s never returned a series", q)
-			case <-time.After(500 * time.Millisecond):
-			}
-			got, err := promQuery(q)
-			if err == nil && len(got) == 1 {
-				positive = true
-				t.Logf("rate of sent_pkts while ibv_rc_pingpong runs: %.0f/s", got[0].Value)
-			}
+		got, ok := waitQuery(t, 45*time.Second, q, func(s []promSample) bool { return len(s) == 1 })
+		if !ok {
+			t.Fatalf("%s never returned a series while ibv_rc_pingpong ran (last: %v)", q, got)
 		}
-		<-done
+		if err := stop(); err != nil {
+			t.Fatal(err) // the traffic stopped early: the rate may not be its
+		}
+		t.Logf("rate of sent_pkts while ibv_rc_pingpong runs: %.0f/s", got[0].Value)
 	})
 
 	t.Run("DevicesFollowed", func(t *testing.T) {
@@ -413,6 +407,53 @@ scrape_configs:
 			t.Fatalf("after SIGTERM: exited %v, code %d; output:\n%s", ok, code, exp.output())
 		}
 	})
+}
+
+// startTraffic starts an ibv_rc_pingpong server and client on dev with
+// more iterations than a test waits for; stop kills both and says whether
+// they were still running (traffic flowed all along).
+func startTraffic(t *testing.T, dev string, gid int) (stop func() error) {
+	t.Helper()
+	args := []string{"-d", dev, "-g", strconv.Itoa(gid), "-n", "1000000"}
+	server := exec.Command(layout.IbvRcPingpong, args...)
+	if err := server.Start(); err != nil {
+		t.Fatal(err)
+	}
+	serverDone := make(chan error, 1)
+	go func() { serverDone <- server.Wait() }()
+	if !eventually(20*time.Second, func() bool { return listening(0x4853) }) {
+		server.Process.Kill()
+		t.Fatal("ibv_rc_pingpong server never listened")
+	}
+	client := exec.Command(layout.IbvRcPingpong, append(args, "127.0.0.1")...)
+	if err := client.Start(); err != nil {
+		server.Process.Kill()
+		t.Fatal(err)
+	}
+	clientDone := make(chan error, 1)
+	go func() { clientDone <- client.Wait() }()
+	var once sync.Once
+	var result error
+	return func() error {
+		once.Do(func() {
+			for _, c := range []struct {
+				name string
+				cmd  *exec.Cmd
+				done chan error
+			}{{"client", client, clientDone}, {"server", server, serverDone}} {
+				select {
+				case err := <-c.done:
+					if result == nil {
+						result = fmt.Errorf("ibv_rc_pingpong %s ended before it was stopped: %v", c.name, err)
+					}
+				default:
+					c.cmd.Process.Kill()
+					<-c.done
+				}
+			}
+		})
+		return result
+	}
 }
 
 // infinibandLines are the lines of a log that mention infiniband.
