@@ -3,7 +3,9 @@
 // their uverbs character devices, ports against expectations (state, rate,
 // MTU, GID type, netdev MTU), and GPUDirect RDMA readiness. The checks are
 // pure functions of their inputs, so a Kubernetes device plugin or an
-// exporter can gather the inputs its own way and reuse the verdicts.
+// exporter can gather the inputs its own way and reuse the verdicts;
+// ReadNode gathers those of the devices and ports checks, reading each
+// port once (`grdma check` and package exporter both use it).
 package health
 
 import (
