@@ -418,3 +418,18 @@ func TestEmitInvalidUTF8(t *testing.T) {
 		}
 	}
 }
+
+// TestPMAValue: the 64-bit data counter wins over the 32-bit one, which
+// saturates within seconds on a fast link; none is none.
+func TestPMAValue(t *testing.T) {
+	pma := []sysfs.PMACounter{{Name: "port_rcv_data", Value: 4 * 0xffffffff}, {Name: "port_rcv_data_64", Value: 1 << 40}, {Name: "port_xmit_data", Value: 400}}
+	if v, ok := pmaValue(pma, "port_rcv_data"); !ok || v != 1<<40 {
+		t.Errorf("rcv: %d %v", v, ok)
+	}
+	if v, ok := pmaValue(pma, "port_xmit_data"); !ok || v != 400 {
+		t.Errorf("xmit: %d %v", v, ok)
+	}
+	if _, ok := pmaValue(nil, "port_rcv_data"); ok {
+		t.Error("a port without PMA counters has a value")
+	}
+}
