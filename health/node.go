@@ -49,19 +49,14 @@ func (e *ReadError) Unwrap() error { return e.Err }
 // Source is where a Node is read from.
 type Source struct {
 	Sysfs sysfs.FS
-	// Netlink lists the devices and their ports; *nldev.Client is one.
-	Netlink Netlink
+	// Netlink lists the devices and their ports; *nldev.Client is one
+	// (and names each device's uverbs device and driver, which makes
+	// reading GID tables one request a device).
+	Netlink ports.Netlink
 	// OpenVerbs, when set, opens a device's uverbs device for QUERY_PORT
 	// (ports.Reader.OpenVerbs); nil opens it through Sysfs.
 	OpenVerbs func(dev string) (ports.PortQuerier, error)
 }
-
-// Netlink is what a Node needs of RDMA netlink; *nldev.Client has it.
-type Netlink interface {
-	ports.Netlink
-}
-
-var _ Netlink = (*nldev.Client)(nil)
 
 // ReadNode reads the devices and ports of the node. A device that vanishes
 // while it is read is left out, as a moment later it would be; a device
@@ -160,6 +155,8 @@ func ReadNode(src Source) *Node {
 type chardevs interface {
 	Chardev(devIndex uint32, typ string) (nldev.Chardev, error)
 }
+
+var _ chardevs = (*nldev.Client)(nil)
 
 // readGIDs reads the GID table of every port, a device at a time: with
 // one uverbs QUERY_GID_TABLE when netlink can name the device's driver
