@@ -26,10 +26,7 @@ import (
 // rename survives a crash. On failure path is unchanged and nothing is
 // left beside it.
 func WriteTextfile(path string, g prometheus.Gatherer) error {
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
+	dir, base := filepath.Dir(path), filepath.Base(path)
 	// Reserve a name beside path; WriteToTextfile replaces it by rename.
 	// Neither name ends in .prom, so the textfile collector skips both.
 	f, err := os.CreateTemp(dir, "."+base+".tmp*")
