@@ -187,8 +187,10 @@ func TestGuest(t *testing.T) {
 // guestEnv passes the knobs the guest tests read on to them.
 func guestEnv() []string {
 	var env []string
-	if v := os.Getenv("E2E_CHURN"); v != "" {
-		env = append(env, "E2E_CHURN="+v)
+	for _, k := range []string{"E2E_CHURN", "E2E_EXPORTER_DEVICES"} {
+		if v := os.Getenv(k); v != "" {
+			env = append(env, k+"="+v)
+		}
 	}
 	return env
 }
