@@ -158,8 +158,8 @@ type chardevs interface {
 
 var _ chardevs = (*nldev.Client)(nil)
 
-// readGIDs reads the GID table of every port, a device at a time: with
-// one uverbs QUERY_GID_TABLE when netlink can name the device's driver
+// readGIDs reads the GID table of every port: with one uverbs
+// QUERY_GID_TABLE a device when netlink can name the device's driver
 // (gid.ReadTablesVerbs), else from sysfs, slot by slot (rxe has 1,024 a
 // port).
 func (n *Node) readGIDs(src Source) {
@@ -173,32 +173,47 @@ func (n *Node) readGIDs(src Source) {
 			return ch.DriverID, nil
 		}
 	}
-	for i := 0; i < len(n.Ports); {
-		dev := n.Ports[i].Port.Device
-		j := i
-		for j < len(n.Ports) && n.Ports[j].Port.Device == dev {
-			j++
-		}
-		var tables []gid.Table
-		var err error
+	read := func(dev string) ([]gid.Table, error) {
 		if driverID != nil {
-			tables, err = gid.ReadTablesVerbs(src.Sysfs, dev, 0, driverID)
-		} else {
-			tables, err = gid.ReadTables(src.Sysfs, dev, 0)
+			return gid.ReadTablesVerbs(src.Sysfs, dev, 0, driverID)
 		}
-		if sysfs.IsGone(err) || isNotFound(err) {
-			err = nil // vanished meanwhile: no GIDs, as a moment later
+		return gid.ReadTables(src.Sysfs, dev, 0)
+	}
+	// Every device in one call: one netdev name cache and one read of
+	// the address states for all (a call per device reads every netdev's
+	// ifindex per device). Should one device fail it, read device by
+	// device so that only its ports go without GIDs.
+	type portKey struct {
+		dev  string
+		port uint32
+	}
+	tables, err := read("")
+	byPort := map[portKey][]gid.Entry{}
+	errs := map[string]error{}
+	if err == nil {
+		for _, t := range tables {
+			byPort[portKey{t.Device, t.Port}] = t.Entries
 		}
-		for k := i; k < j; k++ {
-			pi := &n.Ports[k]
-			pi.GIDErr = err
+	} else {
+		for _, pi := range n.Ports {
+			dev := pi.Port.Device
+			if _, done := errs[dev]; done {
+				continue
+			}
+			tables, err := read(dev)
+			if sysfs.IsGone(err) || isNotFound(err) {
+				err = nil // vanished meanwhile: no GIDs, as a moment later
+			}
+			errs[dev] = err
 			for _, t := range tables {
-				if t.Port == pi.Port.Port {
-					pi.GIDs = t.Entries
-				}
+				byPort[portKey{t.Device, t.Port}] = t.Entries
 			}
 		}
-		i = j
+	}
+	for i := range n.Ports {
+		pi := &n.Ports[i]
+		pi.GIDs = byPort[portKey{pi.Port.Device, pi.Port.Port}]
+		pi.GIDErr = errs[pi.Port.Device]
 	}
 }
 
