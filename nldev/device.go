@@ -3,34 +3,25 @@ package nldev
 import (
 	"errors"
 	"fmt"
+	"github.com/grdma/grdma/ib"
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
 
-// NodeType is the RDMA node type (enum rdma_node_type).
-type NodeType uint8
+// NodeType is the RDMA node type (enum rdma_node_type); see package ib.
+type NodeType = ib.NodeType
 
 // Node types as the kernel reports them.
 const (
-	NodeCA          NodeType = 1
-	NodeSwitch      NodeType = 2
-	NodeRouter      NodeType = 3
-	NodeRNIC        NodeType = 4
-	NodeUSNIC       NodeType = 5
-	NodeUSNICUDP    NodeType = 6
-	NodeUnspecified NodeType = 7
+	NodeCA          = ib.NodeCA
+	NodeSwitch      = ib.NodeSwitch
+	NodeRouter      = ib.NodeRouter
+	NodeRNIC        = ib.NodeRNIC
+	NodeUSNIC       = ib.NodeUSNIC
+	NodeUSNICUDP    = ib.NodeUSNICUDP
+	NodeUnspecified = ib.NodeUnspecified
 )
-
-var nodeTypeNames = [...]string{"unknown", "ca", "switch", "router", "rnic", "usnic", "usnic_udp", "unspecified"}
-
-// String returns the name rdma prints ("ca", "rnic", ...; "unknown" otherwise).
-func (t NodeType) String() string {
-	if int(t) < len(nodeTypeNames) {
-		return nodeTypeNames[t]
-	}
-	return "unknown"
-}
 
 // DeviceTypeSMI marks an SMI sub-device (RDMA_DEVICE_TYPE_SMI).
 const DeviceTypeSMI = 1

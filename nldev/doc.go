@@ -8,7 +8,7 @@
 //   - devices and ports: Devices, Device, DeviceByName, Ports, Port
 //     (rdma dev, rdma link);
 //   - changes: AddLink and DeleteLink (rxe, siw), RenameDevice,
-//     SetDeviceNetNS, SetAdaptiveModeration;
+//     SetDeviceNetNS and MoveDeviceToNetNS, SetAdaptiveModeration;
 //   - the subsystem: System, SetNetNSMode, SetPrivilegedQKey (rdma system);
 //   - hardware counters and QP counter binding: PortCounters,
 //     CounterStatus, SetOptionalCounters, QPCounterMode, SetQPCounterAuto,
@@ -19,8 +19,8 @@
 //   - events: Monitor and DecodeEvents (rdma monitor; Linux 6.13+, or a
 //     backport such as Debian's 6.12).
 //
-// Config.NetNS points a client at the RDMA netlink of another network
-// namespace. Dumps interrupted by concurrent changes are retried. A failed
+// DialNetNS (or Config.NetNS) points a client at the RDMA netlink of another
+// network namespace, named as rdma -n names it (OpenNetNS). Dumps interrupted by concurrent changes are retried. A failed
 // request is an *Error that says what went wrong in words, with the
 // kernel's extended-ack message when it sent one, and unwraps to the errno
 // (errors.Is(err, unix.EPERM)); a device name that matches nothing is a

@@ -3,7 +3,6 @@ package nldev_test
 import (
 	"errors"
 	"fmt"
-	"os"
 
 	"github.com/grdma/grdma/internal/nlfixture"
 	"github.com/grdma/grdma/nldev"
@@ -65,14 +64,9 @@ func ExampleDial() {
 // A Config with NetNS talks to the RDMA netlink of another network
 // namespace, as grdma -n NAME does: in exclusive netns mode each namespace
 // sees only its own devices.
-func ExampleDial_netns() {
-	ns, err := os.Open("/run/netns/blue")
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer ns.Close()
-	c, err := nldev.Dial(&nldev.Config{NetNS: int(ns.Fd())})
+// The namespace is a name in /run/netns, a path, or a PID, as for rdma -n.
+func ExampleDialNetNS() {
+	c, err := nldev.DialNetNS("blue")
 	if err != nil {
 		fmt.Println(err)
 		return

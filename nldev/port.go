@@ -2,61 +2,40 @@ package nldev
 
 import (
 	"fmt"
+	"github.com/grdma/grdma/ib"
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
 
-// PortState is the logical port state (enum ib_port_state).
-type PortState uint8
+// PortState is the logical port state (enum ib_port_state); see package ib.
+type PortState = ib.PortState
 
 // Logical port states.
 const (
-	PortNop         PortState = 0
-	PortDown        PortState = 1
-	PortInit        PortState = 2
-	PortArmed       PortState = 3
-	PortActive      PortState = 4
-	PortActiveDefer PortState = 5
+	PortNop         = ib.PortNop
+	PortDown        = ib.PortDown
+	PortInit        = ib.PortInit
+	PortArmed       = ib.PortArmed
+	PortActive      = ib.PortActive
+	PortActiveDefer = ib.PortActiveDefer
 )
 
-var portStateNames = [...]string{"NOP", "DOWN", "INIT", "ARMED", "ACTIVE", "ACTIVE_DEFER"}
-
-// String returns the name rdma prints ("ACTIVE", ...; "UNKNOWN" otherwise).
-func (s PortState) String() string {
-	if int(s) < len(portStateNames) {
-		return portStateNames[s]
-	}
-	return "UNKNOWN"
-}
-
-// PhysState is the physical port state (enum ib_port_phys_state).
-type PhysState uint8
+// PhysState is the physical port state (enum ib_port_phys_state); see package ib.
+type PhysState = ib.PhysState
 
 // Physical port states.
 const (
-	PhysSleep    PhysState = 1
-	PhysPolling  PhysState = 2
-	PhysDisabled PhysState = 3
-	// PhysTraining is PortConfigurationTraining; rdma prints it "ARMED".
-	PhysTraining    PhysState = 4
-	PhysLinkUp      PhysState = 5
-	PhysLinkErrRec  PhysState = 6
-	PhysPHYTest     PhysState = 7
-	PhysOPAOffline  PhysState = 9
-	PhysOPAPortTest PhysState = 11
+	PhysSleep       = ib.PhysSleep
+	PhysPolling     = ib.PhysPolling
+	PhysDisabled    = ib.PhysDisabled
+	PhysTraining    = ib.PhysTraining
+	PhysLinkUp      = ib.PhysLinkUp
+	PhysLinkErrRec  = ib.PhysLinkErrRec
+	PhysPHYTest     = ib.PhysPHYTest
+	PhysOPAOffline  = ib.PhysOPAOffline
+	PhysOPAPortTest = ib.PhysOPAPortTest
 )
-
-var physStateNames = [...]string{"NOP", "SLEEP", "POLLING", "DISABLED", "ARMED", "LINK_UP",
-	"LINK_ERROR_RECOVER", "PHY_TEST", "UNKNOWN", "OPA_OFFLINE", "UNKNOWN", "OPA_TEST"}
-
-// String returns the name rdma prints ("LINK_UP", ...; "UNKNOWN" otherwise).
-func (s PhysState) String() string {
-	if int(s) < len(physStateNames) {
-		return physStateNames[s]
-	}
-	return "UNKNOWN"
-}
 
 // Port is one port of an RDMA device as RDMA_NLDEV_CMD_PORT_GET reports it.
 // Equivalent to one line of `rdma link show`. CapFlags, SubnetPrefix, LID,

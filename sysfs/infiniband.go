@@ -9,15 +9,15 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/grdma/grdma/nldev"
+	"github.com/grdma/grdma/ib"
 )
 
 // Device is an RDMA device as /sys/class/infiniband/DEV shows it; the
 // sysfs counterpart of `ibstat`'s CA section.
 type Device struct {
 	Name         string
-	NodeType     nldev.NodeType // node_type "1: CA"
-	NodeGUID     uint64         // node_guid "0c42:a103:0012:3456"
+	NodeType     ib.NodeType // node_type "1: CA"
+	NodeGUID     uint64      // node_guid "0c42:a103:0012:3456"
 	SysImageGUID uint64
 	FWVersion    string // fw_ver; "" when the driver has none
 	NodeDesc     string
@@ -37,8 +37,8 @@ type Device struct {
 // shows it; the sysfs counterpart of `ibstatus`.
 type Port struct {
 	Number    uint32
-	State     nldev.PortState // state "4: ACTIVE"
-	PhysState nldev.PhysState // phys_state "5: LinkUp"
+	State     ib.PortState // state "4: ACTIVE"
+	PhysState ib.PhysState // phys_state "5: LinkUp"
 	// Rate is zero when the kernel cannot print it (EINVAL for an unknown
 	// active width).
 	Rate      Rate
@@ -104,7 +104,7 @@ func (f FS) Device(name string) (Device, error) {
 	if nodeType, err = f.readLeadingUint(dir + "/node_type"); err != nil {
 		return Device{}, err
 	}
-	d.NodeType = nldev.NodeType(nodeType)
+	d.NodeType = ib.NodeType(nodeType)
 	if d.NodeGUID, err = f.readGUID(dir + "/node_guid"); err != nil {
 		return Device{}, err
 	}
@@ -144,7 +144,7 @@ func (f FS) driver(dir string, d Device) (string, error) {
 		return "", err
 	case d.Parent == "":
 		return "", nil
-	case d.NodeType == nldev.NodeRNIC:
+	case d.NodeType == ib.NodeRNIC:
 		return "siw", nil
 	default:
 		return "rxe", nil
@@ -191,11 +191,11 @@ func (f FS) Port(dev string, port uint32) (Port, error) {
 	if v, err = f.readLeadingUint(dir + "/state"); err != nil {
 		return Port{}, err
 	}
-	p.State = nldev.PortState(v)
+	p.State = ib.PortState(v)
 	if v, err = f.readLeadingUint(dir + "/phys_state"); err != nil {
 		return Port{}, err
 	}
-	p.PhysState = nldev.PhysState(v)
+	p.PhysState = ib.PhysState(v)
 	if p.LinkLayer, err = f.ReadAttr(dir + "/link_layer"); err != nil {
 		return Port{}, err
 	}

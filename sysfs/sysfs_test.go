@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/sys/unix"
 
+	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/nldev"
 )
 
@@ -114,15 +115,15 @@ func TestDevices(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []Device{{
-		Name: "mlx5_0", NodeType: nldev.NodeCA, NodeGUID: 0x0c42a10300123456, SysImageGUID: 0x0c42a10300123456,
+		Name: "mlx5_0", NodeType: ib.NodeCA, NodeGUID: 0x0c42a10300123456, SysImageGUID: 0x0c42a10300123456,
 		FWVersion: "22.39.1002", NodeDesc: "node01 mlx5_0", HCAType: "MT4125", BoardID: "MT_0000000359",
 		Driver: "mlx5_core", Ports: []uint32{1},
 	}, {
-		Name: "mlx5_1", NodeType: nldev.NodeCA, NodeGUID: 0x0c42a10300123457, SysImageGUID: 0x0c42a10300123456,
+		Name: "mlx5_1", NodeType: ib.NodeCA, NodeGUID: 0x0c42a10300123457, SysImageGUID: 0x0c42a10300123456,
 		FWVersion: "22.39.1002", NodeDesc: "node01 mlx5_1", HCAType: "MT4125", BoardID: "MT_0000000359",
 		Driver: "mlx5_core", Ports: []uint32{1},
 	}, {
-		Name: "mlx5_2", NodeType: nldev.NodeCA, NodeGUID: 0x0c42a10300abcdef, SysImageGUID: 0x0c42a10300abcdef,
+		Name: "mlx5_2", NodeType: ib.NodeCA, NodeGUID: 0x0c42a10300abcdef, SysImageGUID: 0x0c42a10300abcdef,
 		FWVersion: "20.39.1002", NodeDesc: "node01 mlx5_2", HCAType: "MT4123", BoardID: "MT_0000000223",
 		Driver: "mlx5_core", Ports: []uint32{1},
 	}} // mlx5_3 vanished after being listed
@@ -141,15 +142,15 @@ func TestPort(t *testing.T) {
 		want Port
 	}{{
 		dev: "mlx5_0",
-		want: Port{Number: 1, State: nldev.PortActive, PhysState: nldev.PhysLinkUp,
+		want: Port{Number: 1, State: ib.PortActive, PhysState: ib.PhysLinkUp,
 			Rate: Rate{DeciGbps: 1000, Lanes: 4, Speed: "EDR"}, LinkLayer: LinkLayerEthernet, CapMask: 0x04010000},
 	}, {
 		dev: "mlx5_1",
-		want: Port{Number: 1, State: nldev.PortDown, PhysState: nldev.PhysDisabled,
+		want: Port{Number: 1, State: ib.PortDown, PhysState: ib.PhysDisabled,
 			Rate: Rate{DeciGbps: 400, Lanes: 4, Speed: "QDR"}, LinkLayer: LinkLayerEthernet, CapMask: 0x04010000},
 	}, {
 		dev: "mlx5_2",
-		want: Port{Number: 1, State: nldev.PortActive, PhysState: nldev.PhysLinkUp,
+		want: Port{Number: 1, State: ib.PortActive, PhysState: ib.PhysLinkUp,
 			Rate: Rate{DeciGbps: 2000, Lanes: 4, Speed: "HDR"}, LinkLayer: LinkLayerInfiniBand,
 			LID: 5, SMLID: 1, CapMask: 0xa651e848},
 	}}
@@ -176,7 +177,7 @@ func TestPortRateEINVAL(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Port with an unprintable rate: %v, want the other attributes", err)
 	}
-	if p.Rate != (Rate{}) || p.State != nldev.PortActive {
+	if p.Rate != (Rate{}) || p.State != ib.PortActive {
 		t.Errorf("Port = %+v, want a zero Rate and the rest read", p)
 	}
 }
@@ -419,11 +420,11 @@ func TestCapturedRxe(t *testing.T) {
 			for i, d := range devices {
 				name, netdev := "rxe"+strconv.Itoa(i), "veth"+strconv.Itoa(i)
 				if d.Name != name || d.Driver != "rxe" || d.Parent != netdev || d.FWVersion != "" || d.NodeDesc != "rxe" ||
-					d.NodeType != nldev.NodeCA || d.NodeGUID == 0 || !cmp.Equal(d.Ports, []uint32{1}) {
+					d.NodeType != ib.NodeCA || d.NodeGUID == 0 || !cmp.Equal(d.Ports, []uint32{1}) {
 					t.Errorf("Devices()[%d] = %+v", i, d)
 				}
 				p, err := f.Port(name, 1)
-				want := Port{Number: 1, State: nldev.PortActive, PhysState: nldev.PhysLinkUp,
+				want := Port{Number: 1, State: ib.PortActive, PhysState: ib.PhysLinkUp,
 					Rate: Rate{DeciGbps: 100, Lanes: 1, Speed: "FDR10"}, LinkLayer: LinkLayerEthernet, CapMask: 0x10000}
 				if err != nil || p != want {
 					t.Errorf("Port(%s, 1) = %+v, %v; want %+v", name, p, err, want)

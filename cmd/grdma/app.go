@@ -63,19 +63,6 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *app {
 	}
 }
 
-// nlConfig is the netlink configuration of -n NETNS; call done once the
-// socket is open.
-func (a *app) nlConfig() (cfg *nldev.Config, done func(), err error) {
-	if a.opts.netns == "" {
-		return nil, func() {}, nil
-	}
-	f, err := openNetNS(a.opts.netns)
-	if err != nil {
-		return nil, nil, err
-	}
-	return &nldev.Config{NetNS: int(f.Fd())}, func() { f.Close() }, nil
-}
-
 // nl returns the RDMA netlink client of -n's namespace, dialling it on
 // first use and again when -n changed since.
 func (a *app) nl() (*nldev.Client, error) {
@@ -98,12 +85,7 @@ func (a *app) newClient() (*nldev.Client, error) {
 	if a.dial != nil {
 		return a.dial()
 	}
-	cfg, done, err := a.nlConfig()
-	if err != nil {
-		return nil, err
-	}
-	defer done()
-	return nldev.Dial(cfg)
+	return nldev.DialNetNS(a.opts.netns)
 }
 
 // devices returns the netlink client and the RDMA devices it lists.

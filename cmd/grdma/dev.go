@@ -1,13 +1,6 @@
 package main
 
 import (
-	"errors"
-	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
-	"strings"
-
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/output"
 	"github.com/spf13/cobra"
@@ -153,14 +146,7 @@ func (a *app) devSet(args *argv) error {
 		if err != nil {
 			return err
 		}
-		set = func(c *nldev.Client) error {
-			f, err := openNetNS(ns)
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			return c.SetDeviceNetNS(name, int(f.Fd()))
-		}
+		set = func(c *nldev.Client) error { return c.MoveDeviceToNetNS(name, ns) }
 	case "adaptive-moderation":
 		on, err := args.onOff("adaptive-moderation")
 		if err != nil {
@@ -176,32 +162,4 @@ func (a *app) devSet(args *argv) error {
 		return err
 	}
 	return set(c)
-}
-
-// openNetNS opens a network namespace by name (/run/netns/NAME), by path
-// (anything with a '/'), or by the PID of a process inside it.
-func openNetNS(ns string) (*os.File, error) {
-	path := filepath.Join("/run/netns", ns)
-	switch {
-	case strings.Contains(ns, "/"):
-		path = ns
-	case strings.Trim(ns, "0123456789") == "":
-		path = fmt.Sprintf("/proc/%s/ns/net", ns)
-	}
-	f, err := os.Open(path)
-	switch {
-	case errors.Is(err, fs.ErrPermission):
-		// It exists: saying "not found" would send the user looking for it.
-		return nil, fmt.Errorf("network namespace %s: %s: %w: run as root", ns, path, unwrapPathError(err))
-	case err != nil:
-		return nil, fmt.Errorf("network namespace %s not found (%s: %w)", ns, path, unwrapPathError(err))
-	}
-	return f, nil
-}
-
-func unwrapPathError(err error) error {
-	if pe, ok := err.(*os.PathError); ok {
-		return pe.Err
-	}
-	return err
 }

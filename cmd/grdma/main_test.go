@@ -78,13 +78,9 @@ func TestOutputMatchesRdma(t *testing.T) {
 				if code != 0 {
 					t.Fatalf("exit %d: %s", code, stderr)
 				}
-				var diff string
-				if strings.HasSuffix(c.file, ".json") {
-					if diff, err = rdmacompat.DiffJSON(want, []byte(got), ver); err != nil {
-						t.Fatal(err)
-					}
-				} else {
-					diff = rdmacompat.DiffText(string(want), got, ver)
+				diff, err := rdmacompat.DiffOutput(want, []byte(got), strings.HasSuffix(c.file, ".json"), ver)
+				if err != nil {
+					t.Fatal(err)
 				}
 				if diff != "" {
 					t.Errorf("grdma %s differs from rdma:\n%s", strings.Join(c.args, " "), diff)

@@ -2,30 +2,17 @@ package main
 
 import (
 	"bytes"
-	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/grdma/grdma/internal/manpage"
 )
 
 // manDir holds the committed pages.
 var manDir = filepath.Join("..", "..", "man")
-
-// thDate matches the date of a page's .TH line.
-var thDate = regexp.MustCompile(`(?m)^(\.TH \S+ \S+ )(\S+)`)
-
-// pageDate returns the date of a page ("" when it has none).
-func pageDate(page []byte) string {
-	if m := thDate.FindSubmatch(page); m != nil {
-		return string(m[2])
-	}
-	return ""
-}
-
-func undated(page []byte) []byte { return thDate.ReplaceAll(page, []byte("${1}DATE")) }
 
 // TestManPages fails when man/ is not what the command tree generates
 // (the generation date aside): after changing a command, run make man
@@ -34,32 +21,10 @@ func undated(page []byte) []byte { return thDate.ReplaceAll(page, []byte("${1}DA
 func TestManPages(t *testing.T) {
 	root := newApp(nil, nil, nil).newRoot()
 	pages := manPages(root, time.Now().Format("2006-01-02"))
-	committed, _ := filepath.Glob(filepath.Join(manDir, "*."+manSection))
-	var stale []string
-	for name, page := range pages {
-		old, err := os.ReadFile(filepath.Join(manDir, name))
-		if err == nil && bytes.Equal(undated(old), undated(page)) {
-			continue
-		}
-		stale = append(stale, name)
-		if *update {
-			if err := os.MkdirAll(manDir, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(manDir, name), page, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
+	stale, err := manSupplement.Sync(manDir, pages, *update)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, path := range committed {
-		if _, ok := pages[filepath.Base(path)]; !ok {
-			stale = append(stale, filepath.Base(path)+" (no such command)")
-			if *update {
-				os.Remove(path)
-			}
-		}
-	}
-	slices.Sort(stale)
 	if len(stale) > 0 && !*update {
 		t.Errorf("man pages are stale, run make man: %s", strings.Join(stale, ", "))
 	}
@@ -115,7 +80,7 @@ func TestManPagesDates(t *testing.T) {
 	a := manPages(root, "2025-01-01")
 	b := manPages(root, "2030-12-31")
 	for name := range a {
-		if pageDate(a[name]) != "2025-01-01" || !bytes.Equal(undated(a[name]), undated(b[name])) {
+		if manpage.Date(a[name]) != "2025-01-01" || !bytes.Equal(manpage.Undated(a[name]), manpage.Undated(b[name])) {
 			t.Errorf("%s: date not isolated in .TH", name)
 		}
 	}

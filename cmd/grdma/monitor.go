@@ -40,12 +40,7 @@ func (a *app) monitor(count int) error {
 	if err != nil {
 		return err
 	}
-	cfg, done, err := a.nlConfig()
-	if err != nil {
-		return err
-	}
-	m, err := c.Monitor(cfg)
-	done()
+	m, err := c.MonitorNetNS(a.opts.netns)
 	if errors.Is(err, nldev.ErrMonitorUnsupported) {
 		return &cannotRunError{err}
 	}

@@ -48,20 +48,18 @@ func TestStatMatchesRdma(t *testing.T) {
 				if code != 0 {
 					t.Fatalf("exit %d: %s", code, stderr)
 				}
-				var diff string
-				switch {
-				case strings.HasSuffix(c.file, ".json") && len(want) == 0:
+				isJSON := strings.HasSuffix(c.file, ".json")
+				if isJSON && len(want) == 0 {
 					// rdma printed nothing at all: no port has optional
 					// counters and rdma opens no JSON array then.
 					if got != "[]\n" {
 						t.Errorf("got %q, want an empty list", got)
 					}
-				case strings.HasSuffix(c.file, ".json"):
-					if diff, err = rdmacompat.DiffJSON(want, []byte(got), rdmacompat.Version{Major: 6, Minor: 1}); err != nil {
-						t.Fatal(err)
-					}
-				default:
-					diff = rdmacompat.DiffText(string(want), got, rdmacompat.Version{Major: 6, Minor: 1})
+					return
+				}
+				diff, err := rdmacompat.DiffOutput(want, []byte(got), isJSON, rdmacompat.Version{Major: 6, Minor: 1})
+				if err != nil {
+					t.Fatal(err)
 				}
 				if diff != "" {
 					t.Errorf("grdma %s differs from rdma:\n%s", strings.Join(c.args, " "), diff)

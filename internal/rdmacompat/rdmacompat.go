@@ -252,6 +252,15 @@ func DiffText(rdma, grdma string, v Version) string {
 	return Diff(strings.Split(dropGarbledText(rdma, v), "\n"), strings.Split(dropGarbledText(NormalizeText(grdma, v), v), "\n"))
 }
 
+// DiffOutput compares one command's output, JSON (DiffJSON) or text
+// (DiffText): the comparison every test against a recording of rdma makes.
+func DiffOutput(rdma, grdma []byte, isJSON bool, v Version) (string, error) {
+	if isJSON {
+		return DiffJSON(rdma, grdma, v)
+	}
+	return DiffText(string(rdma), string(grdma), v), nil
+}
+
 // Diff returns a line diff of a and b ("-" a, "+" b), changed lines paired
 // with their replacements, 3 lines of context, "..." where lines are left
 // out; "" when they are equal.

@@ -1,0 +1,500 @@
+// Package manpage renders section-8 manual pages from a cobra command tree:
+// one page for the root and one per object (PROGRAM-OBJECT.8). Each page
+// takes its synopsis from Use, its description from Long, its options from
+// the flags and its examples from Example; what a command's help does not
+// say (what each example does, extra exit-status notes, related pages, the
+// root's environment and files) comes from a Supplement. Sync compares the
+// pages with a directory and rewrites the stale ones, so a test can fail
+// when the committed pages lag behind the commands.
+package manpage
+
+import (
+	"bytes"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// Supplement is what the command tree does not say. Fields holding roff
+// are written as they are; every other text is escaped.
+type Supplement struct {
+	Program   string // "grdma": the .TH footer and the synopsis command
+	Section   string // "8"
+	Manual    string // the .TH center header, "System Administration"
+	Generator string // who wrote the page, for the "Do not edit" comment
+	RootShort string // the root page's NAME line
+
+	RootSynopsis      []string // roff: the root's synopsis lines, after Program
+	RootExamples      string   // the root's examples, in Example's form
+	RootSections      string   // roff: after the root's flags (more options, ENVIRONMENT, FILES)
+	GlobalOptionsNote string   // roff: opens GLOBAL OPTIONS on an object's page
+
+	// ExitStatus is the text of each usual exit status; a command whose Long
+	// says "Exit status: 0 ..., 1 ..." differently replaces it.
+	ExitStatus map[int]string
+	// ExitNotes add to a command's exit statuses, by command name and status.
+	ExitNotes map[string]map[int]string
+	// Examples explain the examples of the commands' help, by command line;
+	// an example with a trailing "  # comment" explains itself.
+	Examples map[string]string
+	// SeeAlso are the related pages of each command by name ("grdma" for
+	// the root), SeeAlsoEvery those of every page.
+	SeeAlso      map[string][]string
+	SeeAlsoEvery []string
+	// Verbs lists an object's verbs, so that "a | b" in Use splits into a
+	// synopsis line per verb; nil keeps each line of Use whole.
+	Verbs func(object string) []string
+}
+
+// fileName is a command's page file: grdma.8, grdma-link.8.
+func (s *Supplement) fileName(cmd *cobra.Command) string {
+	return strings.ReplaceAll(cmd.CommandPath(), " ", "-") + "." + s.Section
+}
+
+// commands are the commands that get a page: the root and each available
+// object.
+func commands(root *cobra.Command) []*cobra.Command {
+	cmds := []*cobra.Command{root}
+	for _, c := range root.Commands() {
+		if c.IsAvailableCommand() && c.Name() != "help" {
+			cmds = append(cmds, c)
+		}
+	}
+	return cmds
+}
+
+// Pages renders every page, by file name, dated date (YYYY-MM-DD).
+func (s *Supplement) Pages(root *cobra.Command, date string) map[string][]byte {
+	pages := map[string][]byte{}
+	for _, c := range commands(root) {
+		pages[s.fileName(c)] = s.page(c, date)
+	}
+	return pages
+}
+
+// thDate matches the date of a page's .TH line.
+var thDate = regexp.MustCompile(`(?m)^(\.TH \S+ \S+ )(\S+)`)
+
+// Date returns the date of a page's .TH line ("" when it has none).
+func Date(page []byte) string {
+	if m := thDate.FindSubmatch(page); m != nil {
+		return string(m[2])
+	}
+	return ""
+}
+
+// Undated is a page with its date replaced by DATE, for comparisons.
+func Undated(page []byte) []byte { return thDate.ReplaceAll(page, []byte("${1}DATE")) }
+
+// Sync compares pages with the *.Section files of dir, their dates aside,
+// and returns the names of the stale ones: changed, missing, or without a
+// command ("NAME (no such command)"). With write it also rewrites them and
+// removes the pages of gone commands, so unchanged pages keep their date.
+func (s *Supplement) Sync(dir string, pages map[string][]byte, write bool) ([]string, error) {
+	committed, err := filepath.Glob(filepath.Join(dir, "*."+s.Section))
+	if err != nil {
+		return nil, err
+	}
+	var stale []string
+	for name, page := range pages {
+		old, err := os.ReadFile(filepath.Join(dir, name))
+		if err == nil && bytes.Equal(Undated(old), Undated(page)) {
+			continue
+		}
+		stale = append(stale, name)
+		if write {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return nil, err
+			}
+			if err := os.WriteFile(filepath.Join(dir, name), page, 0o644); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for _, path := range committed {
+		if _, ok := pages[filepath.Base(path)]; !ok {
+			stale = append(stale, filepath.Base(path)+" (no such command)")
+			if write {
+				if err := os.Remove(path); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	slices.Sort(stale)
+	return stale, nil
+}
+
+// page renders one page.
+func (s *Supplement) page(cmd *cobra.Command, date string) []byte {
+	var b bytes.Buffer
+	isRoot := !cmd.HasParent()
+	name := strings.TrimSuffix(s.fileName(cmd), "."+s.Section)
+	fmt.Fprintf(&b, ".\\\" Generated by %s from its command tree. Do not edit.\n", s.Generator)
+	fmt.Fprintf(&b, ".TH %s %s %s %s \"%s\"\n", roff(strings.ToUpper(name)), s.Section, date, s.Program, s.Manual)
+	b.WriteString(".nh\n.ad l\n") // no hyphenation, ragged right: commands stay whole
+
+	b.WriteString(".SH NAME\n")
+	short := cmd.Short
+	if isRoot {
+		short = s.RootShort
+	}
+	fmt.Fprintf(&b, "%s \\- %s\n", roff(name), roff(short))
+
+	b.WriteString(".SH SYNOPSIS\n")
+	for _, line := range s.synopsis(cmd) { // each with a hanging indent
+		fmt.Fprintf(&b, ".SY %s\n%s\n.YS\n", s.Program, line)
+	}
+
+	desc, exit := splitExitStatus(cmd.Long)
+	b.WriteString(".SH DESCRIPTION\n")
+	writeText(&b, desc)
+
+	if isRoot {
+		b.WriteString(".SH OBJECTS\n")
+		for _, c := range commands(cmd)[1:] {
+			names := append([]string{c.Name()}, c.Aliases...)
+			for i, n := range names {
+				names[i] = `\fB` + roff(n) + `\fR`
+			}
+			fmt.Fprintf(&b, ".TP\n%s\n%s; see \\fB%s\\fR(%s).\n", strings.Join(names, ", "), roff(c.Short), roff(strings.TrimSuffix(s.fileName(c), "."+s.Section)), s.Section)
+		}
+	}
+
+	local := s.flags(cmd.LocalNonPersistentFlags(), cmd.Root())
+	if isRoot {
+		local = nil
+	}
+	if len(local) > 0 {
+		b.WriteString(".SH OPTIONS\n")
+		b.WriteString(strings.Join(local, ""))
+	}
+	b.WriteString(".SH GLOBAL OPTIONS\n")
+	if !isRoot {
+		b.WriteString(s.GlobalOptionsNote)
+	}
+	b.WriteString(strings.Join(s.flags(cmd.Root().PersistentFlags(), cmd.Root()), ""))
+	if isRoot {
+		b.WriteString(strings.Join(s.flags(cmd.Root().LocalNonPersistentFlags(), cmd), ""))
+		b.WriteString(s.RootSections)
+	}
+
+	b.WriteString(".SH EXIT STATUS\n")
+	s.writeExitStatus(&b, cmd, exit)
+
+	examples := cmd.Example
+	if isRoot {
+		examples = s.RootExamples
+	}
+	if ex := s.exampleList(examples); len(ex) > 0 {
+		b.WriteString(".SH EXAMPLES\n")
+		for _, e := range ex {
+			fmt.Fprintf(&b, ".TP\n\\fB%s\\fR\n", roff(e[0]))
+			if e[1] != "" {
+				fmt.Fprintf(&b, "%s\n", roff(e[1]))
+			}
+		}
+	}
+
+	b.WriteString(".SH SEE ALSO\n")
+	var see []string
+	if !isRoot {
+		see = append(see, s.Program+"("+s.Section+")")
+	}
+	key := cmd.Name()
+	see = append(see, s.SeeAlso[key]...)
+	see = append(see, s.SeeAlsoEvery...)
+	if isRoot {
+		for _, c := range commands(cmd)[1:] {
+			see = append(see, strings.TrimSuffix(s.fileName(c), "."+s.Section)+"("+s.Section+")")
+		}
+	}
+	for i, s := range see {
+		page, sec, _ := strings.Cut(s, "(")
+		see[i] = `\fB` + roff(page) + `\fR(` + sec
+	}
+	b.WriteString(strings.Join(see, ",\n") + "\n")
+	return b.Bytes()
+}
+
+// synopsis turns Use into synopsis lines, what follows the program name: one per
+// line of Use and per top-level alternative whose first word is a verb
+// ("link add ...").
+func (s *Supplement) synopsis(cmd *cobra.Command) []string {
+	var out []string
+	prefix := `[\fIOPTIONS\fR] `
+	if !cmd.HasParent() {
+		return s.RootSynopsis
+	}
+	var verbs []string
+	if s.Verbs != nil {
+		verbs = s.Verbs(cmd.Name())
+	}
+	for _, line := range strings.Split(cmd.Use, "\n") {
+		line = strings.TrimSpace(line)
+		obj, rest, _ := strings.Cut(line, " ")
+		for _, alt := range splitAlternatives(rest, verbs) {
+			out = append(out, prefix+synopsisWords(strings.TrimSpace(obj+" "+alt)))
+		}
+	}
+	return out
+}
+
+// splitAlternatives splits "a | b | c" at the bars outside brackets whose
+// next word is a verb.
+func splitAlternatives(s string, verbs []string) []string {
+	var out []string
+	depth, start := 0, 0
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '[', '{':
+			depth++
+		case ']', '}':
+			depth--
+		case '|':
+			if depth != 0 || i == 0 || s[i-1] != ' ' || i+1 >= len(s) || s[i+1] != ' ' {
+				continue
+			}
+			next, _, _ := strings.Cut(strings.TrimSpace(s[i+1:]), " ")
+			if slices.Contains(verbs, next) {
+				out = append(out, strings.TrimSpace(s[start:i]))
+				start = i + 1
+			}
+		}
+	}
+	return append(out, strings.TrimSpace(s[start:]))
+}
+
+var synopsisToken = regexp.MustCompile(`[A-Za-z0-9_.,-]+|[^A-Za-z0-9_.,-]+`)
+
+// synopsisWords sets literal words in bold and placeholders (DEV, PORT,
+// NAME, ...) in italics, and keeps short bracketed groups on one line.
+func synopsisWords(s string) string {
+	s = protectGroups(s)
+	var b strings.Builder
+	for _, tok := range synopsisToken.FindAllString(s, -1) {
+		switch {
+		case strings.ToUpper(tok) == tok && strings.ToLower(tok) != tok:
+			b.WriteString(`\fI` + roff(tok) + `\fR`)
+		case tok[0] >= 'a' && tok[0] <= 'z' || tok[0] == '-':
+			b.WriteString(`\fB` + roff(tok) + `\fR`)
+		default:
+			b.WriteString(strings.ReplaceAll(roff(tok), "\x00", `\~`))
+		}
+	}
+	return b.String()
+}
+
+// maxGroup is the longest [...] or {...} group kept on one line.
+const maxGroup = 40
+
+// protectGroups marks (as NUL) the spaces whose innermost bracketed group
+// is short enough to keep on one line.
+func protectGroups(s string) string {
+	b := []byte(s)
+	var open []int
+	for i, c := range b {
+		switch c {
+		case '[', '{':
+			open = append(open, i)
+		case ']', '}':
+			if len(open) == 0 {
+				continue
+			}
+			start := open[len(open)-1]
+			open = open[:len(open)-1]
+			if i-start > maxGroup {
+				continue
+			}
+			for k := start; k < i; k++ {
+				if b[k] == ' ' {
+					b[k] = 0
+				}
+			}
+		}
+	}
+	return string(b)
+}
+
+// splitExitStatus takes the "Exit status: ..." sentence out of a Long text.
+func splitExitStatus(long string) (desc, exit string) {
+	lines := strings.Split(long, "\n")
+	for i, l := range lines {
+		if !strings.HasPrefix(l, "Exit status:") {
+			continue
+		}
+		end := i + 1
+		for end < len(lines) && strings.TrimSpace(lines[end]) != "" {
+			end++
+		}
+		exit = strings.TrimSpace(strings.TrimPrefix(strings.Join(lines[i:end], " "), "Exit status:"))
+		rest := append(slices.Clone(lines[:i]), lines[end:]...)
+		return strings.TrimSpace(strings.Join(rest, "\n")), exit
+	}
+	return long, ""
+}
+
+// writeExitStatus writes the statuses: the program's usual ones, told in full,
+// except where the command's help says otherwise ("Exit status: 0 every
+// step passed, 1 a step failed, 2 ..."), with the notes of ExitNotes.
+func (s *Supplement) writeExitStatus(b *bytes.Buffer, cmd *cobra.Command, own string) {
+	text := maps.Clone(s.ExitStatus)
+	_, rootExit := splitExitStatus(cmd.Root().Long)
+	usual := parseExitStatus(rootExit)
+	for code, t := range parseExitStatus(own) {
+		if t != usual[code] {
+			text[code] = upperFirst(t) + "."
+		}
+	}
+	for _, code := range slices.Sorted(maps.Keys(text)) {
+		t := text[code]
+		if n := s.ExitNotes[cmd.Name()][code]; n != "" {
+			t += " " + n
+		}
+		fmt.Fprintf(b, ".TP\n.B %d\n%s\n", code, roffLine(t))
+	}
+}
+
+var exitCodeAt = regexp.MustCompile(`(?:^|, )(\d) `)
+
+// parseExitStatus splits "0 success, 1 the operation failed, 2 ..." by
+// status; nil when the text is not of that form.
+func parseExitStatus(s string) map[int]string {
+	s = strings.TrimSuffix(strings.TrimSpace(s), ".")
+	locs := exitCodeAt.FindAllStringSubmatchIndex(s, -1)
+	if len(locs) == 0 || locs[0][0] != 0 {
+		return nil
+	}
+	out := map[int]string{}
+	for i, l := range locs {
+		end := len(s)
+		if i+1 < len(locs) {
+			end = locs[i+1][0]
+		}
+		out[int(s[l[2]]-'0')] = s[l[1]:end]
+	}
+	return out
+}
+
+func upperFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+// writeText writes a help text: paragraphs separated by blank lines, and
+// indented lines (tables, lists) kept as they are.
+func writeText(b *bytes.Buffer, text string) {
+	lines := strings.Split(strings.TrimSpace(text), "\n")
+	first := true
+	for i := 0; i < len(lines); {
+		if strings.TrimSpace(lines[i]) == "" {
+			i++
+			continue
+		}
+		if !first {
+			b.WriteString(".PP\n")
+		}
+		first = false
+		if strings.HasPrefix(lines[i], "  ") {
+			b.WriteString(".RS 4\n.nf\n")
+			for ; i < len(lines) && (strings.HasPrefix(lines[i], "  ") || strings.HasPrefix(lines[i], "\t")); i++ {
+				b.WriteString(roffLine(strings.TrimPrefix(lines[i], "  ")) + "\n")
+			}
+			b.WriteString(".fi\n.RE\n")
+			continue
+		}
+		for ; i < len(lines) && strings.TrimSpace(lines[i]) != "" && !strings.HasPrefix(lines[i], "  "); i++ {
+			b.WriteString(roffLine(strings.TrimSpace(lines[i])) + "\n")
+		}
+	}
+}
+
+// flags renders flags as .TP entries. A usage starting with a word is
+// capitalized unless the word is an object ("res show ...: ...").
+func (s *Supplement) flags(fs *pflag.FlagSet, root *cobra.Command) []string {
+	var out []string
+	fs.VisitAll(func(f *pflag.Flag) {
+		if f.Hidden || f.Name == "help" {
+			return
+		}
+		varname, usage := pflag.UnquoteUsage(f)
+		var names []string
+		if f.Shorthand != "" {
+			names = append(names, `\fB\-`+roff(f.Shorthand)+`\fR`)
+		}
+		names = append(names, `\fB\-\-`+roff(f.Name)+`\fR`)
+		head := strings.Join(names, ", ")
+		switch f.Value.Type() {
+		case "bool", "count":
+		default:
+			if varname == "" || varname == f.Value.Type() {
+				varname = strings.ToUpper(f.Value.Type())
+			}
+			head += ` \fI` + roff(varname) + `\fR`
+		}
+		if !strings.HasSuffix(usage, ".") {
+			usage += "."
+		}
+		if first, _, _ := strings.Cut(usage, " "); !slices.ContainsFunc(root.Commands(), func(c *cobra.Command) bool { return c.Name() == first }) {
+			usage = upperFirst(usage)
+		}
+		out = append(out, fmt.Sprintf(".TP\n%s\n%s\n", head, roffLine(usage)))
+	})
+	return out
+}
+
+// exampleList splits an Example text into command lines and their
+// explanations (a trailing "# comment", else Examples).
+func (s *Supplement) exampleList(example string) [][2]string {
+	var out [][2]string
+	for _, l := range strings.Split(example, "\n") {
+		l = strings.TrimSpace(l)
+		if l == "" {
+			continue
+		}
+		cmdLine, comment := l, ""
+		if i := strings.Index(l, "  #"); i >= 0 {
+			cmdLine, comment = strings.TrimSpace(l[:i]), strings.TrimSpace(l[i+3:])
+			comment = upperFirst(comment)
+			if !strings.HasSuffix(comment, ".") {
+				comment += "."
+			}
+		}
+		if comment == "" {
+			comment = s.Examples[cmdLine]
+		}
+		out = append(out, [2]string{cmdLine, comment})
+	}
+	return out
+}
+
+// roff escapes text for a roff text line or argument: backslashes, and
+// hyphens, quotes and tildes that must stay ASCII for copy and paste.
+func roff(s string) string {
+	return strings.NewReplacer(
+		`\`, `\e`,
+		"-", `\-`,
+		"'", `\(aq`,
+		"`", `\(ga`,
+		"~", `\(ti`,
+		"^", `\(ha`,
+	).Replace(s)
+}
+
+// roffLine escapes a whole text line, guarding a leading control character.
+func roffLine(s string) string {
+	s = roff(s)
+	if strings.HasPrefix(s, ".") || strings.HasPrefix(s, `\(aq`) {
+		s = `\&` + s
+	}
+	return s
+}
