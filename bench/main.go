@@ -31,7 +31,7 @@ import (
 )
 
 // goBenchPackages hold the Go benchmarks BENCHMARKS.md reports.
-var goBenchPackages = []string{"./nldev", "./sysfs", "./gid"}
+var goBenchPackages = []string{"./nldev", "./sysfs", "./gid", "./exporter"}
 
 func main() {
 	kernels := flag.String("kernels", strings.Join(e2e.Labels, ","), "comma list of kernels to boot, one after the other")
@@ -87,7 +87,7 @@ func main() {
 			"Ratio = grdma's time / ibv_devinfo -v's: below 1.00 grdma is faster. Reproduce: `make bench BENCHFLAGS='-only devinfo -before OLD_GRDMA'`.\n",
 			hostCPU(), runtime.NumCPU(), qemuVersion(ctx))
 		for _, label := range strings.Split(*kernels, ",") {
-			run, _, err := runGuest(ctx, bed, label, &e2e.Guest{Grdma: grdma, TestBinary: guestTests, Files: files}, guestArgs, *timeout, false)
+			run, _, _, err := runGuest(ctx, bed, label, &e2e.Guest{Grdma: grdma, TestBinary: guestTests, Files: files}, guestArgs, *timeout, false)
 			if err != nil {
 				log.Fatalf("%s: %v", label, err)
 			}
@@ -121,13 +121,13 @@ func main() {
 		return
 	}
 
-	var guest, probes strings.Builder
+	var guest, probes, exporters strings.Builder
 	fmt.Fprintf(&guest, "Host: %s, `nproc` %d; guest: QEMU %s, software emulation (TCG, no KVM), 1 vCPU, 1 GiB.\n",
 		hostCPU(), runtime.NumCPU(), qemuVersion(ctx))
 	guest.WriteString("Ratio = grdma's time / the reference's: below 1.00 grdma is faster.\n")
 	for _, label := range strings.Split(*kernels, ",") {
 		guestArgs := fmt.Sprintf("-devices %s -reps %d -budget %s", *devices, *reps, *budget)
-		run, probe, err := runGuest(ctx, bed, label, &e2e.Guest{Grdma: grdma, TestBinary: guestTests,
+		run, probe, exp, err := runGuest(ctx, bed, label, &e2e.Guest{Grdma: grdma, TestBinary: guestTests,
 			Files: map[string]string{"/bin/guestbench": driver}}, guestArgs, *timeout, true)
 		if err != nil {
 			log.Fatalf("%s: %v", label, err)
@@ -136,9 +136,10 @@ func main() {
 		os.WriteFile(filepath.Join(work, label+".json"), raw, 0o644)
 		fmt.Fprintf(&guest, "\n#### Kernel %s (Debian), reference %s\n%s", run.Kernel, run.Rdma, run.Markdown())
 		fmt.Fprintf(&probes, "\nKernel %s:\n\n```\n%s```\n", run.Kernel, probe)
+		fmt.Fprintf(&exporters, "\nKernel %s:\n\n```\n%s```\n", run.Kernel, exp)
 	}
-	fmt.Print(guest.String(), probes.String())
-	sections["guest"], sections["probe"] = guest.String(), probes.String()
+	fmt.Print(guest.String(), probes.String(), exporters.String())
+	sections["guest"], sections["probe"], sections["exporter"] = guest.String(), probes.String(), exporters.String()
 
 	if *goBench {
 		table, err := runGoBenchmarks(ctx, bed.Repo)
@@ -157,41 +158,45 @@ func main() {
 }
 
 // runGuest boots one kernel with g (grdma, the driver, the guest tests)
-// and returns what the driver measured and, with probe, the probe
-// benchmark's report.
-func runGuest(ctx context.Context, bed *e2e.Bed, label string, g *e2e.Guest, guestArgs string, timeout time.Duration, probe bool) (result.Run, string, error) {
-	var run result.Run
+// and returns what the driver measured and, with extras, the reports of
+// the probe benchmark and of the exporter's scrape latency.
+func runGuest(ctx context.Context, bed *e2e.Bed, label string, g *e2e.Guest, guestArgs string, timeout time.Duration, extras bool) (run result.Run, probe, exporter string, err error) {
 	k, err := bed.Kernel(ctx, label)
 	if err != nil {
-		return run, "", err
+		return run, "", "", err
 	}
 	g.Kernel = k
 	g.Run = fmt.Sprintf("/bin/guestbench %s -out /out/bench.json\n", guestArgs)
-	if probe {
-		g.Run += fmt.Sprintf("PROBE_BENCH_OUT=/out/probe.txt %s -test.run '^TestProbeBenchmark$' -test.timeout 5m >/out/probe.log 2>&1 || cat /out/probe.log\n", layout.GuestTest)
+	if extras {
+		g.Run += fmt.Sprintf("PROBE_BENCH_OUT=/out/probe.txt %s -test.run '^TestProbeBenchmark$' -test.timeout 5m >/out/probe.log 2>&1 || cat /out/probe.log\n", layout.GuestTest) +
+			fmt.Sprintf("EXPORTER_BENCH_OUT=/out/exporter.txt %s -test.run '^TestExporterScrapeLatency$' -test.timeout 5m >/out/exporter.log 2>&1 || cat /out/exporter.log\n", layout.GuestTest)
 	}
 	start := time.Now()
 	r, err := bed.Boot(ctx, g, e2e.BootOptions{Timeout: timeout})
 	if err != nil {
-		return run, "", err
+		return run, "", "", err
 	}
 	defer r.Cleanup()
 	if err := r.Err(); err != nil {
-		return run, "", fmt.Errorf("%v\nscript output:\n%s", err, e2e.Tail(r.Log, 30))
+		return run, "", "", fmt.Errorf("%v\nscript output:\n%s", err, e2e.Tail(r.Log, 30))
 	}
 	log.Printf("%s: guest ran %v", label, time.Since(start).Round(time.Second))
 	b, err := os.ReadFile(filepath.Join(r.Out(), "bench.json"))
 	if err != nil {
-		return run, "", err
+		return run, "", "", err
 	}
-	if !probe {
-		return run, "", json.Unmarshal(b, &run)
+	if !extras {
+		return run, "", "", json.Unmarshal(b, &run)
 	}
-	report, err := os.ReadFile(filepath.Join(r.Out(), "probe.txt"))
+	p, err := os.ReadFile(filepath.Join(r.Out(), "probe.txt"))
 	if err != nil {
-		report = []byte("the probe benchmark did not run: " + e2e.Tail(r.Log, 10))
+		p = []byte("the probe benchmark did not run: " + e2e.Tail(r.Log, 10))
 	}
-	return run, string(report), json.Unmarshal(b, &run)
+	x, err := os.ReadFile(filepath.Join(r.Out(), "exporter.txt"))
+	if err != nil {
+		x = []byte("the exporter benchmark did not run: " + e2e.Tail(r.Log, 10))
+	}
+	return run, string(p), string(x), json.Unmarshal(b, &run)
 }
 
 // runPairBench boots the two-host pair of each kernel and runs

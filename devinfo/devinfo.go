@@ -230,7 +230,7 @@ func (r *Reader) readDevice(nd nldev.Device) (Device, error) {
 		if d.Driver == "" {
 			d.Driver = uverbs.DriverName(ch.DriverID)
 		}
-		verbs, err = r.open(nd.Name, uverbs.Node{Name: ch.Name, Major: unix.Major(ch.Dev), Minor: unix.Minor(ch.Dev), DriverID: ch.DriverID})
+		verbs, err = r.open(nd.Name, uverbs.NodeOf(ch))
 	}
 	if err != nil {
 		if nldev.DeviceGone(r.Netlink, nd.Index, err) {

@@ -7,11 +7,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/grdma/grdma/e2e/layout"
 )
 
 // Knobs, all optional:
@@ -172,7 +175,7 @@ func TestGuest(t *testing.T) {
 			}
 			t.Logf("guest tests: %s", Summary(nodes))
 			for _, n := range nodes {
-				report(t, n, r, replay{})
+				report(t, n, r, replay{logPassing: true}) // figures of passed scenarios too (exporter RSS, scrape latency)
 			}
 			if err := r.Err(); err != nil && !t.Failed() {
 				t.Errorf("%v\nguest output:\n%s", err, tail(r.Log, 40))
@@ -184,8 +187,10 @@ func TestGuest(t *testing.T) {
 // guestEnv passes the knobs the guest tests read on to them.
 func guestEnv() []string {
 	var env []string
-	if v := os.Getenv("E2E_CHURN"); v != "" {
-		env = append(env, "E2E_CHURN="+v)
+	for _, k := range []string{"E2E_CHURN", "E2E_EXPORTER_DEVICES"} {
+		if v := os.Getenv(k); v != "" {
+			env = append(env, k+"="+v)
+		}
 	}
 	return env
 }
@@ -345,4 +350,22 @@ func TestHungGuestIsKilled(t *testing.T) {
 		t.Fatalf("want a timeout naming the console's last line %q, got TimedOut=%v err=%v", last, r.TimedOut, e)
 	}
 	t.Logf("killed after %v as expected", r.Total.Round(100*time.Millisecond))
+}
+
+// TestAlertRules runs the exporter's alerting rules through promtool
+// (installed with the other host tools: Debian's prometheus), so that
+// `make e2e` checks them on a machine where `go test ./exporter` found no
+// promtool and skipped.
+func TestAlertRules(t *testing.T) {
+	_, bed := readyBed(t)
+	dir := filepath.Join(bed.Repo, "deploy", "prometheus")
+	for _, args := range [][]string{{"check", "rules", "grdma-alerts.yml"}, {"test", "rules", "grdma-alerts_test.yml"}} {
+		cmd := exec.Command(layout.Promtool, args...)
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		t.Logf("promtool %s:\n%s", strings.Join(args, " "), out)
+	}
 }

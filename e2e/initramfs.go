@@ -31,7 +31,8 @@ var extraModules = []string{"rdma_ucm", "8021q", "ib_umad"}
 // guestTools are host binaries copied to the same guest path, with the
 // shared libraries ldd finds for them.
 var guestTools = []string{layout.IP, layout.Rdma, layout.IbvDevinfo, layout.IbvRcPingpong, layout.Strace,
-	layout.IbWriteBw, layout.IbWriteLat, layout.IbReadBw, layout.IbReadLat, layout.IbSendBw, layout.IbSendLat}
+	layout.IbWriteBw, layout.IbWriteLat, layout.IbReadBw, layout.IbReadLat, layout.IbSendBw, layout.IbSendLat,
+	layout.Prometheus, layout.NodeExporter}
 
 var (
 	//go:embed guestfs/init.sh

@@ -43,6 +43,9 @@ var needs = []need{
 	{"modprobe", "kmod"},
 	{"xz", "xz-utils"},
 	{"strace", "strace"},
+	{layout.Prometheus, "prometheus"},
+	{layout.Promtool, "prometheus"},
+	{layout.NodeExporter, "prometheus-node-exporter"},
 	{"ldd", "libc-bin"},
 	{"dpkg", "dpkg"},
 }

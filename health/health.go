@@ -3,7 +3,9 @@
 // their uverbs character devices, ports against expectations (state, rate,
 // MTU, GID type, netdev MTU), and GPUDirect RDMA readiness. The checks are
 // pure functions of their inputs, so a Kubernetes device plugin or an
-// exporter can gather the inputs its own way and reuse the verdicts.
+// exporter can gather the inputs its own way and reuse the verdicts;
+// ReadNode gathers those of the devices and ports checks, reading each
+// port once (`grdma check` and package exporter both use it).
 package health
 
 import (
@@ -167,6 +169,11 @@ func CheckPorts(in []PortInput, exp Expect) []Result {
 // DeviceInput is one RDMA device and its uverbs character device.
 type DeviceInput struct {
 	Name string
+	// Index, Info and Driver describe the device (ReadNode fills them in
+	// from netlink and sysfs; the checks need only Name and Verbs).
+	Index  uint32
+	Info   nldev.Device
+	Driver string
 	// Verbs is the path of the uverbs character device, "" when the
 	// device has none (ib_uverbs not loaded).
 	Verbs string

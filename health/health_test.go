@@ -121,3 +121,27 @@ func TestSummarize(t *testing.T) {
 		t.Errorf("empty: %+v (checks must be [] in JSON, not null)", r)
 	}
 }
+
+// TestNodeCheck: a node whose listing failed fails both checks as a whole;
+// a device whose ports could not be read fails the ports check by name
+// while the other ports are checked.
+func TestNodeCheck(t *testing.T) {
+	failed := &Node{DevicesErr: errors.New("netlink: permission denied"), PortsErr: errors.New("netlink: permission denied")}
+	res := failed.Check([]string{"devices", "ports"}, Expect{})
+	if len(res) != 2 || res[0].Name != "devices" || res[1].Name != "ports" || res[0].Status != Fail || res[1].Message != "netlink: permission denied" {
+		t.Fatalf("listing failed: %+v", res)
+	}
+	partial := &Node{
+		Ports:  []PortInput{{Port: edrPort()}},
+		Errors: []ReadError{{Device: "mlx5_1", What: "ports", Err: errors.New("read rate: is a directory")}},
+	}
+	res = partial.Check([]string{"ports"}, Expect{})
+	if len(res) != 2 || res[0].Status != Pass || res[1].Status != Fail || res[1].Subject != "mlx5_1" ||
+		res[1].Message != "mlx5_1: ports: read rate: is a directory" {
+		t.Fatalf("one device unreadable: %+v", res)
+	}
+	only := &Node{Errors: partial.Errors}
+	if res = only.Check([]string{"ports"}, Expect{}); len(res) != 1 || res[0].Subject != "mlx5_1" {
+		t.Fatalf("no readable port: %+v (want only the read error, not also 'no RDMA ports')", res)
+	}
+}

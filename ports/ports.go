@@ -6,8 +6,6 @@
 package ports
 
 import (
-	"golang.org/x/sys/unix"
-
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/sysfs"
 	"github.com/grdma/grdma/uverbs"
@@ -226,8 +224,7 @@ func (r *Reader) openVerbs(d device) (PortQuerier, error) {
 		// Without an answer (an old kernel), uverbs.Open finds the node
 		// and says why it cannot.
 		if ch, err := c.Chardev(d.index, "uverbs"); err == nil {
-			return uverbs.OpenNode(r.Sysfs, d.name, uverbs.Node{Name: ch.Name, Major: unix.Major(ch.Dev),
-				Minor: unix.Minor(ch.Dev), DriverID: ch.DriverID})
+			return uverbs.OpenNode(r.Sysfs, d.name, uverbs.NodeOf(ch))
 		}
 	}
 	return uverbs.Open(r.Sysfs, d.name)

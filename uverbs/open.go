@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/sysfs"
 )
 
@@ -168,6 +169,11 @@ type Node struct {
 	Name         string // "uverbs0"; the device is dev/infiniband/<Name>
 	Major, Minor uint32
 	DriverID     uint32 // enum rdma_driver_id
+}
+
+// NodeOf is the uverbs node netlink's GET_CHARDEV reply names.
+func NodeOf(ch nldev.Chardev) Node {
+	return Node{Name: ch.Name, Major: unix.Major(ch.Dev), Minor: unix.Minor(ch.Dev), DriverID: ch.DriverID}
 }
 
 // enum rdma_driver_id values this package tells apart.

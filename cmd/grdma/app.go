@@ -76,17 +76,22 @@ func (a *app) nl() (*nldev.Client, error) {
 		a.close()
 	}
 	if a.client == nil {
-		dial := a.dial
-		if dial == nil {
-			dial = func() (*nldev.Client, error) { return nldev.DialNetNS(a.opts.netns) }
-		}
-		c, err := dial()
+		c, err := a.newClient()
 		if err != nil {
 			return nil, err
 		}
 		a.client, a.clientNetNS = c, a.opts.netns
 	}
 	return a.client, nil
+}
+
+// newClient opens a new RDMA netlink client of the namespace -n names;
+// the caller closes it (nl keeps one for the command instead).
+func (a *app) newClient() (*nldev.Client, error) {
+	if a.dial != nil {
+		return a.dial()
+	}
+	return nldev.DialNetNS(a.opts.netns)
 }
 
 // devices returns the netlink client and the RDMA devices it lists.

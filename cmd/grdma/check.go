@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,17 +12,16 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/grdma/grdma/exporter"
 	"github.com/grdma/grdma/gid"
 	"github.com/grdma/grdma/gpudirect"
 	"github.com/grdma/grdma/health"
 	"github.com/grdma/grdma/nldev"
-	"github.com/grdma/grdma/ports"
-	"github.com/grdma/grdma/promfile"
 	"github.com/grdma/grdma/sysfs"
 	"github.com/grdma/grdma/uverbs"
 	"github.com/grdma/grdma/verbsprobe"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 )
 
 // checkNames are the checks grdma check runs, in this order by default.
@@ -179,14 +177,23 @@ func (a *app) check(args *argv, quiet bool, textfile string) error {
 	}
 	ranAt := time.Now()
 	var results []health.Result
+	var node *health.Node // read once, for devices, ports and probe
+	readNode := func() *health.Node {
+		if node == nil {
+			if c, err := a.nl(); err != nil {
+				node = &health.Node{DevicesErr: err, PortsErr: err}
+			} else {
+				node = health.ReadNode(health.Source{Sysfs: sys, Netlink: c})
+			}
+		}
+		return node
+	}
 	for _, name := range names {
 		switch name {
-		case "devices":
-			results = append(results, a.checkDevices(sys, exp)...)
-		case "ports":
-			results = append(results, a.checkPorts(sys, exp)...)
+		case "devices", "ports":
+			results = append(results, readNode().Check([]string{name}, exp)...)
 		case "probe":
-			results = append(results, a.checkProbe(sys)...)
+			results = append(results, checkProbe(sys, readNode())...)
 		case "gdr":
 			results = append(results, health.CheckGDR(gpudirect.Check(sys, gpudirect.Options{ProbeDMABuf: a.dmabufProbe(sys)})))
 		}
@@ -208,71 +215,14 @@ func (a *app) check(args *argv, quiet bool, textfile string) error {
 	return nil
 }
 
-// netlinkFailure turns a netlink error into the failed result of a check.
-func netlinkFailure(check string, err error) []health.Result {
-	return []health.Result{{Name: check, Status: health.Fail, Subject: "node", Message: err.Error(), Signals: []health.Signal{}}}
-}
-
-func (a *app) checkDevices(sys sysfs.FS, exp health.Expect) []health.Result {
-	c, err := a.nl()
-	if err != nil {
-		return netlinkFailure("devices", err)
-	}
-	devs, err := c.Devices()
-	if err != nil {
-		return netlinkFailure("devices", err)
-	}
-	in := make([]health.DeviceInput, 0, len(devs))
-	for _, d := range devs {
-		di := health.DeviceInput{Name: d.Name}
-		if vd, err := sys.VerbsDeviceFor(d.Name); err == nil {
-			di.Verbs = "/dev/infiniband/" + vd.Name
-			if err := unix.Access(sys.Path("dev/infiniband/"+vd.Name), unix.R_OK|unix.W_OK); err != nil {
-				di.VerbsErr = err
-			}
-		}
-		in = append(in, di)
-	}
-	return health.CheckDevices(in, exp)
-}
-
-func (a *app) checkPorts(sys sysfs.FS, exp health.Expect) []health.Result {
-	c, err := a.nl()
-	if err != nil {
-		return netlinkFailure("ports", err)
-	}
-	r := ports.Reader{Sysfs: sys, Netlink: c}
-	ps, err := r.Read("", 0)
-	if err != nil && !errors.Is(err, nldev.ErrNoRDMANetlink) {
-		return netlinkFailure("ports", err)
-	}
-	in := make([]health.PortInput, 0, len(ps))
-	for _, p := range ps {
-		pi := health.PortInput{Port: p}
-		if exp.GIDType != 0 || exp.GIDIndex != nil {
-			pi.GIDs, pi.GIDErr = gid.ReadTable(sys, p.Device, p.Port)
-		}
-		in = append(in, pi)
-	}
-	return health.CheckPorts(in, exp)
-}
-
 // checkProbe runs the verbs probe, with traffic, on every ACTIVE port
 // (a port that is down fails the ports check already).
-func (a *app) checkProbe(sys sysfs.FS) []health.Result {
-	c, err := a.nl()
-	if err != nil {
-		return netlinkFailure("probe", err)
-	}
-	ps, err := (&ports.Reader{Sysfs: sys, Netlink: c}).Read("", 0)
-	if err != nil {
-		return netlinkFailure("probe", err)
+func checkProbe(sys sysfs.FS, node *health.Node) []health.Result {
+	if node.DevicesErr != nil {
+		return []health.Result{{Name: "probe", Status: health.Fail, Subject: "node", Message: node.DevicesErr.Error(), Signals: []health.Signal{}}}
 	}
 	var results []*verbsprobe.Result
-	for _, p := range ps {
-		if p.State != nldev.PortActive {
-			continue
-		}
+	for _, p := range node.Active() {
 		results = append(results, verbsprobe.Run(context.Background(), verbsprobe.Options{
 			Sysfs: sys, Device: p.Device, Port: p.Port, GIDIndex: verbsprobe.AutoGID, Traffic: true}))
 	}
@@ -328,13 +278,9 @@ func (a *app) printCheckReport(rep health.Report) error {
 }
 
 func writeCheckTextfile(path string, rep health.Report, ranAt time.Time) error {
-	results := make([]promfile.CheckResult, 0, len(rep.Checks))
-	for _, r := range rep.Checks {
-		results = append(results, promfile.CheckResult{Check: r.Name, Subject: r.Subject, Status: string(r.Status)})
-	}
-	var buf bytes.Buffer
-	if err := promfile.WriteChecks(&buf, results, float64(ranAt.UnixMilli())/1000); err != nil {
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(&exporter.CheckResults{Results: rep.Checks, RanAt: ranAt}); err != nil {
 		return err
 	}
-	return promfile.WriteFile(path, buf.Bytes())
+	return exporter.WriteTextfile(path, reg)
 }

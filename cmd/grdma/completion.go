@@ -480,4 +480,6 @@ var compGrammars = map[string]*compSyntax{
 		{"duration", []compValues{compFree}},
 		{"timeout", []compValues{compFree}},
 	}},
+	// exporter takes flags only; cobra completes them.
+	"exporter": {},
 }

@@ -175,8 +175,8 @@ func grammarWords(s *compSyntax, c *completer, into map[string]bool) {
 	}
 }
 
-// useWord is a literal word of a synopsis (not an option: -i, --pma).
-var useWord = regexp.MustCompile(`(^|[^-a-z])([a-z][a-z0-9_-]*)`)
+// useWord is a literal word of a synopsis (not an option: -i, --pma, --web.config.file).
+var useWord = regexp.MustCompile(`(^|[^-a-z.])([a-z][a-z0-9_-]*)`)
 
 // TestCompletionGrammarsMatchCommands keeps the grammars honest: every
 // literal word of an object's synopsis (Use) completes, and the filters

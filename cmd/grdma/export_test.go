@@ -16,11 +16,17 @@ import (
 
 var timeZero time.Time
 
+// exportKernel is the recorded kernel after RC traffic over rxe0, with the
+// resource counts of a recording of the same two-device guest.
+func exportKernel() *nlfixture.Kernel {
+	return statKernel("6.12").On(nlfixture.ResSummaryDump.Req, filepath.Join("..", "..", "..", "res", "6.12", "nl", nlfixture.ResSummaryDump.Name+".bin"))
+}
+
 // TestExportParsesWithPrometheus writes the textfile from the recorded
-// kernel and reads it back with Prometheus' own parser.
+// kernel and sysfs and reads it back with Prometheus' own parser.
 func TestExportParsesWithPrometheus(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "rdma.prom")
-	_, stderr, code := runGrdma(t, statKernel("6.12"), "stat", "export", "--textfile", path, "--sysfs-root", t.TempDir())
+	_, stderr, code := runGrdma(t, exportKernel(), "stat", "export", "--textfile", path, "--sysfs-root", sysfsFixture("rxe-6.12"))
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -52,6 +58,18 @@ func TestExportParsesWithPrometheus(t *testing.T) {
 	}
 	if act := fams["grdma_port_active"]; act == nil || len(act.GetMetric()) != 2 || act.GetMetric()[0].GetGauge().GetValue() != 1 {
 		t.Fatalf("port_active: %v", act)
+	}
+	// What the exporter adds, from the same collectors.
+	for name, n := range map[string]int{"grdma_device_info": 2, "grdma_port_roce_v2_ipv4_gid_index": 2, "grdma_port_active_mtu_bytes": 2, "grdma_export_read_errors": 1} {
+		if f := fams[name]; f == nil || len(f.GetMetric()) != n {
+			t.Errorf("%s: %v, want %d series", name, f, n)
+		}
+	}
+	if f := fams["grdma_export_read_errors"]; f == nil || f.GetMetric()[0].GetGauge().GetValue() != 0 {
+		t.Errorf("read errors: %v", f)
+	}
+	if f := fams["grdma_device_resources"]; f == nil || len(f.GetMetric()) == 0 {
+		t.Errorf("no resource counts: %v", f)
 	}
 	// No temporary file is left beside the target.
 	entries, _ := os.ReadDir(filepath.Dir(path))
@@ -91,7 +109,8 @@ func TestExportSkipsVanishedDevice(t *testing.T) {
 	} {
 		k.On(r, "get_doit_bad_index.bin")
 	}
-	_, stderr, code := runGrdma(t, k, "stat", "export", "--textfile", path, "--sysfs-root", t.TempDir())
+	k.On(nlfixture.ResSummaryDump.Req, filepath.Join("..", "..", "..", "res", "6.12", "nl", nlfixture.ResSummaryDump.Name+".bin"))
+	_, stderr, code := runGrdma(t, k, "stat", "export", "--textfile", path, "--sysfs-root", sysfsFixture("rxe-6.12"))
 	b, _ := os.ReadFile(path)
 	text := string(b)
 	if code != 0 || stderr != "" || !strings.Contains(text, `device="rxe0"`) || strings.Contains(text, `device="rxe1"`) ||
@@ -101,19 +120,20 @@ func TestExportSkipsVanishedDevice(t *testing.T) {
 }
 
 // TestExportReportsReadErrors: a rate that cannot be read (here: a
-// directory where the file should be) is exported as a read error and
-// reported, with the rest of the metrics; it used to be dropped silently.
+// directory where the file should be) is exported as a read error of that
+// device's ports and reported, with the rest of the metrics; it used to be
+// dropped silently.
 func TestExportReportsReadErrors(t *testing.T) {
 	root := copyTree(t, sysfsFixture("rxe-6.12"))
 	rate := filepath.Join(root, "sys/devices/virtual/infiniband/rxe1/ports/1/rate")
 	os.Remove(rate)
 	os.Mkdir(rate, 0o755)
 	path := filepath.Join(t.TempDir(), "rdma.prom")
-	_, stderr, code := runGrdma(t, statKernel("6.12"), "stat", "export", "--textfile", path, "--sysfs-root", root)
+	_, stderr, code := runGrdma(t, exportKernel(), "stat", "export", "--textfile", path, "--sysfs-root", root)
 	b, _ := os.ReadFile(path)
 	text := string(b)
-	if code != exitFailed || !strings.Contains(stderr, "rxe1/1: rate: ") ||
-		!strings.Contains(text, "\ngrdma_export_read_errors 1\n") || !strings.Contains(text, `grdma_export_read_error{device="rxe1",port="1",what="rate"} 1`) ||
+	if code != exitFailed || !strings.Contains(stderr, "rxe1: ports: read sys/class/infiniband/rxe1/ports/1/rate: ") ||
+		!strings.Contains(text, "\ngrdma_export_read_errors 1\n") || !strings.Contains(text, `grdma_export_read_error{device="rxe1",port="0",what="ports"} 1`) ||
 		!strings.Contains(text, `grdma_port_rate_bytes_per_second{device="rxe0",port="1"}`) || !strings.Contains(text, `counter="rdma_sends"`) {
 		t.Fatalf("exit %d, stderr %q, file:\n%s", code, stderr, text)
 	}

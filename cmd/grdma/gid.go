@@ -10,7 +10,6 @@ import (
 	"github.com/grdma/grdma/output"
 	"github.com/grdma/grdma/uverbs"
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 )
 
 func (a *app) gidCommand() *cobra.Command {
@@ -221,6 +220,6 @@ func (a *app) uverbsNode() gid.NodeFunc {
 			return uverbs.Node{}, err
 		}
 		ch, err := c.Chardev(d.Index, "uverbs")
-		return uverbs.Node{Name: ch.Name, Major: unix.Major(ch.Dev), Minor: unix.Minor(ch.Dev), DriverID: ch.DriverID}, err
+		return uverbs.NodeOf(ch), err
 	}
 }

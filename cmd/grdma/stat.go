@@ -1,15 +1,14 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
 
+	"github.com/grdma/grdma/exporter"
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/output"
-	"github.com/grdma/grdma/promfile"
 	"github.com/grdma/grdma/sysfs"
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
@@ -418,8 +417,8 @@ func (a *app) statSetOptional(args *argv, set bool) error {
 	return c.SetOptionalCounters(r.dev.Index, r.port, indexes)
 }
 
-// statExport writes every port's counters and state in the Prometheus
-// text format, to a temporary file renamed over the target.
+// statExport writes the exporter's metrics (package exporter) to a
+// temporary file renamed over the target.
 func (a *app) statExport(args *argv, path string) error {
 	if err := args.done(); err != nil {
 		return err
@@ -427,33 +426,11 @@ func (a *app) statExport(args *argv, path string) error {
 	if path == "" {
 		return usagef(args.help, "stat export needs --textfile PATH")
 	}
-	c, err := a.nl()
-	if err != nil {
-		return err
-	}
 	sys, err := a.sysfs("stat export")
 	if err != nil {
 		return err
 	}
-	snap, err := promfile.Collect(c, sys)
-	if err != nil {
-		return err
-	}
-	var buf bytes.Buffer
-	if err := snap.WriteText(&buf); err != nil {
-		return err
-	}
-	if err := promfile.WriteFile(path, buf.Bytes()); err != nil {
-		return err
-	}
-	if len(snap.Errors) > 0 {
-		errs := make([]error, len(snap.Errors))
-		for i := range snap.Errors {
-			errs[i] = &snap.Errors[i]
-		}
-		return fmt.Errorf("stat export wrote %s without what it could not read (grdma_export_read_error):\n%w", path, errors.Join(errs...))
-	}
-	return nil
+	return exporter.New(exporter.Options{Sysfs: sys, Dial: a.newClient}).WriteTextfile(path)
 }
 
 // readPMA reads the sysfs PMA counters of each port as counter sets; a

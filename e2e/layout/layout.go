@@ -24,6 +24,13 @@ const (
 	IbSendLat  = "/usr/bin/ib_send_lat"
 	// Strace is the host's strace, for capturing netlink traffic.
 	Strace = "/usr/bin/strace"
+	// Prometheus (Debian's prometheus) scrapes grdma exporter in the
+	// guest, NodeExporter (prometheus-node-exporter) is the reference for
+	// what its infiniband collector also reports; Promtool (prometheus)
+	// checks deploy/'s alerting rules on the host.
+	Prometheus   = "/usr/bin/prometheus"
+	NodeExporter = "/usr/bin/prometheus-node-exporter"
+	Promtool     = "/usr/bin/promtool"
 	// Busybox provides the shell and the small tools (sh, sed, insmod...).
 	Busybox = "/bin/busybox"
 	Sh      = "/bin/sh"

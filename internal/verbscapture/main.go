@@ -21,8 +21,6 @@ import (
 	"path/filepath"
 	"strconv"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/sysfs"
 	"github.com/grdma/grdma/uverbs"
@@ -51,7 +49,7 @@ func main() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		c, err := uverbs.OpenNode(fsys, d.Name, uverbs.Node{Name: ch.Name, Major: unix.Major(ch.Dev), Minor: unix.Minor(ch.Dev), DriverID: ch.DriverID})
+		c, err := uverbs.OpenNode(fsys, d.Name, uverbs.NodeOf(ch))
 		if err != nil {
 			log.Fatal(err)
 		}

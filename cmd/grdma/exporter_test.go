@@ -1,0 +1,35 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestExporterUsage: bad flags and web configuration files exit 2 naming
+// the problem, before anything listens.
+func TestExporterUsage(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "web.yml")
+	os.WriteFile(bad, []byte("basic_auth_users: [nope\n"), 0o644)
+	for _, c := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"--bogus"}, "unknown flag: --bogus"},
+		{[]string{"--web.listen-address=nope"}, `--web.listen-address "nope" must be host:port`},
+		{[]string{"--web.telemetry-path=metrics"}, `telemetry path "metrics" must start with /`},
+		{[]string{"--web.config.file=" + filepath.Join(dir, "missing.yml")}, "missing.yml"},
+		{[]string{"--web.config.file=" + bad}, "web config file " + bad},
+		{[]string{"--collector.check", "--collector.check.interval=-1s"}, "--collector.check.interval must be a positive duration"},
+		{[]string{"--collector.check.interval=1m"}, "--collector.check.interval goes with --collector.check"},
+		{[]string{"now"}, `"now"`},
+		{[]string{"-n", "blue"}, "-n blue reaches RDMA netlink only"},
+	} {
+		_, stderr, code := runGrdma(t, standardKernel("6.12"), append([]string{"exporter"}, c.args...)...)
+		if code != exitUsage || !strings.Contains(stderr, c.msg) {
+			t.Errorf("exporter %s: exit %d, stderr %q; want 2 and %q", strings.Join(c.args, " "), code, stderr, c.msg)
+		}
+	}
+}

@@ -1,0 +1,328 @@
+// Package exporter exports RDMA metrics to Prometheus: a
+// prometheus.Collector that reads every device and port at scrape time
+// (states, rates, MTU and width, hardware and PMA counters, the RoCE v2
+// IPv4 GID a job would choose, resource counts and, optionally, cached
+// health checks), the HTTP server of `grdma exporter` (promhttp behind
+// exporter-toolkit's TLS and basic auth), and WriteTextfile, which writes
+// the same collectors' metrics for node_exporter's textfile collector
+// (`grdma stat export`, `grdma check --textfile`). Every metric is defined
+// once, in Families.
+//
+// A device that vanishes while it is read is left out of that scrape;
+// anything else that cannot be read is counted
+// (grdma_export_read_error, grdma_exporter_read_errors_total) and the rest
+// is exported: a collection never fails.
+package exporter
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/grdma/grdma/gid"
+	"github.com/grdma/grdma/health"
+	"github.com/grdma/grdma/nldev"
+	"github.com/grdma/grdma/ports"
+	"github.com/grdma/grdma/sysfs"
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sys/unix"
+)
+
+// Options configure a Collector.
+type Options struct {
+	// Sysfs reads /sys (and /dev, /proc below the same root).
+	Sysfs sysfs.FS
+	// Dial opens an RDMA netlink client for one collection; it is closed
+	// when the collection ends, so concurrent scrapes share nothing.
+	Dial func() (*nldev.Client, error)
+	// OpenVerbs, when set, replaces opening a device's uverbs device
+	// for QUERY_PORT (the active MTU); see ports.Reader.
+	OpenVerbs func(dev string) (ports.PortQuerier, error)
+
+	// Checks turns on the health checks "devices" and "ports"
+	// (grdma_check_status) with the expectations CheckExpect. They are
+	// computed from a collection's reading at most once per
+	// CheckInterval (default one minute); scrapes in between export the
+	// cached results.
+	Checks        bool
+	CheckInterval time.Duration
+	CheckExpect   health.Expect
+
+	// Now returns the time; nil means time.Now.
+	Now func() time.Time
+}
+
+// DefaultCheckInterval is the minimum time between two runs of the checks.
+const DefaultCheckInterval = time.Minute
+
+// Collector is a prometheus.Collector of the RDMA devices and ports of
+// this node, read at every Collect.
+type Collector struct {
+	opts Options
+
+	mu       sync.Mutex
+	errTotal map[string]float64 // grdma_exporter_read_errors_total by what
+	lastErrs []health.ReadError
+	checks   []health.Result
+	checkAt  time.Time
+}
+
+// New returns a collector reading through opts.
+func New(opts Options) *Collector {
+	if opts.CheckInterval <= 0 {
+		opts.CheckInterval = DefaultCheckInterval
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Collector{opts: opts, errTotal: map[string]float64{}}
+}
+
+// Describe sends the descriptors of every family the collector exports.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, f := range Families {
+		if f == famCheckStatus || f == famCheckRun {
+			if !c.opts.Checks {
+				continue
+			}
+		}
+		ch <- f.desc
+	}
+}
+
+// Errors returns what the last collection could not read.
+func (c *Collector) Errors() []health.ReadError {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.lastErrs)
+}
+
+// Collect reads every device and port and sends their metrics.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	start := c.opts.Now()
+	e := &emitter{ch: ch, seen: map[string]bool{}}
+	s := c.read()
+	s.export(e)
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.opts.Checks {
+		if c.checkAt.IsZero() || start.Sub(c.checkAt) >= c.opts.CheckInterval {
+			c.checks = s.node.Check([]string{"devices", "ports"}, c.opts.CheckExpect)
+			c.checkAt = start
+		}
+		exportChecks(e, c.checks, c.checkAt)
+	}
+	c.lastErrs = s.errs
+	for _, err := range s.errs {
+		c.errTotal[err.What]++
+	}
+	e.emit(famReadErrors, float64(len(s.errs)))
+	for _, err := range s.errs {
+		e.emit(famReadError, 1, err.Device, strconv.FormatUint(uint64(err.Port), 10), err.What)
+	}
+	for _, what := range slices.Sorted(mapKeys(c.errTotal)) {
+		e.emit(famScrapeErrors, c.errTotal[what], what)
+	}
+	e.emit(famDuration, c.opts.Now().Sub(start).Seconds())
+}
+
+func mapKeys(m map[string]float64) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// port is what one collection read of a port beyond the node's reading.
+type port struct {
+	counters []nldev.Counter
+	pma      []sysfs.PMACounter
+}
+
+// scrape is one collection's reading.
+type scrape struct {
+	node  *health.Node
+	ports map[string]*port // by "dev/port"
+	res   []nldev.ResSummary
+	errs  []health.ReadError
+}
+
+func portKey(dev string, p uint32) string { return dev + "/" + strconv.FormatUint(uint64(p), 10) }
+
+// read reads the node once: the health.Node (devices, ports, GID tables)
+// and what only the exporter needs (counters, PMA counters, resources).
+func (c *Collector) read() *scrape {
+	s := &scrape{ports: map[string]*port{}}
+	nl, err := c.opts.Dial()
+	if err != nil {
+		s.node = &health.Node{DevicesErr: err, PortsErr: err}
+		s.errs = append(s.errs, health.ReadError{What: "devices", Err: err})
+		return s
+	}
+	defer nl.Close()
+	s.node = health.ReadNode(health.Source{Sysfs: c.opts.Sysfs, Netlink: nl, OpenVerbs: c.opts.OpenVerbs})
+	switch {
+	case s.node.DevicesErr != nil: // ErrNoRDMANetlink too: no RDMA to export
+		s.errs = append(s.errs, health.ReadError{What: "devices", Err: s.node.DevicesErr})
+	case s.node.PortsErr != nil:
+		s.errs = append(s.errs, health.ReadError{What: "ports", Err: s.node.PortsErr})
+	}
+	s.errs = append(s.errs, s.node.Errors...)
+	for i := range s.node.Ports {
+		p := &s.node.Ports[i].Port
+		if gerr := s.node.Ports[i].GIDErr; gerr != nil {
+			s.errs = append(s.errs, health.ReadError{Device: p.Device, Port: p.Port, What: "gids", Err: gerr})
+		}
+		pr := &port{}
+		pc, err := nl.PortCounters(p.DevIndex, p.Port)
+		switch {
+		case err == nil:
+			pr.counters = pc.Counters
+		case nl.Gone(p.DevIndex, err):
+		case errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOPNOTSUPP): // no counters (siw)
+		default:
+			s.errs = append(s.errs, health.ReadError{Device: p.Device, Port: p.Port, What: "counters", Err: err})
+		}
+		pr.pma, err = c.opts.Sysfs.PMACounters(p.Device, p.Port)
+		if err != nil && !sysfs.IsGone(err) {
+			s.errs = append(s.errs, health.ReadError{Device: p.Device, Port: p.Port, What: "pma", Err: err})
+		}
+		s.ports[portKey(p.Device, p.Port)] = pr
+	}
+	if len(s.node.Devices) > 0 {
+		s.res, err = nl.ResSummaries()
+		if err != nil {
+			s.errs = append(s.errs, health.ReadError{What: "resources", Err: err})
+		}
+	}
+	return s
+}
+
+// roceV2IPv4 is the GID a job would choose on a RoCE port.
+var roceV2IPv4 = gid.Criteria{Type: gid.TypeRoCEv2, Family: gid.IPv4}
+
+func (s *scrape) export(e *emitter) {
+	netdevs := map[string][]string{}
+	for _, pi := range s.node.Ports {
+		p := pi.Port
+		if p.Netdev != "" && !slices.Contains(netdevs[p.Device], p.Netdev) {
+			netdevs[p.Device] = append(netdevs[p.Device], p.Netdev)
+		}
+	}
+	for _, d := range s.node.Devices {
+		e.emit(famDeviceInfo, 1, d.Name, d.Driver, guid(d.Info.NodeGUID), d.Info.FWVersion, d.Info.NodeType.String(),
+			strings.Join(netdevs[d.Name], ","))
+	}
+	for _, pi := range s.node.Ports {
+		p := pi.Port
+		dev, num := p.Device, strconv.FormatUint(uint64(p.Port), 10)
+		e.emit(famPortState, float64(p.State), dev, num)
+		e.emit(famPortActive, boolValue(p.State == nldev.PortActive), dev, num)
+		e.emit(famPortPhys, float64(p.PhysState), dev, num)
+		if p.RateDeciGbps > 0 {
+			e.emit(famPortRate, float64(p.RateDeciGbps)*1e8/8, dev, num)
+		}
+		if b := p.ActiveMTU.Bytes(); b > 0 && p.MTUSource != ports.MTUUnknown {
+			e.emit(famPortMTU, float64(b), dev, num)
+		}
+		if l := p.Width.Lanes(); l > 0 {
+			e.emit(famPortWidth, float64(l), dev, num)
+		}
+		e.emit(famPortInfo, 1, dev, num, p.LinkLayer, p.Netdev)
+		if p.LinkLayer == sysfs.LinkLayerEthernet {
+			if g, err := gid.Select(pi.GIDs, roceV2IPv4); err == nil {
+				e.emit(famGIDInfo, 1, dev, num, strconv.Itoa(g.Index), g.GID.String(), g.Netdev)
+				e.emit(famGIDIndex, float64(g.Index), dev, num)
+			}
+		}
+		pr := s.ports[portKey(dev, p.Port)]
+		for _, ctr := range pr.counters {
+			e.emit(famHWCounter, float64(ctr.Value), dev, num, ctr.Name)
+		}
+		if v, ok := pmaValue(pr.pma, "port_rcv_data"); ok {
+			e.emit(famRcvBytes, float64(v), dev, num)
+		}
+		if v, ok := pmaValue(pr.pma, "port_xmit_data"); ok {
+			e.emit(famXmitBytes, float64(v), dev, num)
+		}
+	}
+	known := map[string]bool{}
+	for _, d := range s.node.Devices {
+		known[d.Name] = true
+	}
+	for _, r := range s.res {
+		if !known[r.DevName] {
+			continue // vanished (or appeared) between the two listings
+		}
+		for _, cnt := range r.Counts {
+			e.emit(famResources, float64(cnt.Curr), r.DevName, cnt.Name)
+		}
+	}
+}
+
+// pmaValue returns PMA counter name, its 64-bit variant (name_64) when
+// the port has one: the 32-bit data counters saturate within seconds on a
+// fast link.
+func pmaValue(pma []sysfs.PMACounter, name string) (uint64, bool) {
+	var v uint64
+	found := false
+	for _, c := range pma {
+		switch c.Name {
+		case name + "_64":
+			return c.Value, true
+		case name:
+			v, found = c.Value, true
+		}
+	}
+	return v, found
+}
+
+// guid formats a node GUID as sysfs and rdma print it: 0c42:a103:0012:3456.
+func guid(v uint64) string {
+	return fmt.Sprintf("%04x:%04x:%04x:%04x", v>>48, v>>32&0xffff, v>>16&0xffff, v&0xffff)
+}
+
+func boolValue(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// checkValue maps a status to grdma_check_status: 0 pass, 1 warn, 2 fail.
+var checkValue = map[health.Status]float64{health.Pass: 0, health.Warn: 1, health.Fail: 2}
+
+func exportChecks(e *emitter, results []health.Result, ranAt time.Time) {
+	for _, r := range results {
+		e.emit(famCheckStatus, checkValue[r.Status], r.Name, r.Subject)
+	}
+	e.emit(famCheckRun, float64(ranAt.UnixMilli())/1000)
+}
+
+// CheckResults is a prometheus.Collector of health check results computed
+// elsewhere (`grdma check --textfile`): grdma_check_status and
+// grdma_check_last_run_timestamp_seconds, as the exporter's cached checks
+// export them.
+type CheckResults struct {
+	Results []health.Result
+	RanAt   time.Time
+}
+
+// Describe sends the descriptors of the check families.
+func (r *CheckResults) Describe(ch chan<- *prometheus.Desc) {
+	ch <- famCheckStatus.desc
+	ch <- famCheckRun.desc
+}
+
+// Collect sends the results.
+func (r *CheckResults) Collect(ch chan<- prometheus.Metric) {
+	exportChecks(&emitter{ch: ch, seen: map[string]bool{}}, r.Results, r.RanAt)
+}

@@ -1,0 +1,435 @@
+package exporter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/grdma/grdma/internal/nlfixture"
+	"github.com/grdma/grdma/nldev"
+	"github.com/grdma/grdma/sysfs"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+	"golang.org/x/crypto/bcrypt"
+)
+
+// recorded returns a collector over the recorded 6.12 kernel (after RC
+// traffic over rxe0) and the sysfs capture of the same guest.
+func recorded(t *testing.T, opts Options) *Collector {
+	t.Helper()
+	k := nlfixture.NewKernel("../testdata/nldev/6.12/stat/nl").Standard()
+	k.On(nlfixture.ResSummaryDump.Req, filepath.Join("..", "..", "..", "res", "6.12", "nl", nlfixture.ResSummaryDump.Name+".bin"))
+	fsys, err := sysfs.NewFS("../sysfs/testdata/rxe-6.12")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Sysfs = fsys
+	opts.Dial = func() (*nldev.Client, error) { return nldev.NewClient(k.Conn()), nil }
+	return New(opts)
+}
+
+// TestLint: every family passes client_golang's metric lint (units,
+// _total on counters, no camelCase), and a pedantic registry finds every
+// collected metric described.
+func TestLint(t *testing.T) {
+	col := recorded(t, Options{Checks: true})
+	problems, err := testutil.CollectAndLint(col)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		// The name `grdma stat export` has written since before the
+		// exporter: "hardware counter" is what rdma calls these.
+		if p.Metric == "grdma_port_hw_counter_total" && p.Text == "metric name should not include type 'counter'" {
+			continue
+		}
+		t.Errorf("%s: %s", p.Metric, p.Text)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(col)
+	if _, err := reg.Gather(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestEveryFamilyCollected: the recorded rxe node fills every family but
+// the PMA byte counters (rxe has no PMA counters) and the per-error one.
+func TestEveryFamilyCollected(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(recorded(t, Options{Checks: true}))
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for _, mf := range mfs {
+		got[mf.GetName()] = len(mf.GetMetric())
+	}
+	for _, f := range Families {
+		switch f.Name {
+		case "grdma_port_data_received_bytes_total", "grdma_port_data_transmitted_bytes_total", "grdma_export_read_error", "grdma_exporter_read_errors_total":
+			if got[f.Name] != 0 {
+				t.Errorf("%s: %d series on a node without PMA counters and errors", f.Name, got[f.Name])
+			}
+		default:
+			if got[f.Name] == 0 {
+				t.Errorf("%s: not collected", f.Name)
+			}
+		}
+	}
+}
+
+// TestCollectNeverFails: a netlink socket that cannot be opened is a read
+// error, counted across collections; the scrape itself succeeds.
+func TestCollectNeverFails(t *testing.T) {
+	fsys, _ := sysfs.NewFS(t.TempDir())
+	col := New(Options{Sysfs: fsys, Dial: func() (*nldev.Client, error) { return nil, errors.New("no netlink here") }})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(col)
+	for range 2 {
+		if _, err := reg.Gather(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := `
+# HELP grdma_exporter_read_errors_total Parts of devices and ports that could not be read, summed over every collection since the collector was made.
+# TYPE grdma_exporter_read_errors_total counter
+grdma_exporter_read_errors_total{what="devices"} 3
+# HELP grdma_export_read_error 1 for each part of a device or port this export could not read.
+# TYPE grdma_export_read_error gauge
+grdma_export_read_error{device="",port="0",what="devices"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "grdma_exporter_read_errors_total", "grdma_export_read_error"); err != nil {
+		t.Error(err)
+	}
+	if errs := col.Errors(); len(errs) != 1 || !strings.Contains(errs[0].Error(), "no netlink here") {
+		t.Errorf("Errors() = %v", errs)
+	}
+}
+
+// TestChecksCached: the checks run at the first scrape and again only
+// once CheckInterval has passed; scrapes in between export the cached
+// results with the time they ran.
+func TestChecksCached(t *testing.T) {
+	now := time.Unix(1700000000, 0)
+	col := recorded(t, Options{Checks: true, CheckInterval: time.Minute, Now: func() time.Time { return now }})
+	ranAt := func() float64 {
+		t.Helper()
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(col)
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == "grdma_check_last_run_timestamp_seconds" {
+				return mf.GetMetric()[0].GetGauge().GetValue()
+			}
+		}
+		t.Fatal("no grdma_check_last_run_timestamp_seconds")
+		return 0
+	}
+	first := ranAt()
+	now = now.Add(59 * time.Second)
+	if got := ranAt(); got != first {
+		t.Errorf("checks ran again after 59 s: %v, first %v", got, first)
+	}
+	now = now.Add(time.Second)
+	if got := ranAt(); got != first+60 {
+		t.Errorf("checks not run again after 60 s: %v, first %v", got, first)
+	}
+}
+
+// TestWriteTextfileKeepsModeAndOwner: replacing an exported file keeps its
+// mode and (as root) its owner, which client_golang's writer alone would
+// make 0644 and the caller's. A new file is 0644. Nothing is left beside
+// it.
+func TestWriteTextfileKeepsModeAndOwner(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "rdma.prom")
+	g := gaugeGatherer(1)
+	if err := WriteTextfile(path, g); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := os.Stat(path); st.Mode().Perm() != 0o644 {
+		t.Errorf("new file mode %v, want 0644", st.Mode().Perm())
+	}
+	os.Chmod(path, 0o640)
+	root := os.Geteuid() == 0
+	if root {
+		os.Chown(path, 65534, 65534)
+	}
+	if err := WriteTextfile(path, gaugeGatherer(2)); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := os.Stat(path)
+	if st.Mode().Perm() != 0o640 {
+		t.Errorf("mode %v after replacing a 0640 file, want 0640", st.Mode().Perm())
+	}
+	if sys := st.Sys().(*syscall.Stat_t); root && (sys.Uid != 65534 || sys.Gid != 65534) {
+		t.Errorf("owner %d:%d after replacing a 65534:65534 file", sys.Uid, sys.Gid)
+	}
+	if b, _ := os.ReadFile(path); !strings.Contains(string(b), "\ntest_value 2\n") {
+		t.Errorf("content %q", b)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("leftovers: %v", entries)
+	}
+}
+
+// TestWriteTextfileFailureKeepsOldFile: a gatherer that fails leaves the
+// old file and nothing beside it.
+func TestWriteTextfileFailureKeepsOldFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "rdma.prom")
+	os.WriteFile(path, []byte("old\n"), 0o644)
+	err := WriteTextfile(path, prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) { return nil, errors.New("boom") }))
+	if err == nil || !strings.Contains(err.Error(), "boom") {
+		t.Fatalf("err %v", err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "old\n" {
+		t.Errorf("old file changed: %q", b)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("leftovers: %v", entries)
+	}
+}
+
+func gaugeGatherer(v float64) prometheus.Gatherer {
+	reg := prometheus.NewRegistry()
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "test_value", Help: "A value."})
+	g.Set(v)
+	reg.MustRegister(g)
+	return reg
+}
+
+// TestREADMEMetricsTable: the README's metrics table is the one Families
+// generates (regenerate: go test ./exporter -run README -update).
+func TestREADMEMetricsTable(t *testing.T) {
+	const begin, end = "<!-- metrics table: generated by TestREADMEMetricsTable -->\n", "<!-- end of metrics table -->"
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(b)
+	i, j := strings.Index(readme, begin), strings.Index(readme, end)
+	if i < 0 || j < i {
+		t.Fatalf("README.md has no %q ... %q section", begin, end)
+	}
+	want := MarkdownTable()
+	if got := readme[i+len(begin) : j]; got != want {
+		if os.Getenv("UPDATE_README") != "" {
+			os.WriteFile("../README.md", []byte(readme[:i+len(begin)]+want+readme[j:]), 0o644)
+			return
+		}
+		t.Errorf("README.md's metrics table is stale (UPDATE_README=1 go test ./exporter -run README); want:\n%s", want)
+	}
+}
+
+// TestAlertRules: deploy/'s alerting rules pass promtool check rules
+// (Debian's prometheus package; make e2e installs it) and use only
+// metrics this package exports.
+func TestAlertRules(t *testing.T) {
+	const rules = "../deploy/prometheus/grdma-alerts.yml"
+	b, err := os.ReadFile(rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, f := range Families {
+		names[f.Name] = true
+	}
+	used := regexp.MustCompile(`\bgrdma_[a-z0-9_]+`).FindAllString(string(b), -1)
+	if len(used) == 0 {
+		t.Fatal("the rules use no grdma metric")
+	}
+	for _, n := range used {
+		if !names[n] && !strings.HasPrefix(n, "grdma_exporter") {
+			t.Errorf("%s uses %s, which no collector exports", rules, n)
+		}
+	}
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Skip("no promtool (Debian package prometheus): rules not checked by it")
+	}
+	out, err := exec.Command(promtool, "check", "rules", rules).CombinedOutput()
+	if err != nil {
+		t.Fatalf("promtool check rules: %v\n%s", err, out)
+	}
+	// The rules' own unit tests: each alert fires on the series it is for
+	// (and RDMAPortDown not before its 2 minutes).
+	test := exec.Command(promtool, "test", "rules", "grdma-alerts_test.yml")
+	test.Dir = filepath.Dir(rules)
+	if tout, err := test.CombinedOutput(); err != nil {
+		t.Fatalf("promtool test rules: %v\n%s", err, tout)
+	} else {
+		out = append(out, tout...)
+	}
+	t.Logf("%s", out)
+}
+
+// TestServe: the server answers on the telemetry path and the landing
+// page, enforces basic auth from the web configuration file, serves 20
+// scrapes at once, and returns nil when its context ends.
+func TestServe(t *testing.T) {
+	hash, err := bcrypt.GenerateFromPassword([]byte("secret"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(t.TempDir(), "web.yml")
+	os.WriteFile(cfg, []byte(fmt.Sprintf("basic_auth_users:\n  prom: %s\n", hash)), 0o600)
+	reg, err := NewRegistry(recorded(t, Options{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := Handler(reg, "/metrics", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	addrs := make(chan []net.Addr, 1)
+	served := make(chan error, 1)
+	go func() {
+		served <- Serve(ctx, h, ServerOptions{ListenAddresses: []string{"127.0.0.1:0"}, ConfigFile: cfg,
+			Listening: func(a []net.Addr) { addrs <- a }})
+	}()
+	var base string
+	select {
+	case a := <-addrs:
+		base = "http://" + a[0].String()
+	case err := <-served:
+		t.Fatal(err)
+	}
+	get := func(path string, auth bool) (int, string) {
+		req, _ := http.NewRequest("GET", base+path, nil)
+		if auth {
+			req.SetBasicAuth("prom", "secret")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Error(err)
+			return 0, ""
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, _ := get("/metrics", false); code != http.StatusUnauthorized {
+		t.Errorf("without credentials: HTTP %d, want 401", code)
+	}
+	if code, body := get("/", true); code != 200 || !strings.Contains(body, "/metrics") {
+		t.Errorf("landing page: HTTP %d:\n%s", code, body)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var codes []int
+	for range 20 {
+		wg.Go(func() {
+			code, body := get("/metrics", true)
+			if !strings.Contains(body, `grdma_port_active{device="rxe0",port="1"} 1`) || !strings.Contains(body, "process_resident_memory_bytes") {
+				code = -code
+			}
+			mu.Lock()
+			codes = append(codes, code)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if slices.ContainsFunc(codes, func(c int) bool { return c != 200 }) {
+		t.Errorf("20 parallel scrapes answered %v (negative: body incomplete)", codes)
+	}
+	cancel()
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Errorf("Serve after its context ended: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Serve did not return after its context ended")
+	}
+}
+
+// TestCheckServerOptions: a bad telemetry path or web configuration file
+// is refused before listening, naming the problem.
+func TestCheckServerOptions(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "web.yml")
+	os.WriteFile(bad, []byte("tls_server_config:\n  cert_file: /nonexistent.crt\n  key_file: /nonexistent.key\n"), 0o600)
+	for _, c := range []struct {
+		o   ServerOptions
+		msg string
+	}{
+		{ServerOptions{TelemetryPath: "metrics"}, `telemetry path "metrics" must start with /`},
+		{ServerOptions{ConfigFile: "/nonexistent/web.yml"}, "web config file /nonexistent/web.yml"},
+		{ServerOptions{ConfigFile: bad}, "nonexistent.crt"},
+	} {
+		if err := CheckServerOptions(c.o); err == nil || !strings.Contains(err.Error(), c.msg) {
+			t.Errorf("%+v: %v, want %q", c.o, err, c.msg)
+		}
+	}
+}
+
+// BenchmarkCollect: one collection of the recorded two-device rxe node
+// (netlink from recordings, sysfs from a capture), as a scrape makes it.
+func BenchmarkCollect(b *testing.B) {
+	k := nlfixture.NewKernel("../testdata/nldev/6.12/stat/nl").Standard()
+	k.On(nlfixture.ResSummaryDump.Req, filepath.Join("..", "..", "..", "res", "6.12", "nl", nlfixture.ResSummaryDump.Name+".bin"))
+	fsys, err := sysfs.NewFS("../sysfs/testdata/rxe-6.12")
+	if err != nil {
+		b.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(New(Options{Sysfs: fsys, Dial: func() (*nldev.Client, error) { return nldev.NewClient(k.Conn()), nil }}))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := reg.Gather(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// TestEmitInvalidUTF8: a label value that is not UTF-8 (a netdev name may
+// be any bytes) is exported with U+FFFD, not a panic that would end the
+// exporter.
+func TestEmitInvalidUTF8(t *testing.T) {
+	ch := make(chan prometheus.Metric, 1)
+	e := &emitter{ch: ch, seen: map[string]bool{}}
+	e.emit(famPortInfo, 1, "rxe0", "1", "Ethernet", "eth\xff0")
+	var m dto.Metric
+	if err := (<-ch).Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range m.GetLabel() {
+		if l.GetName() == "netdev" && l.GetValue() != "eth\uFFFD0" {
+			t.Errorf("netdev label %q", l.GetValue())
+		}
+	}
+}
+
+// TestPMAValue: the 64-bit data counter wins over the 32-bit one, which
+// saturates within seconds on a fast link; none is none.
+func TestPMAValue(t *testing.T) {
+	pma := []sysfs.PMACounter{{Name: "port_rcv_data", Value: 4 * 0xffffffff}, {Name: "port_rcv_data_64", Value: 1 << 40}, {Name: "port_xmit_data", Value: 400}}
+	if v, ok := pmaValue(pma, "port_rcv_data"); !ok || v != 1<<40 {
+		t.Errorf("rcv: %d %v", v, ok)
+	}
+	if v, ok := pmaValue(pma, "port_xmit_data"); !ok || v != 400 {
+		t.Errorf("xmit: %d %v", v, ok)
+	}
+	if _, ok := pmaValue(nil, "port_rcv_data"); ok {
+		t.Error("a port without PMA counters has a value")
+	}
+}

@@ -1,0 +1,122 @@
+package exporter
+
+import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Family describes one metric family the collectors export; Families
+// lists them all, and the README's metrics table is checked against it.
+type Family struct {
+	Name   string
+	Type   prometheus.ValueType
+	Labels []string
+	Help   string
+
+	desc *prometheus.Desc
+}
+
+func family(name string, typ prometheus.ValueType, help string, labels ...string) *Family {
+	return &Family{Name: name, Type: typ, Labels: labels, Help: help,
+		desc: prometheus.NewDesc(name, help, labels, nil)}
+}
+
+// The metric families. The names of those `grdma stat export` and `grdma
+// check --textfile` wrote before the exporter existed are unchanged.
+var (
+	famPortState = family("grdma_port_state", prometheus.GaugeValue,
+		"Logical port state (1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE, 5 ACTIVE_DEFER).", "device", "port")
+	famPortActive = family("grdma_port_active", prometheus.GaugeValue,
+		"1 when the port is ACTIVE.", "device", "port")
+	famPortPhys = family("grdma_port_physical_state", prometheus.GaugeValue,
+		"Physical port state (2 POLLING, 3 DISABLED, 5 LINK_UP, ...).", "device", "port")
+	famPortRate = family("grdma_port_rate_bytes_per_second", prometheus.GaugeValue,
+		"Signalling rate of the port (sysfs ports/P/rate).", "device", "port")
+	famPortMTU = family("grdma_port_active_mtu_bytes", prometheus.GaugeValue,
+		"Active MTU of the port in bytes (QUERY_PORT, or derived from the netdev MTU on RoCE when the uverbs device cannot be used).", "device", "port")
+	famPortWidth = family("grdma_port_width_lanes", prometheus.GaugeValue,
+		"Active link width of the port in lanes (1X=1, 4X=4, ...).", "device", "port")
+	famPortInfo = family("grdma_port_info", prometheus.GaugeValue,
+		"Always 1: the link layer and netdev of a port.", "device", "port", "link_layer", "netdev")
+	famGIDInfo = family("grdma_port_roce_v2_ipv4_gid_info", prometheus.GaugeValue,
+		"Always 1: the RoCE v2 IPv4 GID a job would choose on the port (gid.Select; what NCCL_IB_GID_INDEX should be).", "device", "port", "gid_index", "gid", "netdev")
+	famGIDIndex = family("grdma_port_roce_v2_ipv4_gid_index", prometheus.GaugeValue,
+		"Index of the RoCE v2 IPv4 GID a job would choose on the port; alert on changes().", "device", "port")
+	famHWCounter = family("grdma_port_hw_counter_total", prometheus.CounterValue,
+		"Hardware counter of an RDMA port, named as its driver names it (rdma statistic show).", "device", "port", "counter")
+	famRcvBytes = family("grdma_port_data_received_bytes_total", prometheus.CounterValue,
+		"Data received on the port in bytes (PMA port_rcv_data_64 or port_rcv_data, converted from 4-byte words); ports without PMA counters (RoCE on rxe, many drivers) have none.", "device", "port")
+	famXmitBytes = family("grdma_port_data_transmitted_bytes_total", prometheus.CounterValue,
+		"Data transmitted on the port in bytes (PMA port_xmit_data_64 or port_xmit_data, converted from 4-byte words).", "device", "port")
+	famDeviceInfo = family("grdma_device_info", prometheus.GaugeValue,
+		"Always 1: an RDMA device with its driver, node GUID, firmware, node type and the netdevs of its ports.", "device", "driver", "node_guid", "fw_version", "node_type", "netdev")
+	famResources = family("grdma_device_resources", prometheus.GaugeValue,
+		"Objects of a type (qp, cq, mr, pd, ctx, cm_id, srq) that exist on the device now (rdma res show).", "device", "type")
+	famCheckStatus = family("grdma_check_status", prometheus.GaugeValue,
+		"Outcome of a grdma health check: 0 PASS, 1 WARN, 2 FAIL.", "check", "subject")
+	famCheckRun = family("grdma_check_last_run_timestamp_seconds", prometheus.GaugeValue,
+		"When the checks ran.")
+	famReadErrors = family("grdma_export_read_errors", prometheus.GaugeValue,
+		"Parts of devices and ports this export could not read (what: devices, device, ports, counters, pma, gids, resources).")
+	famReadError = family("grdma_export_read_error", prometheus.GaugeValue,
+		"1 for each part of a device or port this export could not read.", "device", "port", "what")
+	famScrapeErrors = family("grdma_exporter_read_errors_total", prometheus.CounterValue,
+		"Parts of devices and ports that could not be read, summed over every collection since the collector was made.", "what")
+	famDuration = family("grdma_exporter_collect_duration_seconds", prometheus.GaugeValue,
+		"How long the last collection took.")
+)
+
+// Families lists every metric family the collectors of this package can
+// export, in the order of the README's metrics table.
+var Families = []*Family{
+	famPortState, famPortActive, famPortPhys, famPortRate, famPortMTU, famPortWidth, famPortInfo,
+	famGIDInfo, famGIDIndex, famHWCounter, famRcvBytes, famXmitBytes,
+	famDeviceInfo, famResources,
+	famCheckStatus, famCheckRun,
+	famReadErrors, famReadError, famScrapeErrors, famDuration,
+}
+
+// MarkdownTable returns the metrics table of the README: one row per
+// family with its type, labels and help.
+func MarkdownTable() string {
+	var b strings.Builder
+	b.WriteString("| metric | type | labels | meaning |\n|---|---|---|---|\n")
+	for _, f := range Families {
+		typ := "gauge"
+		if f.Type == prometheus.CounterValue {
+			typ = "counter"
+		}
+		labels := make([]string, len(f.Labels))
+		for i, l := range f.Labels {
+			labels[i] = "`" + l + "`"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", f.Name, typ, strings.Join(labels, " "), strings.ReplaceAll(f.Help, "|", "\\|"))
+	}
+	return b.String()
+}
+
+// emitter sends metrics once per label set: two readings of one scrape
+// that disagree (a device renamed between them) must not make the same
+// series twice, which would fail the whole scrape.
+type emitter struct {
+	ch   chan<- prometheus.Metric
+	seen map[string]bool
+}
+
+func (e *emitter) emit(f *Family, v float64, labels ...string) {
+	key := f.Name + "\xff" + strings.Join(labels, "\xff")
+	if e.seen[key] {
+		return
+	}
+	e.seen[key] = true
+	for i, l := range labels {
+		// Label values must be UTF-8; a netdev name need not be.
+		if !utf8.ValidString(l) {
+			labels[i] = strings.ToValidUTF8(l, "\uFFFD")
+		}
+	}
+	e.ch <- prometheus.MustNewConstMetric(f.desc, f.Type, v, labels...)
+}
