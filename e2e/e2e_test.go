@@ -28,7 +28,7 @@ import (
 //	E2E_GUEST_GRDMA=/path    GRDMA inside the guest, e.g.
 //	                         /usr/libexec/e2e/grdma-wrong-key
 //	E2E_CHURN=60s            how long TestChurn churns devices
-//	E2E_TIMEOUT=6m           per guest
+//	E2E_TIMEOUT=12m          per guest
 //	E2E_VERBOSE=1            guest consoles to stderr
 
 // builds are what every boot installs, made once per run.
@@ -87,12 +87,12 @@ func kernelLabels() []string {
 	return Labels
 }
 
-// guestTimeout is the per-guest time limit (E2E_TIMEOUT, default 6m).
+// guestTimeout is the per-guest time limit (E2E_TIMEOUT, default DefaultGuestTimeout).
 func guestTimeout() time.Duration {
 	if d, err := time.ParseDuration(os.Getenv("E2E_TIMEOUT")); err == nil {
 		return d
 	}
-	return 6 * time.Minute
+	return DefaultGuestTimeout
 }
 
 // TestGuest boots every kernel (in parallel), runs the e2e/guest tests in

@@ -38,7 +38,7 @@ type PairSpec struct {
 	// A and B are the two guests (grdma, test binary, script...); BootPair
 	// sets their Kernel and Link: A gets layout.PeerA, B layout.PeerB.
 	A, B *Guest
-	// Timeout is B's time limit (0 means 6 minutes); A may run a minute
+	// Timeout is B's time limit (0 means DefaultGuestTimeout); A may run a minute
 	// longer, having started first.
 	Timeout time.Duration
 	// Console, if set, receives both consoles as they come, each line
@@ -91,7 +91,7 @@ func (p *PairResult) Err() error {
 // guests' own failures are in the results.
 func (b *Bed) BootPair(ctx context.Context, spec PairSpec) (*PairResult, error) {
 	if spec.Timeout == 0 {
-		spec.Timeout = 6 * time.Minute
+		spec.Timeout = DefaultGuestTimeout
 	}
 	a, bg := *spec.A, *spec.B
 	a.Kernel, bg.Kernel = spec.Kernel, spec.Kernel
