@@ -26,6 +26,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/grdma/grdma/gid"
+	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/ports"
 	"github.com/grdma/grdma/sysfs"
@@ -49,7 +50,7 @@ type Device struct {
 	Name  string // hca_id
 	Index uint32 // the netlink device index
 	// NodeType gives ibv_devinfo's transport (Transport).
-	NodeType nldev.NodeType
+	NodeType ib.NodeType
 	// Driver is the kernel driver: the driver bound to the parent bus
 	// device ("mlx5_core"), or "rxe"/"siw" for the software devices.
 	Driver string
@@ -355,7 +356,7 @@ func (r *Reader) addPortExtras(d *Device, nlPorts []nldev.Port) error {
 	for i := range d.Ports {
 		p := &d.Ports[i]
 		for _, np := range nlPorts {
-			if np.Index == p.Port {
+			if np.Port == p.Port {
 				p.Netdev, p.NetdevIndex = np.Netdev, np.NetdevIndex
 			}
 		}

@@ -3,7 +3,7 @@ package devinfo
 import (
 	"fmt"
 
-	"github.com/grdma/grdma/nldev"
+	"github.com/grdma/grdma/ib"
 )
 
 // The names below are those `ibv_devinfo -v` prints
@@ -11,13 +11,13 @@ import (
 
 // TransportName returns a node type's transport as ibv_devinfo names it,
 // with libibverbs' enum ibv_transport_type value.
-func TransportName(t nldev.NodeType) (string, uint64) {
+func TransportName(t ib.NodeType) (string, uint64) {
 	switch t {
-	case nldev.NodeRNIC:
+	case ib.NodeRNIC:
 		return "iWARP", 1
-	case nldev.NodeUSNIC:
+	case ib.NodeUSNIC:
 		return "usNIC", 2
-	case nldev.NodeUSNICUDP:
+	case ib.NodeUSNICUDP:
 		return "usNIC UDP", 3
 	case 1, 2, 3: // CA, switch, router
 		return "InfiniBand", 0

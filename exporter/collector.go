@@ -25,6 +25,7 @@ import (
 
 	"github.com/grdma/grdma/gid"
 	"github.com/grdma/grdma/health"
+	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/ports"
 	"github.com/grdma/grdma/sysfs"
@@ -225,7 +226,7 @@ func (s *scrape) export(e *emitter) {
 		p := pi.Port
 		dev, num := p.Device, strconv.FormatUint(uint64(p.Port), 10)
 		e.emit(famPortState, float64(p.State), dev, num)
-		e.emit(famPortActive, boolValue(p.State == nldev.PortActive), dev, num)
+		e.emit(famPortActive, boolValue(p.State == ib.PortActive), dev, num)
 		e.emit(famPortPhys, float64(p.PhysState), dev, num)
 		if p.RateDeciGbps > 0 {
 			e.emit(famPortRate, float64(p.RateDeciGbps)*1e8/8, dev, num)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/grdma/grdma/gid"
 	"github.com/grdma/grdma/gpudirect"
+	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/ports"
 )
@@ -69,7 +70,7 @@ func Summarize(results []Result) Report {
 // Expect is what a port must look like beyond being up. Zero values
 // expect nothing.
 type Expect struct {
-	State       nldev.PortState // default ACTIVE
+	State       ib.PortState // default ACTIVE
 	MinRateGbps float64
 	ActiveMTU   int // bytes
 	GIDType     gid.Type
@@ -104,7 +105,7 @@ func CheckPorts(in []PortInput, exp Expect) []Result {
 	}
 	want := exp.State
 	if want == 0 {
-		want = nldev.PortActive
+		want = ib.PortActive
 	}
 	out := make([]Result, 0, len(in))
 	for _, pi := range in {
@@ -114,7 +115,7 @@ func CheckPorts(in []PortInput, exp Expect) []Result {
 		if p.State != want {
 			problems = append(problems, fmt.Sprintf("state %s, expected %s", p.State, want))
 		}
-		if want == nldev.PortActive && p.PhysState != nldev.PhysLinkUp {
+		if want == ib.PortActive && p.PhysState != ib.PhysLinkUp {
 			problems = append(problems, fmt.Sprintf("physical state %s, expected LINK_UP", p.PhysState))
 		}
 		if exp.MinRateGbps > 0 && p.RateGbps() < exp.MinRateGbps {

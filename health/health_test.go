@@ -9,14 +9,14 @@ import (
 
 	"github.com/grdma/grdma/gid"
 	"github.com/grdma/grdma/gpudirect"
-	"github.com/grdma/grdma/nldev"
+	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/ports"
 	"github.com/grdma/grdma/uverbs"
 )
 
 // edrPort is a healthy 4X EDR RoCE port.
 func edrPort() ports.Port {
-	return ports.Port{Device: "mlx5_0", Port: 1, State: nldev.PortActive, PhysState: nldev.PhysLinkUp,
+	return ports.Port{Device: "mlx5_0", Port: 1, State: ib.PortActive, PhysState: ib.PhysLinkUp,
 		LinkLayer: "Ethernet", RateDeciGbps: 1000, ActiveMTU: uverbs.MTU4096, MTUSource: ports.MTUFromVerbs,
 		Netdev: "eth2", NetdevMTU: 9000}
 }
@@ -25,7 +25,7 @@ func TestCheckPorts(t *testing.T) {
 	v2, _ := gid.ParseType("v2")
 	v2GID := []gid.Entry{{Port: 1, Index: 3, Type: v2, Netdev: "eth2"}}
 	down := edrPort()
-	down.State, down.PhysState = nldev.PortDown, nldev.PhysDisabled
+	down.State, down.PhysState = ib.PortDown, ib.PhysDisabled
 	tests := []struct {
 		name   string
 		port   ports.Port
@@ -36,7 +36,7 @@ func TestCheckPorts(t *testing.T) {
 	}{
 		{"healthy", edrPort(), v2GID, Expect{MinRateGbps: 100, ActiveMTU: 4096, GIDType: v2, NetdevMTU: 9000}, Pass, "ACTIVE LINK_UP, 100 Gb/s, MTU 4096 on eth2"},
 		{"down", down, nil, Expect{}, Fail, "state DOWN, expected ACTIVE; physical state DISABLED, expected LINK_UP"},
-		{"down expected", down, nil, Expect{State: nldev.PortDown}, Pass, "DOWN DISABLED"},
+		{"down expected", down, nil, Expect{State: ib.PortDown}, Pass, "DOWN DISABLED"},
 		{"slow", edrPort(), nil, Expect{MinRateGbps: 200}, Fail, "rate 100 Gb/s, expected at least 200"},
 		{"mtu", edrPort(), nil, Expect{ActiveMTU: 1024}, Fail, "active MTU 4096, expected 1024"},
 		{"netdev mtu", edrPort(), nil, Expect{NetdevMTU: 1500}, Fail, "netdev eth2 MTU 9000, expected 1500"},

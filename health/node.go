@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/grdma/grdma/gid"
+	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/ports"
 	"github.com/grdma/grdma/sysfs"
@@ -264,7 +265,7 @@ func failure(check string, err error) Result {
 func (n *Node) Active() []ports.Port {
 	var out []ports.Port
 	for _, p := range n.Ports {
-		if p.Port.State == nldev.PortActive {
+		if p.Port.State == ib.PortActive {
 			out = append(out, p.Port)
 		}
 	}

@@ -9,20 +9,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// NodeType is the RDMA node type (enum rdma_node_type); see package ib.
-type NodeType = ib.NodeType
-
-// Node types as the kernel reports them.
-const (
-	NodeCA          = ib.NodeCA
-	NodeSwitch      = ib.NodeSwitch
-	NodeRouter      = ib.NodeRouter
-	NodeRNIC        = ib.NodeRNIC
-	NodeUSNIC       = ib.NodeUSNIC
-	NodeUSNICUDP    = ib.NodeUSNICUDP
-	NodeUnspecified = ib.NodeUnspecified
-)
-
 // DeviceTypeSMI marks an SMI sub-device (RDMA_DEVICE_TYPE_SMI).
 const DeviceTypeSMI = 1
 
@@ -36,7 +22,7 @@ type Device struct {
 	FWVersion      string
 	NodeGUID       uint64 // host order, as sysfs prints it
 	SysImageGUID   uint64
-	NodeType       NodeType
+	NodeType       ib.NodeType
 	DIM            uint8 // adaptive moderation: 0 off, 1 on
 	Type           uint8 // DeviceTypeSMI for sub-devices
 	ParentName     string
@@ -65,7 +51,7 @@ func (d *Device) decode(ad *netlink.AttributeDecoder) error {
 		case AttrSysImageGUID:
 			d.SysImageGUID = ad.Uint64()
 		case AttrDevNodeType:
-			d.NodeType = NodeType(ad.Uint8())
+			d.NodeType = ib.NodeType(ad.Uint8())
 		case AttrDevDIM:
 			d.DIM = ad.Uint8()
 		case AttrDevType:

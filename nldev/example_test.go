@@ -34,7 +34,7 @@ func Example() {
 			return
 		}
 		for _, p := range ports {
-			fmt.Printf("   port %d state %s physical_state %s netdev %s\n", p.Index, p.State, p.PhysState, p.Netdev)
+			fmt.Printf("   port %d state %s physical_state %s netdev %s\n", p.Port, p.State, p.PhysState, p.Netdev)
 		}
 	}
 	// Output:

@@ -8,35 +8,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// PortState is the logical port state (enum ib_port_state); see package ib.
-type PortState = ib.PortState
-
-// Logical port states.
-const (
-	PortNop         = ib.PortNop
-	PortDown        = ib.PortDown
-	PortInit        = ib.PortInit
-	PortArmed       = ib.PortArmed
-	PortActive      = ib.PortActive
-	PortActiveDefer = ib.PortActiveDefer
-)
-
-// PhysState is the physical port state (enum ib_port_phys_state); see package ib.
-type PhysState = ib.PhysState
-
-// Physical port states.
-const (
-	PhysSleep       = ib.PhysSleep
-	PhysPolling     = ib.PhysPolling
-	PhysDisabled    = ib.PhysDisabled
-	PhysTraining    = ib.PhysTraining
-	PhysLinkUp      = ib.PhysLinkUp
-	PhysLinkErrRec  = ib.PhysLinkErrRec
-	PhysPHYTest     = ib.PhysPHYTest
-	PhysOPAOffline  = ib.PhysOPAOffline
-	PhysOPAPortTest = ib.PhysOPAPortTest
-)
-
 // Port is one port of an RDMA device as RDMA_NLDEV_CMD_PORT_GET reports it.
 // Equivalent to one line of `rdma link show`. CapFlags, SubnetPrefix, LID,
 // SMLID and LMC are sent for InfiniBand ports only; the netdev only when one
@@ -44,14 +15,14 @@ const (
 type Port struct {
 	DevIndex     uint32
 	DevName      string
-	Index        uint32
+	Port         uint32 // the port number, as in ports.Port and sysfs.Port
 	CapFlags     uint64 // CapabilityMask | CapabilityMask2<<32
 	SubnetPrefix uint64
 	LID          uint32
 	SMLID        uint32
 	LMC          uint8
-	State        PortState
-	PhysState    PhysState
+	State        ib.PortState
+	PhysState    ib.PhysState
 	NetdevIndex  uint32
 	Netdev       string
 
@@ -67,7 +38,7 @@ func (p *Port) decode(ad *netlink.AttributeDecoder) error {
 		case AttrDevName:
 			p.DevName = ad.String()
 		case AttrPortIndex:
-			p.Index = ad.Uint32()
+			p.Port = ad.Uint32()
 		case AttrCapFlags:
 			p.CapFlags = ad.Uint64()
 		case AttrSubnetPrefix:
@@ -79,9 +50,9 @@ func (p *Port) decode(ad *netlink.AttributeDecoder) error {
 		case AttrLMC:
 			p.LMC = ad.Uint8()
 		case AttrPortState:
-			p.State = PortState(ad.Uint8())
+			p.State = ib.PortState(ad.Uint8())
 		case AttrPortPhysState:
-			p.PhysState = PhysState(ad.Uint8())
+			p.PhysState = ib.PhysState(ad.Uint8())
 		case AttrNetdevIndex:
 			p.NetdevIndex = ad.Uint32()
 		case AttrNetdevName:

@@ -6,6 +6,7 @@
 package ports
 
 import (
+	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/sysfs"
 	"github.com/grdma/grdma/uverbs"
@@ -16,8 +17,8 @@ type Port struct {
 	Device    string // the RDMA device, e.g. "mlx5_0" (rdma's ifname)
 	DevIndex  uint32 // the device's netlink index; 0 without netlink
 	Port      uint32
-	State     nldev.PortState
-	PhysState nldev.PhysState
+	State     ib.PortState
+	PhysState ib.PhysState
 	LinkLayer string // "InfiniBand", "Ethernet"
 
 	Width Width
@@ -300,7 +301,7 @@ func (r *Reader) basePorts(d device, sysDev sysfs.Device) ([]Port, error) {
 		return nil, err
 	}
 	for _, np := range nlPorts {
-		ports = append(ports, Port{Device: d.name, DevIndex: d.index, Port: np.Index, State: np.State,
+		ports = append(ports, Port{Device: d.name, DevIndex: d.index, Port: np.Port, State: np.State,
 			PhysState: np.PhysState, Netdev: np.Netdev, NetdevIndex: np.NetdevIndex,
 			LID: np.LID, SMLID: np.SMLID, LMC: np.LMC, SubnetPrefix: np.SubnetPrefix, CapFlags: np.CapFlags})
 	}

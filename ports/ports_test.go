@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"golang.org/x/sys/unix"
 
+	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/sysfs"
 	"github.com/grdma/grdma/uverbs"
@@ -45,17 +46,17 @@ func TestReadSysfsOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []Port{{
-		Device: "mlx5_0", Port: 1, State: nldev.PortActive, PhysState: nldev.PhysLinkUp, LinkLayer: "Ethernet",
+		Device: "mlx5_0", Port: 1, State: ib.PortActive, PhysState: ib.PhysLinkUp, LinkLayer: "Ethernet",
 		Width: Width4X, Speed: SpeedEDR, RateDeciGbps: 1000,
 		ActiveMTU: uverbs.MTU4096, MaxMTU: uverbs.MTU4096, MTUSource: MTUDerived, // 9000 - 96
 		Netdev: "ens1f0np0", NetdevMTU: 9000, CapFlags: 0x04010000,
 	}, {
-		Device: "mlx5_1", Port: 1, State: nldev.PortDown, PhysState: nldev.PhysDisabled, LinkLayer: "Ethernet",
+		Device: "mlx5_1", Port: 1, State: ib.PortDown, PhysState: ib.PhysDisabled, LinkLayer: "Ethernet",
 		Width: Width4X, Speed: SpeedQDR, RateDeciGbps: 400,
 		ActiveMTU: uverbs.MTU1024, MaxMTU: uverbs.MTU4096, MTUSource: MTUDerived, // 1500 - 96
 		Netdev: "ens1f1np1", NetdevMTU: 1500, CapFlags: 0x04010000,
 	}, {
-		Device: "mlx5_2", Port: 1, State: nldev.PortActive, PhysState: nldev.PhysLinkUp, LinkLayer: "InfiniBand",
+		Device: "mlx5_2", Port: 1, State: ib.PortActive, PhysState: ib.PhysLinkUp, LinkLayer: "InfiniBand",
 		Width: Width4X, Speed: SpeedHDR, RateDeciGbps: 2000,
 		MTUSource: MTUUnknown, // IB: only verbs know the negotiated MTU
 		LID:       5, SMLID: 1, CapFlags: 0xa651e848,
@@ -168,11 +169,11 @@ func (f *fakeNetlink) Ports(index uint32) ([]nldev.Port, error) {
 var hcaNetlink = &fakeNetlink{
 	devices: []nldev.Device{{Index: 1, Name: "mlx5_0"}, {Index: 3, Name: "mlx5_2"}, {Index: 4, Name: "mlx5_3"}},
 	ports: map[uint32][]nldev.Port{
-		1: {{DevIndex: 1, DevName: "mlx5_0", Index: 1, State: nldev.PortActive, PhysState: nldev.PhysLinkUp,
+		1: {{DevIndex: 1, DevName: "mlx5_0", Port: 1, State: ib.PortActive, PhysState: ib.PhysLinkUp,
 			NetdevIndex: 4, Netdev: "ens1f0np0"}},
-		3: {{DevIndex: 3, DevName: "mlx5_2", Index: 1, State: nldev.PortActive, PhysState: nldev.PhysLinkUp,
+		3: {{DevIndex: 3, DevName: "mlx5_2", Port: 1, State: ib.PortActive, PhysState: ib.PhysLinkUp,
 			LID: 5, SMLID: 1, SubnetPrefix: 0xfe80000000000000, CapFlags: 0xa651e848}},
-		4: {{DevIndex: 4, DevName: "mlx5_3", Index: 1, State: nldev.PortActive, PhysState: nldev.PhysLinkUp}},
+		4: {{DevIndex: 4, DevName: "mlx5_3", Port: 1, State: ib.PortActive, PhysState: ib.PhysLinkUp}},
 	},
 }
 
@@ -216,12 +217,12 @@ func TestReadNetlinkAndVerbs(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []Port{{
-		Device: "mlx5_0", DevIndex: 1, Port: 1, State: nldev.PortActive, PhysState: nldev.PhysLinkUp, LinkLayer: "Ethernet",
+		Device: "mlx5_0", DevIndex: 1, Port: 1, State: ib.PortActive, PhysState: ib.PhysLinkUp, LinkLayer: "Ethernet",
 		Width: Width4X, Speed: SpeedEDR, RateDeciGbps: 1000,
 		ActiveMTU: uverbs.MTU2048, MaxMTU: uverbs.MTU4096, MTUSource: MTUFromVerbs,
 		Netdev: "ens1f0np0", NetdevIndex: 4, NetdevMTU: 9000,
 	}, {
-		Device: "mlx5_2", DevIndex: 3, Port: 1, State: nldev.PortActive, PhysState: nldev.PhysLinkUp, LinkLayer: "InfiniBand",
+		Device: "mlx5_2", DevIndex: 3, Port: 1, State: ib.PortActive, PhysState: ib.PhysLinkUp, LinkLayer: "InfiniBand",
 		Width: Width4X, Speed: SpeedHDR, RateDeciGbps: 2000,
 		ActiveMTU: uverbs.MTU2048, MaxMTU: uverbs.MTU4096, MTUSource: MTUFromVerbs,
 		LID: 5, SMLID: 1, SubnetPrefix: 0xfe80000000000000, CapFlags: 0xa651e848,

@@ -30,7 +30,7 @@ func ExampleNewFS() {
 			return
 		}
 		for _, p := range ports {
-			fmt.Printf("  port %d %s %s %s rate %s\n", p.Number, p.State, p.PhysState, p.LinkLayer, p.Rate)
+			fmt.Printf("  port %d %s %s %s rate %s\n", p.Port, p.State, p.PhysState, p.LinkLayer, p.Rate)
 		}
 	}
 	// Output:

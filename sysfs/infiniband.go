@@ -36,7 +36,7 @@ type Device struct {
 // Port is one port of an RDMA device as /sys/class/infiniband/DEV/ports/N
 // shows it; the sysfs counterpart of `ibstatus`.
 type Port struct {
-	Number    uint32
+	Port      uint32       // the port number, as in nldev.Port and ports.Port
 	State     ib.PortState // state "4: ACTIVE"
 	PhysState ib.PhysState // phys_state "5: LinkUp"
 	// Rate is zero when the kernel cannot print it (EINVAL for an unknown
@@ -185,7 +185,7 @@ func (f FS) Port(dev string, port uint32) (Port, error) {
 		return Port{}, err
 	}
 	dir := portDir(dev, port)
-	p := Port{Number: port}
+	p := Port{Port: port}
 	var v uint64
 	var err error
 	if v, err = f.readLeadingUint(dir + "/state"); err != nil {

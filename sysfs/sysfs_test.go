@@ -142,15 +142,15 @@ func TestPort(t *testing.T) {
 		want Port
 	}{{
 		dev: "mlx5_0",
-		want: Port{Number: 1, State: ib.PortActive, PhysState: ib.PhysLinkUp,
+		want: Port{Port: 1, State: ib.PortActive, PhysState: ib.PhysLinkUp,
 			Rate: Rate{DeciGbps: 1000, Lanes: 4, Speed: "EDR"}, LinkLayer: LinkLayerEthernet, CapMask: 0x04010000},
 	}, {
 		dev: "mlx5_1",
-		want: Port{Number: 1, State: ib.PortDown, PhysState: ib.PhysDisabled,
+		want: Port{Port: 1, State: ib.PortDown, PhysState: ib.PhysDisabled,
 			Rate: Rate{DeciGbps: 400, Lanes: 4, Speed: "QDR"}, LinkLayer: LinkLayerEthernet, CapMask: 0x04010000},
 	}, {
 		dev: "mlx5_2",
-		want: Port{Number: 1, State: ib.PortActive, PhysState: ib.PhysLinkUp,
+		want: Port{Port: 1, State: ib.PortActive, PhysState: ib.PhysLinkUp,
 			Rate: Rate{DeciGbps: 2000, Lanes: 4, Speed: "HDR"}, LinkLayer: LinkLayerInfiniBand,
 			LID: 5, SMLID: 1, CapMask: 0xa651e848},
 	}}
@@ -424,7 +424,7 @@ func TestCapturedRxe(t *testing.T) {
 					t.Errorf("Devices()[%d] = %+v", i, d)
 				}
 				p, err := f.Port(name, 1)
-				want := Port{Number: 1, State: ib.PortActive, PhysState: ib.PhysLinkUp,
+				want := Port{Port: 1, State: ib.PortActive, PhysState: ib.PhysLinkUp,
 					Rate: Rate{DeciGbps: 100, Lanes: 1, Speed: "FDR10"}, LinkLayer: LinkLayerEthernet, CapMask: 0x10000}
 				if err != nil || p != want {
 					t.Errorf("Port(%s, 1) = %+v, %v; want %+v", name, p, err, want)

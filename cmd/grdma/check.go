@@ -16,7 +16,7 @@ import (
 	"github.com/grdma/grdma/gid"
 	"github.com/grdma/grdma/gpudirect"
 	"github.com/grdma/grdma/health"
-	"github.com/grdma/grdma/nldev"
+	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/sysfs"
 	"github.com/grdma/grdma/uverbs"
 	"github.com/grdma/grdma/verbsprobe"
@@ -155,8 +155,8 @@ func parseCheckArgs(args *argv) (names []string, exp health.Expect, err error) {
 	return names, exp, nil
 }
 
-func parsePortState(s string) (nldev.PortState, bool) {
-	for st := nldev.PortDown; st <= nldev.PortActiveDefer; st++ {
+func parsePortState(s string) (ib.PortState, bool) {
+	for st := ib.PortDown; st <= ib.PortActiveDefer; st++ {
 		if strings.EqualFold(st.String(), s) {
 			return st, true
 		}

@@ -102,7 +102,7 @@ func renderPort(p *output.Printer, port *nldev.Port, details bool) {
 	p.OpenObject("")
 	p.Uint(output.JSONOnly, "ifindex", "", uint64(port.DevIndex))
 	p.String(output.Any, "ifname", "link %s/", port.DevName)
-	p.Uint(output.Any, "port", "%s ", uint64(port.Index))
+	p.Uint(output.Any, "port", "%s ", uint64(port.Port))
 	if port.Has(nldev.AttrSubnetPrefix) {
 		p.String(output.Any, "subnet_prefix", "subnet_prefix %s ", nldev.FormatGUID(port.SubnetPrefix))
 	}
