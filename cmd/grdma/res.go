@@ -3,10 +3,10 @@ package main
 import (
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/grdma/grdma/nldev"
+	"github.com/grdma/grdma/proc"
 	"github.com/spf13/cobra"
 )
 
@@ -203,28 +203,11 @@ func (a *app) resShow(sel nldev.ResSelect) error {
 	return err
 }
 
-// procComm returns a cached /proc/PID/comm reader (below --sysfs-root):
-// objects of one process share a name, and there may be many.
+// procComm returns a cached /proc/PID/comm reader below --sysfs-root.
 func (a *app) procComm() nldev.CommFunc {
-	type entry struct {
-		name string
-		ok   bool
+	fsys, err := a.rootFS()
+	if err != nil {
+		return func(uint32) (string, bool) { return "", false }
 	}
-	cache := map[uint32]entry{}
-	return func(pid uint32) (string, bool) {
-		if e, hit := cache[pid]; hit {
-			return e.name, e.ok
-		}
-		var e entry
-		if fsys, err := a.rootFS(); err == nil && pid != 0 {
-			if b, err := fsys.ReadFile("proc/" + strconv.FormatUint(uint64(pid), 10) + "/comm"); err == nil {
-				e.name, e.ok = strings.TrimSuffix(string(b), "\n"), true
-			}
-		}
-		if len(cache) > 4096 {
-			clear(cache)
-		}
-		cache[pid] = e
-		return e.name, e.ok
-	}
+	return proc.CommNames(fsys)
 }
