@@ -41,7 +41,7 @@ func main() {
 	goBench := flag.Bool("go", true, "also run the Go benchmarks ("+strings.Join(goBenchPackages, " ")+")")
 	update := flag.String("update", "", "rewrite the generated sections of this Markdown file (BENCHMARKS.md)")
 	timeout := flag.Duration("timeout", 20*time.Minute, "per guest")
-	only := flag.String("only", "", `run only this part: "pair" (the probe between two hosts against perftest), "devinfo" (dev info, port show, gid show against ibv_devinfo -v, with system call counts)`)
+	only := flag.String("only", "", `run only this part: "guest" (grdma against rdma and ibv_devinfo in one guest per kernel, without the probe and exporter reports), "pair" (the probe between two hosts against perftest), "devinfo" (dev info, port show, gid show against ibv_devinfo -v, with system call counts)`)
 	before := flag.String("before", "", "with -only devinfo: an older grdma binary whose port show and gid show system calls are counted as \"before\"")
 	flag.Parse()
 	log.SetFlags(0)
@@ -105,12 +105,14 @@ func main() {
 		}
 		return
 	}
-	pair, err := runPairBench(ctx, bed, grdma, guestTests, strings.Split(*kernels, ","), *timeout)
-	if err != nil {
-		log.Fatal(err)
+	if *only != "guest" {
+		pair, err := runPairBench(ctx, bed, grdma, guestTests, strings.Split(*kernels, ","), *timeout)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Print(pair)
+		sections["pair"] = pair
 	}
-	fmt.Print(pair)
-	sections["pair"] = pair
 	if *only == "pair" {
 		if *update != "" {
 			if err := replaceSections(*update, sections); err != nil {
@@ -128,7 +130,7 @@ func main() {
 	for _, label := range strings.Split(*kernels, ",") {
 		guestArgs := fmt.Sprintf("-devices %s -reps %d -budget %s", *devices, *reps, *budget)
 		run, probe, exp, err := runGuest(ctx, bed, label, &e2e.Guest{Grdma: grdma, TestBinary: guestTests,
-			Files: map[string]string{"/bin/guestbench": driver}}, guestArgs, *timeout, true)
+			Files: map[string]string{"/bin/guestbench": driver}}, guestArgs, *timeout, *only != "guest")
 		if err != nil {
 			log.Fatalf("%s: %v", label, err)
 		}
@@ -139,9 +141,12 @@ func main() {
 		fmt.Fprintf(&exporters, "\nKernel %s:\n\n```\n%s```\n", run.Kernel, exp)
 	}
 	fmt.Print(guest.String(), probes.String(), exporters.String())
-	sections["guest"], sections["probe"], sections["exporter"] = guest.String(), probes.String(), exporters.String()
+	sections["guest"] = guest.String()
+	if *only != "guest" {
+		sections["probe"], sections["exporter"] = probes.String(), exporters.String()
+	}
 
-	if *goBench {
+	if *goBench && *only != "guest" {
 		table, err := runGoBenchmarks(ctx, bed.Repo)
 		if err != nil {
 			log.Fatal(err)
