@@ -12,6 +12,8 @@ import (
 	"github.com/grdma/grdma/health"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // WriteTextfile writes what g gathers to path for node_exporter's textfile
@@ -142,4 +144,21 @@ func (e *PartialError) Unwrap() []error {
 		errs[i] = &e.Errors[i]
 	}
 	return errs
+}
+
+// ReadTextfile parses a file in the text exposition format, as
+// node_exporter's textfile collector does, into metric families by name:
+// a check that a written file is what Prometheus will read.
+func ReadTextfile(path string) (map[string]*dto.MetricFamily, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	parser := expfmt.NewTextParser(model.LegacyValidation)
+	fams, err := parser.TextToMetricFamilies(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return fams, nil
 }

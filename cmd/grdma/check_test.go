@@ -7,8 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
+	"github.com/grdma/grdma/exporter"
 )
 
 // checkOn runs grdma check against the recorded 6.12 kernel and the rxe
@@ -59,13 +58,7 @@ func TestCheckQuietAndTextfile(t *testing.T) {
 	if code != exitFailed || out != "" || stderr != "" {
 		t.Fatalf("-q: exit %d, stdout %q, stderr %q", code, out, stderr)
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	parser := expfmt.NewTextParser(model.LegacyValidation)
-	fams, err := parser.TextToMetricFamilies(f)
+	fams, err := exporter.ReadTextfile(path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/grdma/grdma/exporter"
 	"github.com/grdma/grdma/internal/nlfixture"
 	"github.com/grdma/grdma/nldev"
 
@@ -30,13 +31,7 @@ func TestExportParsesWithPrometheus(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	parser := expfmt.NewTextParser(model.LegacyValidation)
-	fams, err := parser.TextToMetricFamilies(f)
+	fams, err := exporter.ReadTextfile(path)
 	if err != nil {
 		t.Fatalf("Prometheus cannot parse the export: %v", err)
 	}

@@ -12,9 +12,8 @@ import (
 	"time"
 
 	"github.com/grdma/grdma/e2e/layout"
+	"github.com/grdma/grdma/exporter"
 	"github.com/grdma/grdma/internal/rdmacompat"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 )
 
 // TestStat: after ibv_rc_pingpong traffic, grdma stat prints what rdma
@@ -108,13 +107,7 @@ func TestStat(t *testing.T) {
 	t.Run("PrometheusExport", func(t *testing.T) {
 		path := t.TempDir() + "/rdma.prom"
 		must(t, grdma(), "stat", "export", "--textfile", path)
-		f, err := os.Open(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		parser := expfmt.NewTextParser(model.LegacyValidation)
-		fams, err := parser.TextToMetricFamilies(f)
+		fams, err := exporter.ReadTextfile(path)
 		if err != nil {
 			t.Fatalf("Prometheus cannot parse the export: %v", err)
 		}
