@@ -178,12 +178,5 @@ func (a *app) devSet(args *argv) error {
 		}
 		set = func(c *nldev.Client) error { return c.SetAdaptiveModeration(name, on) }
 	}
-	if err := args.done(); err != nil {
-		return err
-	}
-	c, err := a.nl()
-	if err != nil {
-		return err
-	}
-	return set(c)
+	return a.runDone(args, set)
 }

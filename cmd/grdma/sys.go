@@ -106,12 +106,5 @@ func (a *app) sysSet(args *argv) error {
 		}
 		set = func(c *nldev.Client) error { return c.SetPrivilegedQKey(on) }
 	}
-	if err := args.done(); err != nil {
-		return err
-	}
-	c, err := a.nl()
-	if err != nil {
-		return err
-	}
-	return set(c)
+	return a.runDone(args, set)
 }
