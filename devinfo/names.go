@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/grdma/grdma/ib"
+	"github.com/grdma/grdma/ports"
 )
 
 // The names below are those `ibv_devinfo -v` prints
@@ -63,22 +64,9 @@ func AtomicCapName(c uint32) string {
 	return "invalid atomic capability"
 }
 
-// WidthName names an active width code: "4X"; "" when unknown.
-func WidthName(w uint8) string {
-	switch w {
-	case 1:
-		return "1X"
-	case 2:
-		return "4X"
-	case 4:
-		return "8X"
-	case 8:
-		return "12X"
-	case 16:
-		return "2X"
-	}
-	return ""
-}
+// WidthName names an active width code: "4X"; "" when unknown
+// (ports.Width, the one table of widths).
+func WidthName(w uint8) string { return ports.Width(w).String() }
 
 // SpeedName names an active speed code as ibv_devinfo does: the per-lane
 // rate, "25.0 Gbps" (EDR); "invalid speed" beyond HDR, as it prints NDR.

@@ -96,9 +96,15 @@ func checkTelemetryPath(p string) error {
 	return nil
 }
 
-// CheckServerOptions validates o without listening: the telemetry path and
-// the web configuration file (its YAML, users and certificates).
+// CheckServerOptions validates o without listening: the listen addresses
+// (host:port), the telemetry path and the web configuration file (its
+// YAML, users and certificates).
 func CheckServerOptions(o ServerOptions) error {
+	for _, l := range o.ListenAddresses {
+		if _, _, err := net.SplitHostPort(l); err != nil {
+			return fmt.Errorf("--web.listen-address %q must be host:port, e.g. :10041 or 127.0.0.1:10041", l)
+		}
+	}
 	if o.TelemetryPath != "" {
 		if err := checkTelemetryPath(o.TelemetryPath); err != nil {
 			return err

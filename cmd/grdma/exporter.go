@@ -73,11 +73,6 @@ func (a *app) exporter(cmd *cobra.Command, o *exporterOptions) error {
 	if cmd.Flags().Changed("collector.check.interval") && !o.checks {
 		return usagef(help, "--collector.check.interval goes with --collector.check")
 	}
-	for _, l := range o.listen {
-		if _, _, err := net.SplitHostPort(l); err != nil {
-			return usagef(help, "--web.listen-address %q must be host:port, e.g. :10041 or 127.0.0.1:10041", l)
-		}
-	}
 	so := exporter.ServerOptions{ListenAddresses: o.listen, TelemetryPath: o.telemetryPath, ConfigFile: o.configFile,
 		Logger: slog.New(slog.NewTextHandler(a.stderr, nil))}
 	if err := exporter.CheckServerOptions(so); err != nil {
