@@ -12,7 +12,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/grdma/grdma/exporter"
 	"github.com/grdma/grdma/gid"
 	"github.com/grdma/grdma/gpudirect"
 	"github.com/grdma/grdma/health"
@@ -20,7 +19,6 @@ import (
 	"github.com/grdma/grdma/sysfs"
 	"github.com/grdma/grdma/uverbs"
 	"github.com/grdma/grdma/verbsprobe"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 )
 
@@ -165,6 +163,11 @@ func parsePortState(s string) (ib.PortState, bool) {
 }
 
 func (a *app) check(args *argv, quiet bool, textfile string) error {
+	if textfile != "" {
+		if err := a.needPrometheus("grdma check --textfile"); err != nil {
+			return err
+		}
+	}
 	names, exp, err := parseCheckArgs(args)
 	if err != nil {
 		return err
@@ -275,12 +278,4 @@ func (a *app) printCheckReport(rep health.Report) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Status, r.Name, r.Subject, r.Message)
 	}
 	return tw.Flush()
-}
-
-func writeCheckTextfile(path string, rep health.Report, ranAt time.Time) error {
-	reg := prometheus.NewRegistry()
-	if err := reg.Register(&exporter.CheckResults{Results: rep.Checks, RanAt: ranAt}); err != nil {
-		return err
-	}
-	return exporter.WriteTextfile(path, reg)
 }

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/grdma/grdma/exporter"
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/output"
 	"github.com/grdma/grdma/sysfs"
@@ -426,11 +425,14 @@ func (a *app) statExport(args *argv, path string) error {
 	if path == "" {
 		return usagef(args.help, "stat export needs --textfile PATH")
 	}
+	if err := a.needPrometheus("grdma stat export"); err != nil {
+		return err
+	}
 	sys, err := a.sysfs("stat export")
 	if err != nil {
 		return err
 	}
-	return exporter.New(exporter.Options{Sysfs: sys, Dial: a.newClient}).WriteTextfile(path)
+	return a.writeStatTextfile(sys, path)
 }
 
 // readPMA reads the sysfs PMA counters of each port as counter sets; a
