@@ -330,4 +330,3 @@ func probeError(r *verbsprobe.Result, runs, count int) error {
 	}
 	return nil
 }
-

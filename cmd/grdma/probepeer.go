@@ -42,4 +42,3 @@ func unwrapOp(err error) error {
 	}
 	return err
 }
-
