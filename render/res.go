@@ -70,23 +70,29 @@ func (rs *Resources) owner(r *nldev.Resource) {
 	rs.p.String(output.Any, "comm", "comm %s ", name)
 }
 
-// dev prints "dev NAME " (print_dev).
-func (rs *Resources) dev(r *nldev.Resource) {
-	rs.p.Uint(output.JSONOnly, "ifindex", "", uint64(r.DevIndex))
-	rs.p.String(output.Any, "ifname", "dev %s ", r.DevName)
+// devField prints "dev NAME ", JSON ifindex and ifname (print_dev).
+func devField(p *output.Printer, index uint32, name string) {
+	p.Uint(output.JSONOnly, "ifindex", "", uint64(index))
+	p.String(output.Any, "ifname", "dev %s ", name)
 }
 
-// link prints "link NAME/PORT " or, for an object on no port,
-// "link NAME/- " (print_link).
-func (rs *Resources) link(r *nldev.Resource) {
-	rs.p.Uint(output.JSONOnly, "ifindex", "", uint64(r.DevIndex))
-	rs.p.String(output.JSONOnly, "ifname", "", r.DevName)
-	port := "-"
-	if r.Has(nldev.AttrPortIndex) {
-		rs.p.Uint(output.JSONOnly, "port", "", uint64(r.Port))
-		port = strconv.FormatUint(uint64(r.Port), 10)
+// linkField prints "link NAME/PORT " or, for an object on no port
+// (hasPort false), "link NAME/- " (print_link).
+func linkField(p *output.Printer, index uint32, name string, port uint32, hasPort bool) {
+	p.Uint(output.JSONOnly, "ifindex", "", uint64(index))
+	p.String(output.JSONOnly, "ifname", "", name)
+	text := "-"
+	if hasPort {
+		p.Uint(output.JSONOnly, "port", "", uint64(port))
+		text = strconv.FormatUint(uint64(port), 10)
 	}
-	rs.p.Text("link " + r.DevName + "/" + port + " ")
+	p.Text("link " + name + "/" + text + " ")
+}
+
+func (rs *Resources) dev(r *nldev.Resource) { devField(rs.p, r.DevIndex, r.DevName) }
+
+func (rs *Resources) link(r *nldev.Resource) {
+	linkField(rs.p, r.DevIndex, r.DevName, r.Port, r.Has(nldev.AttrPortIndex))
 }
 
 // num prints "name value " when the kernel sent the attribute.

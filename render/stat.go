@@ -2,7 +2,6 @@ package render
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -90,8 +89,7 @@ func OptionalCounters(p *output.Printer, st *nldev.PortCounters, supported bool)
 // (stat_mr_line in rdma/stat-mr.c).
 func MRCounters(p *output.Printer, m *nldev.MRCounters) {
 	p.OpenObject("")
-	p.Uint(output.JSONOnly, "ifindex", "", uint64(m.DevIndex))
-	p.String(output.Any, "ifname", "dev %s ", m.DevName)
+	devField(p, m.DevIndex, m.DevName)
 	if m.Has(nldev.AttrResMRN) {
 		p.Uint(output.Any, "mrn", "mrn %s ", uint64(m.MRN))
 	}
@@ -104,10 +102,7 @@ func MRCounters(p *output.Printer, m *nldev.MRCounters) {
 // mode does.
 func QPCounterMode(p *output.Printer, m *nldev.QPCounterMode) {
 	p.OpenObject("")
-	p.Uint(output.JSONOnly, "ifindex", "", uint64(m.DevIndex))
-	p.String(output.JSONOnly, "ifname", "", m.DevName)
-	p.Uint(output.JSONOnly, "port", "", uint64(m.Port))
-	p.Text("link " + m.DevName + "/" + strconv.FormatUint(uint64(m.Port), 10) + " ")
+	linkField(p, m.DevIndex, m.DevName, m.Port, true)
 	p.String(output.Any, "mode", "mode %s ", qpModeString(m))
 	p.CloseObject()
 	p.Newline()
@@ -142,8 +137,7 @@ func qpModeString(m *nldev.QPCounterMode) string {
 // key's fields.
 func FRMRPool(p *output.Printer, fp *nldev.FRMRPool, details bool) {
 	p.OpenObject("")
-	p.Uint(output.JSONOnly, "ifindex", "", uint64(fp.DevIndex))
-	p.String(output.Any, "ifname", "dev %s ", fp.DevName)
+	devField(p, fp.DevIndex, fp.DevName)
 	num := func(has bool, name string, v uint64) {
 		if has {
 			p.Uint(output.Any, name, name+" %s ", v)
