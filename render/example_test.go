@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/grdma/grdma/internal/nlfixture"
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/output"
 	"github.com/grdma/grdma/proc"
 	"github.com/grdma/grdma/render"
+	"github.com/grdma/grdma/verbsprobe"
 )
 
 // Print the QPs of rxe0/1 as `rdma res show qp link rxe0/1` does, then
@@ -76,4 +78,29 @@ func Example() {
 	// same as rdma: true
 	// 0: rxe0: pd 7 cq 5 qp 5 cm_id 4 mr 9 ctx 4 srq 0
 	// 1: rxe1: pd 4 cq 4 qp 19 cm_id 1 mr 3 ctx 3 srq 1
+}
+
+// Print a probe's result as grdma probe does, here a result built by
+// hand, shortened to four steps.
+// With output.Options{JSON: true} it prints grdma -j probe's object.
+func ExampleProbeResult() {
+	r := &verbsprobe.Result{Device: "rxe0", Port: 1, Driver: "rxe", VerbsDevice: "uverbs0", GIDIndex: -1, QPN: 17}
+	r.Steps = []verbsprobe.Step{
+		{Name: verbsprobe.StepOpen, OK: true, Duration: 180 * time.Microsecond},
+		{Name: verbsprobe.StepCreateQP, OK: true, Duration: 1250 * time.Microsecond, Detail: "qpn 17"},
+		{Name: verbsprobe.StepQueryQP, OK: true, Duration: 40 * time.Microsecond, Detail: "RTS"},
+		{Name: verbsprobe.StepClose, OK: true, Duration: 90 * time.Microsecond},
+	}
+	var series verbsprobe.Series
+	series.Add(r)
+	p := output.New(os.Stdout, output.Options{})
+	render.ProbeResult(p, r, &series, 1)
+	p.Flush()
+	// Output:
+	// probe rxe0/1 (driver rxe, uverbs0, qpn 17)
+	//   [ok  ] open                180µs
+	//   [ok  ] create_qp          1.25ms  qpn 17
+	//   [ok  ] query_qp             40µs  RTS
+	//   [ok  ] close                90µs
+	// PASS: RC queue pair in RTS (1.56ms)
 }
