@@ -2,20 +2,20 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/grdma/grdma/gid"
 	"github.com/grdma/grdma/gpudirect"
 	"github.com/grdma/grdma/health"
 	"github.com/grdma/grdma/ib"
+	"github.com/grdma/grdma/output"
+	"github.com/grdma/grdma/render"
 	"github.com/grdma/grdma/sysfs"
 	"github.com/grdma/grdma/uverbs"
 	"github.com/grdma/grdma/verbsprobe"
@@ -208,7 +208,7 @@ func (a *app) check(args *argv, quiet bool, textfile string) error {
 		}
 	}
 	if !quiet {
-		if err := a.printCheckReport(rep); err != nil {
+		if err := render.CheckReport(a.stdout, rep, output.Options{JSON: a.opts.json, Pretty: a.opts.pretty}); err != nil {
 			return err
 		}
 	}
@@ -255,27 +255,4 @@ func (a *app) dmabufProbe(sys sysfs.FS) gpudirect.DMABufProbe {
 		}
 		return out, nil
 	}
-}
-
-func (a *app) printCheckReport(rep health.Report) error {
-	if a.opts.json {
-		var b []byte
-		var err error
-		if a.opts.pretty {
-			b, err = json.MarshalIndent(rep, "", "    ")
-		} else {
-			b, err = json.Marshal(rep)
-		}
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(a.stdout, "%s\n", b)
-		return err
-	}
-	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "STATUS\tCHECK\tSUBJECT\tMESSAGE")
-	for _, r := range rep.Checks {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Status, r.Name, r.Subject, r.Message)
-	}
-	return tw.Flush()
 }
