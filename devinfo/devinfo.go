@@ -149,6 +149,7 @@ type Reader struct {
 	// ENOENT after trying to load it (a usermode helper each time). They
 	// are not asked again.
 	unserved map[string]bool
+	netdevs  *gid.Netdevs // names the netdevs of GIDs, for every device
 }
 
 // Read returns device dev, or every device ("" for dev), ordered as
@@ -168,6 +169,7 @@ func (r *Reader) Read(dev string) ([]Device, error) {
 		devs = []nldev.Device{d}
 	}
 	r.unserved = map[string]bool{}
+	r.netdevs = gid.NewNetdevs(r.Sysfs)
 	// Asking for the device of a module that is not loaded makes the kernel
 	// try to load it (a usermode helper each time): look for the classes
 	// the modules make first.
@@ -326,12 +328,14 @@ func (r *Reader) fromVerbs(d *Device, verbs Verbs, driverID uint32, nlPorts []nl
 		}
 		return nil
 	}
-	names := netdevNames(nlPorts)
+	for _, p := range nlPorts {
+		r.netdevs.Add(p.NetdevIndex, p.Netdev)
+	}
 	for _, e := range entries {
 		if e.Port < 1 || int(e.Port) > len(d.Ports) {
 			continue
 		}
-		g, err := gid.FromVerbs(e, func(ifindex uint32) string { return names.name(ifindex) })
+		g, err := gid.FromVerbs(e, r.netdevs.Name)
 		if err != nil {
 			return fmt.Errorf("%s/%d GID %d: %w", d.Name, e.Port, e.Index, err)
 		}
@@ -391,29 +395,6 @@ func (r *Reader) portChardev(devIndex, port uint32, typ string) string {
 		return ""
 	}
 	return chardevPath(ch)
-}
-
-// ifnames names netdevs by ifindex: the ports' netdevs from netlink, and
-// others (a GID of a VLAN or macvlan netdev) from the kernel on demand.
-type ifnames map[uint32]string
-
-func netdevNames(nlPorts []nldev.Port) ifnames {
-	names := ifnames{}
-	for _, p := range nlPorts {
-		if p.NetdevIndex != 0 {
-			names[p.NetdevIndex] = p.Netdev
-		}
-	}
-	return names
-}
-
-func (n ifnames) name(ifindex uint32) string {
-	if name, ok := n[ifindex]; ok {
-		return name
-	}
-	name := ifnameByIndex(ifindex)
-	n[ifindex] = name
-	return name
 }
 
 // FormatFWVer formats a raw firmware version as the providers of

@@ -1,8 +1,6 @@
 package devinfo
 
 import (
-	"net"
-
 	"github.com/grdma/grdma/gid"
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/ports"
@@ -66,14 +64,4 @@ func (r *Reader) fromSysfs(d *Device, nlPorts []nldev.Port) error {
 		p.Attr.MaxMTU, p.MTUSource = uverbs.MTU4096, ports.MTUDerived
 	}
 	return nil
-}
-
-// ifnameByIndex names a netdev that is not a port's own (a GID's VLAN
-// netdev); "" when it is gone.
-func ifnameByIndex(ifindex uint32) string {
-	ifi, err := net.InterfaceByIndex(int(ifindex))
-	if err != nil {
-		return ""
-	}
-	return ifi.Name
 }

@@ -22,7 +22,7 @@ type NodeFunc func(dev string) (uverbs.Node, error)
 // device). A device whose uverbs device cannot be used (no ib_uverbs, no
 // permission, an older kernel) is read from sysfs.
 func ReadTablesVerbs(fsys sysfs.FS, dev string, port uint32, nodeOf NodeFunc) ([]Table, error) {
-	names := &ifnames{fsys: fsys}
+	names := NewNetdevs(fsys)
 	states, err := ReadAddrStates(fsys)
 	if err != nil {
 		return nil, err
@@ -41,7 +41,7 @@ func ReadTablesVerbs(fsys sysfs.FS, dev string, port uint32, nodeOf NodeFunc) ([
 
 // tablesFromVerbs asks the device for its GID table and splits it into
 // the requested ports.
-func tablesFromVerbs(fsys sysfs.FS, refs []sysfs.PortRef, nodeOf NodeFunc, names *ifnames) ([]Table, error) {
+func tablesFromVerbs(fsys sysfs.FS, refs []sysfs.PortRef, nodeOf NodeFunc, names *Netdevs) ([]Table, error) {
 	dev := refs[0].Device
 	node, err := nodeOf(dev)
 	if err != nil {
@@ -76,7 +76,7 @@ func tablesFromVerbs(fsys sysfs.FS, refs []sysfs.PortRef, nodeOf NodeFunc, names
 			if r.Port != ref.Port {
 				continue
 			}
-			e, err := FromVerbs(r, names.name)
+			e, err := FromVerbs(r, names.Name)
 			if err != nil {
 				return nil, fmt.Errorf("%s/%d GID %d: %w", dev, ref.Port, r.Index, err)
 			}
@@ -110,27 +110,44 @@ func FromVerbs(r uverbs.GIDEntry, netdev func(ifindex uint32) string) (Entry, er
 	return e, nil
 }
 
-// ifnames maps netdev ifindexes to names from class/net, read once and
-// only when a GID has a netdev.
-type ifnames struct {
+// Netdevs names netdevs by ifindex for GID table entries, which carry only
+// the index: first from the names it was told (Add, e.g. the ports' own
+// netdevs, which RDMA netlink names), then, at the first index it was not
+// told, from every netdev in class/net under the sysfs root, read once. A
+// Netdevs is for one goroutine.
+type Netdevs struct {
 	fsys   sysfs.FS
 	byIdx  map[uint32]string
 	loaded bool
 }
 
-func (n *ifnames) name(ifindex uint32) string {
-	if !n.loaded {
-		n.loaded = true
-		n.byIdx = map[uint32]string{}
-		entries, _ := n.fsys.ReadDir("sys/class/net")
-		for _, de := range entries {
-			s, err := n.fsys.ReadAttr(path.Join("class/net", de.Name(), "ifindex"))
-			if err != nil {
-				continue
-			}
-			if i, err := strconv.ParseUint(strings.TrimSpace(s), 10, 32); err == nil {
-				n.byIdx[uint32(i)] = de.Name()
-			}
+// NewNetdevs returns a Netdevs reading class/net under fsys.
+func NewNetdevs(fsys sysfs.FS) *Netdevs {
+	return &Netdevs{fsys: fsys, byIdx: map[uint32]string{}}
+}
+
+// Add tells n the name of netdev ifindex.
+func (n *Netdevs) Add(ifindex uint32, name string) {
+	if ifindex != 0 && name != "" {
+		n.byIdx[ifindex] = name
+	}
+}
+
+// Name returns the name of netdev ifindex, "" for one that does not exist.
+func (n *Netdevs) Name(ifindex uint32) string {
+	if name, ok := n.byIdx[ifindex]; ok || n.loaded {
+		return name
+	}
+	n.loaded = true
+	entries, _ := n.fsys.ReadDir("sys/class/net")
+	for _, de := range entries {
+		s, err := n.fsys.ReadAttr(path.Join("class/net", de.Name(), "ifindex"))
+		if err != nil {
+			continue
+		}
+		i, err := strconv.ParseUint(strings.TrimSpace(s), 10, 32)
+		if _, told := n.byIdx[uint32(i)]; err == nil && !told {
+			n.byIdx[uint32(i)] = de.Name()
 		}
 	}
 	return n.byIdx[ifindex]
