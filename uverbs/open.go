@@ -131,12 +131,13 @@ func Open(fsys sysfs.FS, ibdev string) (*Context, error) {
 	if err != nil {
 		return nil, err
 	}
-	return openContext(fsys, ibdev, vd, dev.Driver)
+	return openContext(fsys, ibdev, vd, dev.Driver, 0)
 }
 
 // openContext opens the character device of vd and creates the user
-// context with the request data of driver.
-func openContext(fsys sysfs.FS, ibdev string, vd sysfs.VerbsDevice, driver string) (*Context, error) {
+// context with the request data of driver; driverID, when known (not 0),
+// lets a driver without request data use the ioctl GET_CONTEXT.
+func openContext(fsys sysfs.FS, ibdev string, vd sysfs.VerbsDevice, driver string, driverID uint32) (*Context, error) {
 	name := "dev/infiniband/" + vd.Name
 	fd, err := openVerbsDevice(fsys, name, vd, ibdev)
 	if err != nil {
@@ -151,6 +152,8 @@ func openContext(fsys sysfs.FS, ibdev string, vd sysfs.VerbsDevice, driver strin
 	getContext := (*Context).getContext
 	if request, ok := contextRequests[driver]; ok {
 		getContext = request
+	} else if driverID != 0 {
+		getContext = func(c *Context) error { return c.getContextIoctl(driverID) }
 	}
 	if err := getContext(c); err != nil {
 		c.Close()
@@ -210,7 +213,7 @@ func OpenNode(fsys sysfs.FS, ibdev string, node Node) (*Context, error) {
 		return nil, err
 	}
 	vd := sysfs.VerbsDevice{Name: node.Name, IBDev: ibdev, Major: node.Major, Minor: node.Minor}
-	return openContext(fsys, ibdev, vd, DriverName(node.DriverID))
+	return openContext(fsys, ibdev, vd, DriverName(node.DriverID), node.DriverID)
 }
 
 // checkNodeName refuses a node name that is not a plain uverbsN.

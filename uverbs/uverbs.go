@@ -190,6 +190,34 @@ func (c *Context) getContext() error {
 	return nil
 }
 
+const (
+	methodGetContext         = 3 // UVERBS_METHOD_GET_CONTEXT (UVERBS_OBJECT_DEVICE)
+	getContextNumCompVectors = 0 // UVERBS_ATTR_GET_CONTEXT_NUM_COMP_VECTORS
+	getContextCoreSupport    = 1 // UVERBS_ATTR_GET_CONTEXT_CORE_SUPPORT
+)
+
+// getContextIoctl creates the user context through the ioctl method, which
+// unlike the write command makes no asynchronous event file: one file and
+// descriptor less to create and close per device opened (nothing here reads
+// async events). Kernels without the method get the write command.
+func (c *Context) getContextIoctl(driverID uint32) error {
+	attrs := []ioctlAttr{
+		{AttrID: getContextNumCompVectors, Len: 4, Data: c.ioctlOut(0)},
+		{AttrID: getContextCoreSupport, Len: 8, Data: c.ioctlOut(1)},
+	}
+	err := c.ioctl("GET_CONTEXT (ioctl)", driverID, objectDevice, methodGetContext, attrs)
+	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EPROTONOSUPPORT) || errors.Is(err, unix.ENOTTY) {
+		return c.getContext()
+	}
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.NumCompVectors = int(c.ioctlOutValue(0))
+	c.mu.Unlock()
+	return nil
+}
+
 // CompVectors returns NumCompVectors.
 func (c *Context) CompVectors() int { return c.NumCompVectors }
 

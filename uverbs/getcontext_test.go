@@ -1,0 +1,64 @@
+package uverbs
+
+import (
+	"bytes"
+	"encoding/binary"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestGetContextIoctl: the ioctl GET_CONTEXT message (object DEVICE, method
+// GET_CONTEXT, the two optional outputs pointing into the arena), no async
+// event file, and the write command where the kernel lacks the method.
+func TestGetContextIoctl(t *testing.T) {
+	c, k := newFakeContext(t)
+	var sent []byte
+	fakeIoctl(t, func(msg []byte) error {
+		sent = bytes.Clone(msg)
+		binary.NativeEndian.PutUint32(c.arena[ioctlOutOffset:], 3) // num_comp_vectors
+		return nil
+	})
+	if err := c.getContextIoctl(DriverIDRXE); err != nil {
+		t.Fatal(err)
+	}
+	if c.NumCompVectors != 3 || c.asyncFD != -1 || len(k.got) != 0 {
+		t.Errorf("comp vectors %d, async fd %d, %d write commands; want 3, none, none", c.NumCompVectors, c.asyncFD, len(k.got))
+	}
+	// struct ib_uverbs_ioctl_hdr: length, object DEVICE (0), method
+	// GET_CONTEXT (3), 2 attributes, reserved, driver_id (14, RXE).
+	want := binary.NativeEndian.AppendUint16(nil, 24+2*16)
+	want = binary.NativeEndian.AppendUint16(want, 0)
+	want = binary.NativeEndian.AppendUint16(want, 3)
+	want = binary.NativeEndian.AppendUint16(want, 2)
+	want = append(want, make([]byte, 8)...)
+	want = binary.NativeEndian.AppendUint32(want, 14)
+	want = append(want, make([]byte, 4)...)
+	for i, length := range []uint16{4, 8} { // NUM_COMP_VECTORS u32, CORE_SUPPORT u64: optional outputs
+		want = binary.NativeEndian.AppendUint16(want, uint16(i))
+		want = binary.NativeEndian.AppendUint16(want, length)
+		want = binary.NativeEndian.AppendUint32(want, 0)
+		want = binary.NativeEndian.AppendUint64(want, c.ioctlOut(i))
+	}
+	if !bytes.Equal(sent, want) {
+		t.Fatalf("message\n got % x\nwant % x", sent, want)
+	}
+
+	for _, errno := range []unix.Errno{unix.EOPNOTSUPP, unix.EPROTONOSUPPORT, unix.ENOTTY} {
+		c, k := newFakeContext(t)
+		fakeIoctl(t, func([]byte) error { return errno })
+		k.responses[cmdGetContext] = unhex(t, "07000000 02000000") // async_fd 7, 2 vectors
+		if err := c.getContextIoctl(DriverIDRXE); err != nil {
+			t.Fatalf("%v: %v", errno, err)
+		}
+		if c.NumCompVectors != 2 || c.asyncFD != 7 || len(k.got) != 1 {
+			t.Errorf("%v: comp vectors %d, async fd %d, %d write commands; want the write command's 2 and 7", errno, c.NumCompVectors, c.asyncFD, len(k.got))
+		}
+		c.asyncFD = -1 // not a real descriptor
+	}
+	c, _ = newFakeContext(t)
+	fakeIoctl(t, func([]byte) error { return unix.EINVAL })
+	if err := c.getContextIoctl(DriverIDRXE); err == nil {
+		t.Error("EINVAL (a driver_id the device does not have) was not reported")
+	}
+}
