@@ -114,7 +114,7 @@ type Port struct {
 // Netlink is what this package needs of RDMA netlink; *nldev.Client has it.
 type Netlink interface {
 	Devices() ([]nldev.Device, error)
-	Ports(devIndex uint32) ([]nldev.Port, error)
+	PortsOf(d nldev.Device) ([]nldev.Port, error)
 	Chardev(devIndex uint32, typ string) (nldev.Chardev, error)
 	PortChardev(devIndex, port uint32, typ string) (nldev.Chardev, error)
 	GlobalChardev(typ string) (nldev.Chardev, error)
@@ -214,7 +214,7 @@ func chardevPath(ch nldev.Chardev) string {
 func (r *Reader) readDevice(nd nldev.Device) (Device, error) {
 	d := Device{Name: nd.Name, Index: nd.Index, NodeType: nd.NodeType, NodeGUID: nd.NodeGUID,
 		SysImageGUID: nd.SysImageGUID, FWVer: nd.FWVersion}
-	nlPorts, err := r.Netlink.Ports(nd.Index)
+	nlPorts, err := r.Netlink.PortsOf(nd)
 	if err != nil {
 		return d, err
 	}

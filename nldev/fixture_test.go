@@ -3,8 +3,10 @@ package nldev_test
 import (
 	"encoding/json"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -101,6 +103,39 @@ func TestPortsFromRealKernel(t *testing.T) {
 				if single.Netdev != p.Netdev || single.State != p.State {
 					t.Errorf("doit %+v differs from dump %+v", single, p)
 				}
+			}
+		})
+	}
+}
+
+// TestPortsOfFromRealKernel: PortsOf asks a one-port device for port 1
+// (the recorded doit reply) and gets what the dump gives.
+func TestPortsOfFromRealKernel(t *testing.T) {
+	for _, kv := range kernels {
+		t.Run(kv, func(t *testing.T) {
+			k := nlfixture.NewKernel(filepath.Join(recorded(kv), "nl")).Standard()
+			c := client(t, k)
+			devs, err := c.Devices()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range devs {
+				dump, err := c.Ports(d.Index)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := c.PortsOf(d)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d.NumPorts != 1 || len(got) != 1 || !reflect.DeepEqual(got, dump) {
+					t.Errorf("%s (%d ports): PortsOf %+v, dump %+v", d.Name, d.NumPorts, got, dump)
+				}
+			}
+			// A device that vanished answers as the dump does: not found.
+			k.On(nlfixture.Request{Cmd: nldev.CmdPortGet, Dev: 1, Port: 1}, "get_doit_bad_index.bin")
+			if _, err := c.PortsOf(devs[1]); !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, unix.EINVAL) {
+				t.Errorf("vanished device: %v", err)
 			}
 		})
 	}

@@ -52,8 +52,8 @@ func (p Port) RateGbps() float64 { return float64(p.RateDeciGbps) / 10 }
 type Netlink interface {
 	// Devices lists the devices (RDMA_NLDEV_CMD_GET dump).
 	Devices() ([]nldev.Device, error)
-	// Ports lists the ports of a device (RDMA_NLDEV_CMD_PORT_GET dump).
-	Ports(devIndex uint32) ([]nldev.Port, error)
+	// PortsOf lists the ports of a device (RDMA_NLDEV_CMD_PORT_GET).
+	PortsOf(d nldev.Device) ([]nldev.Port, error)
 	// Device looks a device up by index, to tell a vanished device.
 	Device(devIndex uint32) (nldev.Device, error)
 }
@@ -122,6 +122,7 @@ func (r *Reader) vanished(d device, err error) bool {
 type device struct {
 	name  string
 	index uint32
+	nl    nldev.Device // with netlink
 }
 
 func (r *Reader) listDevices() ([]device, error) {
@@ -141,7 +142,7 @@ func (r *Reader) listDevices() ([]device, error) {
 		return nil, err
 	}
 	for _, d := range nl {
-		devices = append(devices, device{name: d.Name, index: d.Index})
+		devices = append(devices, device{name: d.Name, index: d.Index, nl: d})
 	}
 	return devices, nil
 }
@@ -296,7 +297,7 @@ func (r *Reader) basePorts(d device, sysDev sysfs.Device) ([]Port, error) {
 		}
 		return ports, nil
 	}
-	nlPorts, err := r.Netlink.Ports(d.index)
+	nlPorts, err := r.Netlink.PortsOf(d.nl)
 	if err != nil {
 		return nil, err
 	}

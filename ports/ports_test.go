@@ -157,7 +157,8 @@ func deviceIn(devices []nldev.Device, index uint32) (nldev.Device, error) {
 	return nldev.Device{}, &nldev.Error{Op: "get RDMA device", Err: unix.EINVAL}
 }
 
-func (f *fakeNetlink) Ports(index uint32) ([]nldev.Port, error) {
+func (f *fakeNetlink) PortsOf(d nldev.Device) ([]nldev.Port, error) {
+	index := d.Index
 	if ports, ok := f.ports[index]; ok {
 		return ports, nil
 	}

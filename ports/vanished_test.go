@@ -33,11 +33,12 @@ func (v *vanishingNetlink) Device(index uint32) (nldev.Device, error) {
 	return v.fakeNetlink.Device(index)
 }
 
-func (v *vanishingNetlink) Ports(index uint32) ([]nldev.Port, error) {
+func (v *vanishingNetlink) PortsOf(d nldev.Device) ([]nldev.Port, error) {
+	index := d.Index
 	if index == v.gone {
 		return nil, &nldev.Error{Op: "list ports", Err: unix.EINVAL}
 	}
-	return v.fakeNetlink.Ports(index)
+	return v.fakeNetlink.PortsOf(d)
 }
 
 // TestReadSkipsDeviceGoneFromNetlink: found by the e2e churn, where

@@ -97,6 +97,7 @@ func TestExportSkipsVanishedDevice(t *testing.T) {
 	for _, r := range []nlfixture.Request{
 		{Cmd: nldev.CmdGet, Dev: 1, Port: -1},
 		{Cmd: nldev.CmdPortGet, Dump: true, Dev: 1, Port: -1},
+		{Cmd: nldev.CmdPortGet, Dev: 1, Port: 1},
 		{Cmd: nldev.CmdStatGet, Dev: 1, Port: 1},
 	} {
 		k.On(r, "get_doit_bad_index.bin")

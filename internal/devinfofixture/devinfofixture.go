@@ -22,13 +22,14 @@ import (
 type Dir string
 
 // Kernel serves the netlink replies: the device dump, each device's port
-// dump and character devices, and rdma_cm.
+// dump and port 1, its character devices, and rdma_cm.
 func (d Dir) Kernel() *nlfixture.Kernel {
 	k := nlfixture.NewKernel(filepath.Join(string(d), "nl"))
 	k.On(nlfixture.Request{Cmd: nldev.CmdGet, Dump: true, Dev: -1, Port: -1}, "get_dump.bin")
 	k.On(nlfixture.Request{Cmd: nldev.CmdGetChardev, Dev: -1, Port: -1, ChardevType: "rdma_cm"}, "chardev_rdma_cm.bin")
 	for n := int64(0); n < 2; n++ {
 		k.On(nlfixture.Request{Cmd: nldev.CmdPortGet, Dump: true, Dev: n, Port: -1}, fmt.Sprintf("port_dump_dev%d.bin", n))
+		k.On(nlfixture.Request{Cmd: nldev.CmdPortGet, Dev: n, Port: 1}, fmt.Sprintf("port_doit_dev%d_port1.bin", n))
 		k.On(nlfixture.Request{Cmd: nldev.CmdGetChardev, Dev: n, Port: -1, ChardevType: "uverbs"}, fmt.Sprintf("chardev_uverbs_dev%d.bin", n))
 		for _, typ := range []string{"umad", "issm"} {
 			k.On(nlfixture.Request{Cmd: nldev.CmdGetChardev, Dev: n, Port: 1, ChardevType: typ}, fmt.Sprintf("chardev_%s_dev%d_port1.bin", typ, n))
