@@ -63,13 +63,51 @@ const (
 )
 
 func newContext(name string, fd int) (*Context, error) {
-	arena, err := unix.Mmap(-1, 0, arenaSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	arena, err := arenas.get()
 	if err != nil {
 		return nil, fmt.Errorf("%s: allocating the response buffer: %w", name, err)
 	}
 	c := &Context{name: name, fd: fd, asyncFD: -1, arena: arena}
 	c.write = func(b []byte) (int, error) { return unix.Write(c.fd, b) }
 	return c, nil
+}
+
+// arenas keeps the arenas of closed contexts for the next ones: reading
+// every device of a node opens and closes one context after another, and
+// an mmap and munmap each is two system calls a device.
+var arenas arenaPool
+
+// arenaPool is a few zeroed arenas, outside the Go heap.
+type arenaPool struct {
+	mu   sync.Mutex
+	free [][]byte
+}
+
+// maxFreeArenas bounds what the pool keeps mapped (4 KiB each).
+const maxFreeArenas = 4
+
+func (p *arenaPool) get() ([]byte, error) {
+	p.mu.Lock()
+	if n := len(p.free); n > 0 {
+		b := p.free[n-1]
+		p.free = p.free[:n-1]
+		p.mu.Unlock()
+		return b, nil
+	}
+	p.mu.Unlock()
+	return unix.Mmap(-1, 0, arenaSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+}
+
+// put takes back an arena no request uses any more, zeroed as a new one.
+func (p *arenaPool) put(b []byte) error {
+	clear(b)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.free) < maxFreeArenas {
+		p.free = append(p.free, b)
+		return nil
+	}
+	return unix.Munmap(b)
 }
 
 // Close releases the context and everything created in it, and closes the
@@ -87,7 +125,7 @@ func (c *Context) Close() error {
 		c.fd = -1
 	}
 	if c.arena != nil {
-		errs = append(errs, unix.Munmap(c.arena))
+		errs = append(errs, arenas.put(c.arena))
 		c.arena = nil
 	}
 	return errors.Join(errs...)
