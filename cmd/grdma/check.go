@@ -77,12 +77,12 @@ func parseCheckArgs(args *argv) (names []string, exp health.Expect, err error) {
 	number := func(kw, v string) (int, error) {
 		n, err := strconv.Atoi(v)
 		if err != nil || n <= 0 {
-			return 0, usagef(args.help, "%s must be a positive number, not %q", kw, v)
+			return 0, usagef(args.Help, "%s must be a positive number, not %q", kw, v)
 		}
 		return n, nil
 	}
-	for !args.empty() {
-		kw, err := args.keyword("check or expectation", "", keywords...)
+	for !args.Empty() {
+		kw, err := args.Keyword("check or expectation", "", keywords...)
 		if err != nil {
 			return nil, exp, err
 		}
@@ -94,7 +94,7 @@ func parseCheckArgs(args *argv) (names []string, exp health.Expect, err error) {
 			exp.GIDSelect.Family = map[string]gid.Family{"ipv4": gid.IPv4, "ipv6": gid.IPv6}[kw]
 			continue
 		}
-		v, err := args.value(kw + " value")
+		v, err := args.Value(kw + " value")
 		if err != nil {
 			return nil, exp, err
 		}
@@ -102,13 +102,13 @@ func parseCheckArgs(args *argv) (names []string, exp health.Expect, err error) {
 		case "state":
 			st, ok := parsePortState(v)
 			if !ok {
-				return nil, exp, usagef(args.help, "unknown port state %q: expected DOWN, INIT, ARMED, ACTIVE", v)
+				return nil, exp, usagef(args.Help, "unknown port state %q: expected DOWN, INIT, ARMED, ACTIVE", v)
 			}
 			exp.State = st
 		case "min-rate":
 			f, err := strconv.ParseFloat(v, 64)
 			if err != nil || !(f > 0) || math.IsInf(f, 1) { // NaN compares false
-				return nil, exp, usagef(args.help, "min-rate must be a positive number of Gb/s, not %q", v)
+				return nil, exp, usagef(args.Help, "min-rate must be a positive number of Gb/s, not %q", v)
 			}
 			exp.MinRateGbps = f
 		case "mtu":
@@ -118,21 +118,21 @@ func parseCheckArgs(args *argv) (names []string, exp health.Expect, err error) {
 			switch exp.ActiveMTU {
 			case 256, 512, 1024, 2048, 4096:
 			default:
-				return nil, exp, usagef(args.help, "mtu must be an IB MTU (256, 512, 1024, 2048, 4096), not %d", exp.ActiveMTU)
+				return nil, exp, usagef(args.Help, "mtu must be an IB MTU (256, 512, 1024, 2048, 4096), not %d", exp.ActiveMTU)
 			}
 		case "gid-type":
 			if exp.GIDType, err = gid.ParseType(v); err != nil {
-				return nil, exp, usagef(args.help, "unknown gid-type %q: expected v1, v2, ib", v)
+				return nil, exp, usagef(args.Help, "unknown gid-type %q: expected v1, v2, ib", v)
 			}
 		case "gid-index":
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 0 {
-				return nil, exp, usagef(args.help, "gid-index must be a GID table index (0 or more), not %q", v)
+				return nil, exp, usagef(args.Help, "gid-index must be a GID table index (0 or more), not %q", v)
 			}
 			exp.GIDIndex = &n
 		case "type":
 			if exp.GIDSelect.Type, err = gid.ParseType(v); err != nil {
-				return nil, exp, usagef(args.help, "unknown GID type %q: expected v1, v2, ib", v)
+				return nil, exp, usagef(args.Help, "unknown GID type %q: expected v1, v2, ib", v)
 			}
 		case "netdev-mtu":
 			if exp.NetdevMTU, err = number(kw, v); err != nil {
@@ -147,7 +147,7 @@ func parseCheckArgs(args *argv) (names []string, exp health.Expect, err error) {
 		}
 	}
 	if exp.GIDIndex == nil && (exp.GIDSelect != gid.Criteria{}) {
-		return nil, exp, usagef(args.help, "type, ipv4 and ipv6 choose the GID of gid-index N: give gid-index")
+		return nil, exp, usagef(args.Help, "type, ipv4 and ipv6 choose the GID of gid-index N: give gid-index")
 	}
 	if len(names) == 0 {
 		names = checkNames

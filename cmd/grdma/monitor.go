@@ -98,10 +98,10 @@ func renderEvent(p *output.Printer, e *nldev.Event) {
 // monitorArgs accepts no words but help (rdma monitor help).
 func monitorArgs(cmd *cobra.Command, words []string) error {
 	args := cmdArgv(cmd, words, "grdma monitor --help")
-	if !args.empty() {
-		if _, err := args.keyword("argument", "", "help"); err != nil {
+	if !args.Empty() {
+		if _, err := args.Keyword("argument", "", "help"); err != nil {
 			return err
 		}
 	}
-	return args.done()
+	return args.Done()
 }

@@ -71,17 +71,3 @@ func (a *app) printList(fill func(p *output.Printer) error) error {
 	}
 	return err
 }
-
-// linkArg parses an optional "link DEV[/PORT]" (rdma's grammar).
-func (a *argv) linkArg() (devPort, error) {
-	if a.empty() {
-		return devPort{}, nil
-	}
-	if _, err := a.keyword("parameter", "", "link", "help"); err != nil {
-		return devPort{}, err
-	}
-	if a.empty() {
-		return devPort{}, nil
-	}
-	return a.parseDevPort(a.next())
-}

@@ -71,20 +71,20 @@ Text and JSON of the commands rdma has match rdma statistic.`,
 }
 
 func (a *app) stat(cmd *cobra.Command, args *argv, so *statOptions) error {
-	verb, err := args.keyword("command", "show", "show", "list", "help", "qp", "mr", "mode", "set", "unset", "export")
+	verb, err := args.Keyword("command", "show", "show", "list", "help", "qp", "mr", "mode", "set", "unset", "export")
 	if err != nil {
 		return err
 	}
 	if f := cmd.Flags(); f.Changed("interval") && so.interval <= 0 {
-		return usagef(args.help, "-i must be a positive interval such as 1s, not %s", so.interval)
+		return usagef(args.Help, "-i must be a positive interval such as 1s, not %s", so.interval)
 	} else if f.Changed("count") && so.count < 1 {
-		return usagef(args.help, "-c must be a number of samples from 1, not %d", so.count)
+		return usagef(args.Help, "-c must be a number of samples from 1, not %d", so.count)
 	}
 	if verb != "show" && verb != "list" && (so.interval != 0 || so.count != 0 || so.pma) {
-		return usagef(args.help, "-i, -c and --pma go with stat show")
+		return usagef(args.Help, "-i, -c and --pma go with stat show")
 	}
 	if verb != "export" && so.textfile != "" {
-		return usagef(args.help, "--textfile goes with stat export")
+		return usagef(args.Help, "--textfile goes with stat export")
 	}
 	switch verb {
 	case "mode":
@@ -107,11 +107,11 @@ func (a *app) stat(cmd *cobra.Command, args *argv, so *statOptions) error {
 
 // statPorts resolves "link DEV[/PORT]" to ports.
 func (a *app) statPorts(args *argv) (*nldev.Client, []portRef, error) {
-	want, err := args.linkArg()
+	want, err := args.Link()
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := args.done(); err != nil {
+	if err := args.Done(); err != nil {
 		return nil, nil, err
 	}
 	c, devs, err := a.devices()
@@ -146,14 +146,14 @@ func (a *app) readCounters(c *nldev.Client, refs []portRef) ([]nldev.PortCounter
 }
 
 func (a *app) statShow(args *argv, so *statOptions) error {
-	if !args.empty() {
+	if !args.Empty() {
 		// rdma: stat show link ... | stat show mr ... | stat show help.
-		w, err := args.sub(args.words[:1]).keyword("parameter", "", "link", "mr", "help")
+		w, err := args.Sub(args.Words[:1]).Keyword("parameter", "", "link", "mr", "help")
 		if err != nil {
 			return err
 		}
 		if w == "mr" {
-			args.next()
+			args.Next()
 			return a.statMR(args)
 		}
 	}
@@ -171,7 +171,7 @@ func (a *app) statShow(args *argv, so *statOptions) error {
 			return a.statRates(func() ([]nldev.PortCounters, error) { return a.readPMA(sys, refs, noted) }, so)
 		}
 		if so.count != 0 {
-			return usagef(args.help, "-c needs -i")
+			return usagef(args.Help, "-c needs -i")
 		}
 		return a.statShowPMA(sys, refs)
 	}
@@ -179,7 +179,7 @@ func (a *app) statShow(args *argv, so *statOptions) error {
 		return a.statRates(func() ([]nldev.PortCounters, error) { return a.readCounters(c, refs) }, so)
 	}
 	if so.count != 0 {
-		return usagef(args.help, "-c needs -i")
+		return usagef(args.Help, "-c needs -i")
 	}
 	counters, err := a.readCounters(c, refs)
 	return a.printCounters(counters, err)
@@ -274,14 +274,14 @@ func renderRates(p *output.Printer, cur *nldev.PortCounters, rates []nldev.Rate,
 
 func (a *app) statMode(args *argv) error {
 	supported := false
-	if !args.empty() {
+	if !args.Empty() {
 		// rdma's table: link, show, supported, help.
-		w, err := args.sub(args.words[:1]).keyword("parameter", "", "link", "show", "supported", "help")
+		w, err := args.Sub(args.Words[:1]).Keyword("parameter", "", "link", "show", "supported", "help")
 		if err != nil {
 			return err
 		}
 		if w != "link" {
-			args.next()
+			args.Next()
 		}
 		supported = w == "supported"
 	}
@@ -333,12 +333,12 @@ func renderOptionalCounters(p *output.Printer, st *nldev.PortCounters, supported
 
 // strictPort parses "link DEV/PORT" where a port is required.
 func (a *app) strictPort(args *argv, what string) (*nldev.Client, portRef, error) {
-	want, err := args.linkArg()
+	want, err := args.Link()
 	if err != nil {
 		return nil, portRef{}, err
 	}
 	if want.Port == 0 {
-		return nil, portRef{}, usagef(args.help, "%s needs link DEV/PORT", what)
+		return nil, portRef{}, usagef(args.Help, "%s needs link DEV/PORT", what)
 	}
 	c, devs, err := a.devices()
 	if err != nil {
@@ -358,33 +358,33 @@ func (a *app) statSetOptional(args *argv, set bool) error {
 	if set {
 		verb = "set"
 	}
-	if args.empty() {
-		return usagef(args.help, "stat %s needs link DEV/PORT optional-counters", verb)
+	if args.Empty() {
+		return usagef(args.Help, "stat %s needs link DEV/PORT optional-counters", verb)
 	}
-	if err := args.linkOrHelp(); err != nil {
+	if err := args.LinkOrHelp(); err != nil {
 		return err
 	}
 	// Validate the whole line before talking to the kernel.
-	words := args.words
+	words := args.Words
 	if len(words) < 3 {
-		return usagef(args.help, "stat %s needs link DEV/PORT optional-counters", verb)
+		return usagef(args.Help, "stat %s needs link DEV/PORT optional-counters", verb)
 	}
-	tail := args.sub(words[2:])
-	if _, err := tail.keyword("parameter", "", "optional-counters"); err != nil {
+	tail := args.Sub(words[2:])
+	if _, err := tail.Keyword("parameter", "", "optional-counters"); err != nil {
 		return err
 	}
 	var names []string
 	if set {
-		list, err := tail.value("optional counter names, comma separated")
+		list, err := tail.Value("optional counter names, comma separated")
 		if err != nil {
 			return err
 		}
 		names = strings.Split(list, ",")
 	}
-	if err := tail.done(); err != nil {
+	if err := tail.Done(); err != nil {
 		return err
 	}
-	args.words = words[:2]
+	args.Words = words[:2]
 	c, r, err := a.strictPort(args, "stat "+verb)
 	if err != nil {
 		return err
@@ -420,11 +420,11 @@ func (a *app) statSetOptional(args *argv, set bool) error {
 // statExport writes the exporter's metrics (package exporter) to a
 // temporary file renamed over the target.
 func (a *app) statExport(args *argv, path string) error {
-	if err := args.done(); err != nil {
+	if err := args.Done(); err != nil {
 		return err
 	}
 	if path == "" {
-		return usagef(args.help, "stat export needs --textfile PATH")
+		return usagef(args.Help, "stat export needs --textfile PATH")
 	}
 	sys, err := a.sysfs("stat export")
 	if err != nil {
