@@ -327,3 +327,14 @@ func (r *CheckResults) Describe(ch chan<- *prometheus.Desc) {
 func (r *CheckResults) Collect(ch chan<- prometheus.Metric) {
 	exportChecks(&emitter{ch: ch, seen: map[string]bool{}}, r.Results, r.RanAt)
 }
+
+// WriteTextfile writes the results alone to path for node_exporter's
+// textfile collector (WriteTextfile: atomically, keeping the file's mode
+// and owner).
+func (r *CheckResults) WriteTextfile(path string) error {
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(r); err != nil {
+		return err
+	}
+	return WriteTextfile(path, reg)
+}
