@@ -389,32 +389,7 @@ func (a *app) statSetOptional(args *argv, set bool) error {
 	if err != nil {
 		return err
 	}
-	var indexes []uint32
-	if set {
-		st, err := c.CounterStatus(r.dev.Index, r.port)
-		if err != nil {
-			return err
-		}
-		var optional []string
-		byName := map[string]uint32{}
-		for _, ctr := range st.Counters {
-			if ctr.Optional {
-				byName[ctr.Name] = ctr.Index
-				optional = append(optional, ctr.Name)
-			}
-		}
-		for _, n := range names {
-			i, ok := byName[n]
-			if !ok {
-				if len(optional) == 0 {
-					return fmt.Errorf("%s/%d has no optional counters", r.dev.Name, r.port)
-				}
-				return fmt.Errorf("%s is not an optional counter of %s/%d (optional counters: %s)", n, r.dev.Name, r.port, strings.Join(optional, ", "))
-			}
-			indexes = append(indexes, i)
-		}
-	}
-	return c.SetOptionalCounters(r.dev.Index, r.port, indexes)
+	return c.SetOptionalCountersByName(r.dev, r.port, names)
 }
 
 // statExport writes the exporter's metrics (package exporter) to a
