@@ -4,9 +4,31 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/grdma/grdma/nldev"
 )
+
+// Abbrev resolves word to one of names as rdma resolves its keywords
+// (utils.c strcmpx in rd_exec_cmd and add_filter): the first name, in the
+// order given, that word is a prefix of, so the order of names decides:
+// "s" is the first name starting with s. An exact match wins over an
+// earlier longer name (rdma would read cm_id's "dev" as dev-type; no two
+// names of rdma's own tables are in that relation). ok is false when no
+// name starts with word (or word is empty).
+func Abbrev(word string, names []string) (name string, ok bool) {
+	if word == "" {
+		return "", false
+	}
+	for _, n := range names {
+		if n == word {
+			return n, true
+		}
+	}
+	for _, n := range names {
+		if strings.HasPrefix(n, word) {
+			return n, true
+		}
+	}
+	return "", false
+}
 
 // Args walks the words after an object in iproute2 grammar: keywords,
 // abbreviated as rdma abbreviates them, each followed by its values.
@@ -57,9 +79,9 @@ func (a *Args) Keyword(what, def string, keywords ...string) (string, error) {
 }
 
 // Match resolves word to a keyword as rdma does: the first keyword, in
-// the order given, that word abbreviates (nldev.Abbrev).
+// the order given, that word abbreviates (Abbrev).
 func (a *Args) Match(what, word string, keywords []string) (string, error) {
-	if k, ok := nldev.Abbrev(word, keywords); ok {
+	if k, ok := Abbrev(word, keywords); ok {
 		return k, nil
 	}
 	return "", Usagef(a.Help, "unknown %s %q: expected %s", what, word, strings.Join(keywords, ", "))

@@ -3,8 +3,6 @@ package cmdline
 import (
 	"slices"
 	"strings"
-
-	"github.com/grdma/grdma/nldev"
 )
 
 // SplitBatchLine splits a line of a -batch file into words as rdma does:
@@ -66,7 +64,7 @@ var valueOptions = []string{"--batch", "--sysfs-root", "--netns"}
 var completeCmds = []string{"__complete", "__completeNoDesc"}
 
 // ResolveObject writes the object word of a grdma command line out in
-// full, as rdma resolves it (nldev.Abbrev over Objects), skipping the
+// full, as rdma resolves it (Abbrev over Objects), skipping the
 // global options before it and the values they take. args is not changed.
 func ResolveObject(args []string) []string {
 	for i := 0; i < len(args); i++ {
@@ -92,7 +90,7 @@ func ResolveObject(args []string) []string {
 			// last word is the one being completed).
 			return append(args[:i+1:i+1], ResolveObject(args[i+1:])...)
 		}
-		if full, ok := nldev.Abbrev(w, Objects); ok && full != w {
+		if full, ok := Abbrev(w, Objects); ok && full != w {
 			out := slices.Clone(args)
 			out[i] = full
 			return out

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/grdma/grdma/cmdline"
 	"strconv"
 
 	"github.com/grdma/grdma/gid"
@@ -100,52 +101,10 @@ func (a *app) gid(cmd *cobra.Command, args *argv, quiet bool) error {
 	return p.Flush()
 }
 
-// parseGIDArgs parses [DEV[/PORT]] [type v1|v2|ib] [ipv4|ipv6] [netdev NAME].
+// parseGIDArgs parses gid show's words (gid.ParseArgs).
 func parseGIDArgs(args *argv) (devPort, gid.Criteria, error) {
-	var want devPort
-	var c gid.Criteria
-	if !args.Empty() && !isGIDKeyword(args.Words[0]) {
-		var err error
-		if want, err = args.DevPort(args.Next()); err != nil {
-			return want, c, err
-		}
-	}
-	for !args.Empty() {
-		kw, err := args.Keyword("gid show parameter", "", "type", "ipv4", "ipv6", "netdev")
-		if err != nil {
-			return want, c, err
-		}
-		switch kw {
-		case "type":
-			v, err := args.Value("type value (v1, v2 or ib)")
-			if err != nil {
-				return want, c, err
-			}
-			if c.Type, err = gid.ParseType(v); err != nil {
-				return want, c, usagef(args.Help, "%v", err)
-			}
-		case "ipv4":
-			c.Family = gid.IPv4
-		case "ipv6":
-			c.Family = gid.IPv6
-		case "netdev":
-			if c.Netdev, err = args.Value("netdev name"); err != nil {
-				return want, c, err
-			}
-		}
-	}
-	return want, c, nil
-}
-
-// isGIDKeyword tells a filter keyword (or a prefix of one) from a device
-// name in the first argument.
-func isGIDKeyword(word string) bool {
-	for _, k := range []string{"type", "ipv4", "ipv6", "netdev"} {
-		if len(word) >= 2 && len(word) <= len(k) && k[:len(word)] == word {
-			return true
-		}
-	}
-	return false
+	want, c, err := gid.ParseArgs(args.Words)
+	return want, c, cmdline.WithHelp(err, args.Help)
 }
 
 // printChosenGIDs prints the index gid.Select chooses in each table: the

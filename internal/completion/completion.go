@@ -2,7 +2,7 @@
 // of the words after each object: verbs (show, set, ...), keywords and
 // their values, device names, DEV/PORT, netdev names and network
 // namespaces. Verbs and keywords are matched as rdma abbreviates them
-// (nldev.Abbrev); the filters of res show come from nldev's one res
+// (cmdline.Abbrev); the filters of res show come from nldev's one res
 // grammar (nldev.ResFilters). Completion never fails: what cannot be read
 // is not offered.
 package completion
@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/grdma/grdma/cmdline"
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/sysfs"
 )
@@ -341,13 +342,13 @@ func (s *compSyntax) keyword(word string) *compKeyword {
 }
 
 // compMatch finds word among n names as cmdline.Args.Match does (rdma's first
-// match, nldev.Abbrev); -1 if none.
+// match, cmdline.Abbrev); -1 if none.
 func compMatch(word string, n int, name func(int) string) int {
 	names := make([]string, n)
 	for i := range n {
 		names[i] = name(i)
 	}
-	m, ok := nldev.Abbrev(word, names)
+	m, ok := cmdline.Abbrev(word, names)
 	if !ok {
 		return -1
 	}
