@@ -14,10 +14,9 @@ import (
 func Abbrev(word string, names []string) (name string, ok bool) { return cmdline.Abbrev(word, names) }
 
 // SyntaxError is a command line a parser of this package rejects before
-// anything is sent: a usage error.
-type SyntaxError struct{ Msg string }
-
-func (e *SyntaxError) Error() string { return e.Msg }
+// anything is sent: a usage error, the one type of package cmdline (a
+// caller that tells usage errors apart needs no second one).
+type SyntaxError = cmdline.UsageError
 
 func syntaxf(format string, args ...any) error {
 	return &SyntaxError{Msg: fmt.Sprintf(format, args...)}
