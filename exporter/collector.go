@@ -15,7 +15,6 @@
 package exporter
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -30,7 +29,6 @@ import (
 	"github.com/grdma/grdma/ports"
 	"github.com/grdma/grdma/sysfs"
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/sys/unix"
 )
 
 // Options configure a Collector.
@@ -188,7 +186,7 @@ func (c *Collector) read() *scrape {
 		case err == nil:
 			pr.counters = pc.Counters
 		case nl.Gone(p.DevIndex, err):
-		case errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOPNOTSUPP): // no counters (siw)
+		case nldev.NoCounters(err): // siw
 		default:
 			s.errs = append(s.errs, health.ReadError{Device: p.Device, Port: p.Port, What: "counters", Err: err})
 		}

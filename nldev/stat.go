@@ -1,6 +1,7 @@
 package nldev
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -85,6 +86,14 @@ func devPortAttrs(devIndex, port uint32) func(ae *netlink.AttributeEncoder) {
 		ae.Uint32(uint16(AttrDevIndex), devIndex)
 		ae.Uint32(uint16(AttrPortIndex), port)
 	}
+}
+
+// NoCounters reports whether err, from PortCounters, says the port has no
+// hardware counters at all (siw answers EINVAL, other drivers EOPNOTSUPP):
+// a listing of every port skips such a port rather than fail (grdma stat
+// show notes it, the exporter exports no counters for it).
+func NoCounters(err error) bool {
+	return errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOPNOTSUPP)
 }
 
 // statReason explains STAT_* errnos.

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -11,7 +10,6 @@ import (
 	"github.com/grdma/grdma/output"
 	"github.com/grdma/grdma/sysfs"
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 )
 
 // statOptions are the options only stat takes.
@@ -134,7 +132,7 @@ func (a *app) readCounters(c *nldev.Client, refs []portRef) ([]nldev.PortCounter
 			if !r.named && vanished(c, r.dev, err) {
 				continue
 			}
-			if !r.named && (errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOPNOTSUPP)) {
+			if !r.named && nldev.NoCounters(err) {
 				fmt.Fprintf(a.stderr, "grdma: %s/%d has no hardware counters, skipped\n", r.dev.Name, r.port)
 				continue
 			}
