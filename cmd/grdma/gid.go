@@ -3,9 +3,9 @@ package main
 import (
 	"errors"
 	"fmt"
-	"github.com/grdma/grdma/cmdline"
 	"strconv"
 
+	"github.com/grdma/grdma/cmdline"
 	"github.com/grdma/grdma/gid"
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/output"
