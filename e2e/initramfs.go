@@ -129,6 +129,13 @@ func (b *Bed) buildInitramfs(ctx context.Context, g *Guest, file string) error {
 		if err := t.copy(layout.Grdma, g.Grdma); err != nil {
 			return err
 		}
+		// A grdma from before the split, or the complete build alone, has
+		// no companion.
+		if _, err := os.Stat(CompanionOf(g.Grdma)); err == nil {
+			if err := t.copy(layout.GrdmaPrometheus, CompanionOf(g.Grdma)); err != nil {
+				return err
+			}
+		}
 	}
 	if g.TestBinary != "" {
 		if err := t.copy(layout.GuestTest, g.TestBinary); err != nil {

@@ -55,7 +55,8 @@ type app struct {
 	// another -n needs another socket.
 	clientNetNS string
 
-	inBatch bool // running the lines of -b
+	inBatch bool     // running the lines of -b
+	argv    []string // the command line, for needPrometheus
 
 	// openVerbs opens a uverbs device for dev info; tests replace it, nil
 	// opens the kernel's.

@@ -2,16 +2,15 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"text/tabwriter"
 	"time"
 
 	"github.com/grdma/grdma/cmdline"
-	"github.com/grdma/grdma/exporter"
 	"github.com/grdma/grdma/gpudirect"
 	"github.com/grdma/grdma/health"
+	"github.com/grdma/grdma/output"
+	"github.com/grdma/grdma/render"
 	"github.com/spf13/cobra"
 )
 
@@ -60,6 +59,11 @@ run (bad arguments).`,
 }
 
 func (a *app) check(args []string, quiet bool, textfile string) error {
+	if textfile != "" {
+		if err := a.needPrometheus("grdma check --textfile"); err != nil {
+			return err
+		}
+	}
 	names, exp, err := health.ParseArgs(args)
 	if err != nil {
 		return cmdline.WithHelp(err, "grdma check --help")
@@ -95,12 +99,12 @@ func (a *app) check(args []string, quiet bool, textfile string) error {
 	}
 	rep := health.Summarize(results)
 	if textfile != "" {
-		if err := (&exporter.CheckResults{Results: rep.Checks, RanAt: ranAt}).WriteTextfile(textfile); err != nil {
+		if err := writeCheckTextfile(textfile, rep, ranAt); err != nil {
 			return err
 		}
 	}
 	if !quiet {
-		if err := a.printCheckReport(rep); err != nil {
+		if err := render.CheckReport(a.stdout, rep, output.Options{JSON: a.opts.json, Pretty: a.opts.pretty}); err != nil {
 			return err
 		}
 	}
@@ -108,27 +112,4 @@ func (a *app) check(args []string, quiet bool, textfile string) error {
 		return errBatchFailed // failures are in the report already
 	}
 	return nil
-}
-
-func (a *app) printCheckReport(rep health.Report) error {
-	if a.opts.json {
-		var b []byte
-		var err error
-		if a.opts.pretty {
-			b, err = json.MarshalIndent(rep, "", "    ")
-		} else {
-			b, err = json.Marshal(rep)
-		}
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(a.stdout, "%s\n", b)
-		return err
-	}
-	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "STATUS\tCHECK\tSUBJECT\tMESSAGE")
-	for _, r := range rep.Checks {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Status, r.Name, r.Subject, r.Message)
-	}
-	return tw.Flush()
 }

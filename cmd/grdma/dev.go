@@ -2,7 +2,7 @@ package main
 
 import (
 	"github.com/grdma/grdma/nldev"
-	"github.com/grdma/grdma/output"
+	"github.com/grdma/grdma/render"
 	"github.com/spf13/cobra"
 )
 
@@ -85,67 +85,10 @@ func (a *app) devShow(args *argv) error {
 	p := a.printer()
 	p.StartList()
 	for i := range devs {
-		renderDevice(p, &devs[i], a.opts.details > 0)
+		render.Device(p, &devs[i], a.opts.details > 0)
 	}
 	p.EndList()
 	return p.Flush()
-}
-
-// renderDevice prints one device as rdma dev does (rdma/dev.c).
-func renderDevice(p *output.Printer, d *nldev.Device, details bool) {
-	p.OpenObject("")
-	p.Uint(output.Any, "ifindex", "%s: ", uint64(d.Index))
-	p.String(output.Any, "ifname", "%s: ", d.Name)
-	if d.Has(nldev.AttrDevNodeType) {
-		p.String(output.Any, "node_type", "node_type %s ", d.NodeType.String())
-	}
-	if d.Has(nldev.AttrDevProtocol) {
-		p.String(output.Any, "protocol", "protocol %s ", d.Protocol)
-	}
-	if d.Has(nldev.AttrFWVersion) {
-		p.String(output.Any, "fw", "fw %s ", d.FWVersion)
-	}
-	if d.Has(nldev.AttrNodeGUID) {
-		p.String(output.Any, "node_guid", "node_guid %s ", nldev.FormatGUID(d.NodeGUID))
-	}
-	if d.Has(nldev.AttrSysImageGUID) {
-		p.String(output.Any, "sys_image_guid", "sys_image_guid %s ", nldev.FormatGUID(d.SysImageGUID))
-	}
-	if d.Has(nldev.AttrDevType) {
-		typ := "unknown"
-		if d.Type == nldev.DeviceTypeSMI {
-			typ = "smi"
-		}
-		p.String(output.Any, "type", "type %s ", typ)
-	}
-	if d.Has(nldev.AttrParentName) {
-		p.String(output.Any, "parent", "parent %s ", d.ParentName)
-	}
-	if details {
-		if d.Has(nldev.AttrDevDIM) && d.DIM <= 1 {
-			p.OnOff(output.Any, "adaptive-moderation", "adaptive-moderation %s ", d.DIM == 1)
-		}
-		if d.Has(nldev.AttrCapFlags) {
-			renderCaps(p, nldev.DeviceCapNames(d.CapFlags))
-		}
-	}
-	p.CloseObject()
-	p.Newline()
-}
-
-// renderCaps prints a capability list: text "\n    caps: <A, B>", JSON
-// "caps":["A","B"].
-func renderCaps(p *output.Printer, names []string) {
-	p.Text(p.SL() + "    caps: <")
-	p.OpenArray(output.JSONOnly, "caps", "")
-	for i, n := range names {
-		format := "%s, "
-		if i == len(names)-1 {
-			format = "%s"
-		}
-		p.String(output.Any, "", format, n)
-	}
-	p.CloseArray(output.Any, ">")
 }
 
 func (a *app) devSet(args *argv) error {

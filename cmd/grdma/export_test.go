@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/grdma/grdma/exporter"
 	"github.com/grdma/grdma/internal/nlfixture"
@@ -14,8 +13,6 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 )
-
-var timeZero time.Time
 
 // exportKernel is the recorded kernel after RC traffic over rxe0, with the
 // resource counts of a recording of the same two-device guest.

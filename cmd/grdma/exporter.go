@@ -1,3 +1,5 @@
+//go:build !grdma_noprometheus
+
 package main
 
 import (
@@ -26,8 +28,8 @@ type exporterOptions struct {
 func (a *app) exporterCommand() *cobra.Command {
 	var o exporterOptions
 	cmd := &cobra.Command{
-		Use:   "exporter [--web.listen-address ADDR]... [--web.telemetry-path PATH] [--web.config.file FILE] [--collector.check [--collector.check.interval D]]",
-		Short: "Serve RDMA metrics to Prometheus",
+		Use:   exporterUse,
+		Short: exporterShort,
 		Long: `Serve the metrics of every RDMA device and port of this node to Prometheus,
 read at each scrape: port state, physical state, rate, active MTU and width,
 every hardware counter by name, PMA data counters in bytes, device
@@ -43,6 +45,11 @@ The default port, 10041, follows Prometheus' default port allocations
 (9100-9999 is taken). --web.config.file is exporter-toolkit's web
 configuration file: TLS and basic auth. SIGTERM or SIGINT stops the server
 after the scrapes in flight (5 s at most).
+
+make build's bin/grdma is built without the Prometheus packages, so that the
+other commands start faster; it runs this command, stat export and check
+--textfile by exec'ing grdma-prometheus, the complete build, installed next
+to it.
 
 Exit status: 0 stopped by a signal, 1 it could not listen or serve, 2 bad
 flags or web configuration file.`,

@@ -3,12 +3,11 @@ package main
 import (
 	"errors"
 	"fmt"
-	"strconv"
 
 	"github.com/grdma/grdma/cmdline"
 	"github.com/grdma/grdma/gid"
 	"github.com/grdma/grdma/nldev"
-	"github.com/grdma/grdma/output"
+	"github.com/grdma/grdma/render"
 	"github.com/grdma/grdma/uverbs"
 	"github.com/spf13/cobra"
 )
@@ -82,22 +81,14 @@ func (a *app) gid(cmd *cobra.Command, args *argv, quiet bool) error {
 	if quiet {
 		return a.printChosenGIDs(tables, criteria)
 	}
-	var entries []gidRow
+	var rows []render.GIDRow
 	for _, t := range tables {
 		for _, e := range gid.Filter(t.Entries, criteria) {
-			entries = append(entries, gidRow{dev: t.Device, Entry: e})
+			rows = append(rows, render.GIDRow{Device: t.Device, Entry: e})
 		}
 	}
 	p := a.printer()
-	if p.JSON() {
-		p.StartList()
-		for _, e := range entries {
-			renderGIDJSON(p, e)
-		}
-		p.EndList()
-	} else {
-		renderShowGIDs(p, entries)
-	}
+	render.GIDs(p, rows)
 	return p.Flush()
 }
 
@@ -119,45 +110,6 @@ func (a *app) printChosenGIDs(tables []gid.Table, c gid.Criteria) error {
 		fmt.Fprintln(a.stdout, ch.Line(len(tables) > 1))
 	}
 	return errors.Join(misses...)
-}
-
-// gidRow is an entry with its device, as the table prints it.
-type gidRow struct {
-	dev string
-	gid.Entry
-}
-
-// renderShowGIDs prints the table of mlnx-tools' show_gids, byte for byte.
-func renderShowGIDs(p *output.Printer, rows []gidRow) {
-	p.Text("DEV\tPORT\tINDEX\tGID\t\t\t\t\tIPv4  \t\tVER\tDEV\n")
-	p.Text("---\t----\t-----\t---\t\t\t\t\t------------  \t---\t---\n")
-	for _, r := range rows {
-		ipv4 := "\t"
-		if v4, ok := r.IPv4(); ok {
-			ipv4 = v4 + "  "
-		}
-		p.Text(r.dev + "\t" + strconv.FormatUint(uint64(r.Port), 10) + "\t" + strconv.Itoa(r.Index) + "\t" +
-			r.GID.SysfsString() + "\t" + ipv4 + "\t" + r.Type.Version() + "\t" + r.Netdev + "\n")
-	}
-	p.Text("n_gids_found=" + strconv.Itoa(len(rows)) + "\n")
-}
-
-// renderGIDJSON prints one entry as a JSON object.
-func renderGIDJSON(p *output.Printer, r gidRow) {
-	p.OpenObject("")
-	p.String(output.JSONOnly, "ifname", "", r.dev)
-	p.Uint(output.JSONOnly, "port", "", uint64(r.Port))
-	p.Uint(output.JSONOnly, "index", "", uint64(r.Index))
-	p.String(output.JSONOnly, "gid", "", r.GID.String())
-	if v4, ok := r.IPv4(); ok {
-		p.String(output.JSONOnly, "ipv4", "", v4)
-	}
-	p.String(output.JSONOnly, "type", "", r.Type.String())
-	if r.Netdev != "" {
-		p.String(output.JSONOnly, "netdev", "", r.Netdev)
-	}
-	p.CloseObject()
-	p.Newline()
 }
 
 // uverbsNode returns a device's uverbs node and rdma_driver_id from RDMA

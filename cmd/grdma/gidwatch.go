@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/grdma/grdma/gid"
-	"github.com/grdma/grdma/output"
+	"github.com/grdma/grdma/render"
 )
 
 // gidWatch: gid watch [DEV[/PORT]] [type T] [ipv4|ipv6] [netdev NAME]:
@@ -39,7 +39,7 @@ func (a *app) gidWatch(args *argv, count int) error {
 	errEnough := errors.New("enough")
 	err = w.Run(ctx, func(c gid.Change) error {
 		p := a.printer()
-		renderGIDChange(p, c, time.Now())
+		render.GIDChange(p, c, time.Now())
 		if err := p.Flush(); err != nil {
 			return err
 		}
@@ -52,32 +52,4 @@ func (a *app) gidWatch(args *argv, count int) error {
 		return nil
 	}
 	return err
-}
-
-// renderGIDChange prints a change as "DEV/PORT INDEX GID (was INDEX GID)"
-// ("none" for no matching GID), or as one JSON line: ifname, port, index
-// and gid (absent without a match), old_index and old_gid, time.
-func renderGIDChange(p *output.Printer, c gid.Change, at time.Time) {
-	p.StartPlain()
-	p.OpenObject("")
-	p.String(output.JSONOnly, "time", "", at.UTC().Format(time.RFC3339Nano))
-	p.String(output.Any, "ifname", "%s/", c.Device)
-	p.Uint(output.Any, "port", "%s ", uint64(c.Port))
-	entry := func(prefix string, e *gid.Entry) {
-		if e == nil {
-			p.Text("none")
-			return
-		}
-		p.Uint(output.Any, prefix+"index", "%s ", uint64(e.Index))
-		p.String(output.Any, prefix+"gid", "%s", e.GID.String())
-	}
-	entry("", c.New)
-	p.Text(" (was ")
-	entry("old_", c.Old)
-	p.Text(")")
-	p.CloseObject()
-	p.EndPlain()
-	if !p.JSON() {
-		p.Newline()
-	}
 }

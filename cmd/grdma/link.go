@@ -2,7 +2,7 @@ package main
 
 import (
 	"github.com/grdma/grdma/nldev"
-	"github.com/grdma/grdma/output"
+	"github.com/grdma/grdma/render"
 	"github.com/spf13/cobra"
 )
 
@@ -91,49 +91,10 @@ func (a *app) printPorts(ports []nldev.Port) error {
 	p := a.printer()
 	p.StartList()
 	for i := range ports {
-		renderPort(p, &ports[i], a.opts.details > 0)
+		render.Link(p, &ports[i], a.opts.details > 0)
 	}
 	p.EndList()
 	return p.Flush()
-}
-
-// renderPort prints one port as rdma link does (rdma/link.c).
-func renderPort(p *output.Printer, port *nldev.Port, details bool) {
-	p.OpenObject("")
-	p.Uint(output.JSONOnly, "ifindex", "", uint64(port.DevIndex))
-	p.String(output.Any, "ifname", "link %s/", port.DevName)
-	p.Uint(output.Any, "port", "%s ", uint64(port.Port))
-	if port.Has(nldev.AttrSubnetPrefix) {
-		p.String(output.Any, "subnet_prefix", "subnet_prefix %s ", nldev.FormatGUID(port.SubnetPrefix))
-	}
-	if port.Has(nldev.AttrLID) {
-		p.Uint(output.Any, "lid", "lid %s ", uint64(port.LID))
-	}
-	if port.Has(nldev.AttrSMLID) {
-		p.Uint(output.Any, "sm_lid", "sm_lid %s ", uint64(port.SMLID))
-	}
-	if port.Has(nldev.AttrLMC) {
-		p.Uint(output.Any, "lmc", "lmc %s ", uint64(port.LMC))
-	}
-	if port.Has(nldev.AttrPortState) {
-		p.String(output.Any, "state", "state %s ", port.State.String())
-	}
-	if port.Has(nldev.AttrPortPhysState) {
-		p.String(output.Any, "physical_state", "physical_state %s ", port.PhysState.String())
-	}
-	if port.Has(nldev.AttrNetdevName) && port.Has(nldev.AttrNetdevIndex) {
-		p.String(output.Any, "netdev", "netdev %s ", port.Netdev)
-		format := ""
-		if details {
-			format = "netdev_index %s "
-		}
-		p.Uint(output.Any, "netdev_index", format, uint64(port.NetdevIndex))
-	}
-	if details && port.Has(nldev.AttrCapFlags) {
-		renderCaps(p, nldev.PortCapNames(port.CapFlags))
-	}
-	p.CloseObject()
-	p.Newline()
 }
 
 func (a *app) linkAdd(args *argv) error {

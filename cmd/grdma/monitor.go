@@ -4,7 +4,7 @@ import (
 	"errors"
 
 	"github.com/grdma/grdma/nldev"
-	"github.com/grdma/grdma/output"
+	"github.com/grdma/grdma/render"
 	"github.com/spf13/cobra"
 )
 
@@ -55,7 +55,7 @@ func (a *app) monitor(count int) error {
 		}
 		p := a.printer()
 		for i := range events {
-			renderEvent(p, &events[i])
+			render.Event(p, &events[i])
 			if seen++; count != 0 && seen == count {
 				break
 			}
@@ -65,34 +65,6 @@ func (a *app) monitor(count int) error {
 		}
 	}
 	return nil
-}
-
-// renderEvent prints an event as rdma monitor does (rdma/monitor.c), or
-// as one JSON line with rdma's keys.
-func renderEvent(p *output.Printer, e *nldev.Event) {
-	p.StartPlain()
-	p.OpenObject("")
-	p.String(output.Any, "event_type", "%s\t", "["+e.Type.String()+"]")
-	if e.Has(nldev.AttrDevIndex) {
-		p.Uint(output.Any, "rdma_index", "dev %s", uint64(e.DevIndex))
-	}
-	if e.Has(nldev.AttrDevName) {
-		p.String(output.Any, "rdma_dev", " %s", e.DevName)
-	}
-	if e.Has(nldev.AttrPortIndex) {
-		p.Uint(output.Any, "port", " port %s", uint64(e.Port))
-	}
-	if e.Has(nldev.AttrNetdevIndex) {
-		p.Uint(output.Any, "netdev_idx", " netdev %s", uint64(e.NetdevIndex))
-	}
-	if e.Has(nldev.AttrNetdevName) {
-		p.String(output.Any, "netdev_name", " %s", e.Netdev)
-	}
-	p.CloseObject()
-	p.EndPlain()
-	if !p.JSON() {
-		p.Newline()
-	}
 }
 
 // monitorArgs accepts no words but help (rdma monitor help).

@@ -5,6 +5,7 @@ import (
 
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/output"
+	"github.com/grdma/grdma/render"
 )
 
 // Commands of rdma 7.1 beyond the first versions: stat mr, dev add and
@@ -38,24 +39,10 @@ func (a *app) statMR(args *argv) error {
 	}
 	return a.printList(func(p *output.Printer) error {
 		return c.MRCounterLists(dev, f, func(m *nldev.MRCounters) error {
-			renderMRCounters(p, m)
+			render.MRCounters(p, m)
 			return nil
 		})
 	})
-}
-
-// renderMRCounters prints an MR's counters as rdma statistic mr does
-// (stat_mr_line in rdma/stat-mr.c).
-func renderMRCounters(p *output.Printer, m *nldev.MRCounters) {
-	p.OpenObject("")
-	p.Uint(output.JSONOnly, "ifindex", "", uint64(m.DevIndex))
-	p.String(output.Any, "ifname", "dev %s ", m.DevName)
-	if m.Has(nldev.AttrResMRN) {
-		p.Uint(output.Any, "mrn", "mrn %s ", uint64(m.MRN))
-	}
-	renderCounterLines(p, m.Counters)
-	p.CloseObject()
-	p.Newline()
 }
 
 // devAdd: dev add NAME type TYPE parent PARENT
@@ -119,46 +106,10 @@ func (a *app) resFRMRPools(args *argv) error {
 	}
 	return a.printList(func(p *output.Printer) error {
 		return c.FRMRPoolList(sel, a.opts.details >= 2, func(fp *nldev.FRMRPool) error {
-			renderFRMRPool(p, fp, a.opts.details > 0)
+			render.FRMRPool(p, fp, a.opts.details > 0)
 			return nil
 		})
 	})
-}
-
-// renderFRMRPool prints a pool as rdma does (res_frmr_pools_line in
-// rdma/res-frmr-pools.c); -d adds the key's fields.
-func renderFRMRPool(p *output.Printer, fp *nldev.FRMRPool, details bool) {
-	p.OpenObject("")
-	p.Uint(output.JSONOnly, "ifindex", "", uint64(fp.DevIndex))
-	p.String(output.Any, "ifname", "dev %s ", fp.DevName)
-	num := func(has bool, name string, v uint64) {
-		if has {
-			p.Uint(output.Any, name, name+" %s ", v)
-		}
-	}
-	if k := &fp.Key; fp.Has(nldev.AttrFRMRPoolKey) {
-		p.String(output.Any, "key", "key %s ", k.String())
-		if details {
-			num(k.Has(nldev.AttrFRMRPoolKeyATS), "ats", boolNum(k.ATS))
-			num(k.Has(nldev.AttrFRMRPoolKeyAccessFlags), "access_flags", uint64(k.AccessFlags))
-			num(k.Has(nldev.AttrFRMRPoolKeyVendorKey), "vendor_key", k.VendorKey)
-			num(k.Has(nldev.AttrFRMRPoolKeyNumDMABlocks), "num_dma_blocks", k.NumDMABlocks)
-			num(k.Has(nldev.AttrFRMRPoolKeyKernelVendorKey), "kernel_vendor_key", k.KernelVendorKey)
-		}
-	}
-	num(fp.Has(nldev.AttrFRMRPoolQueueHandles), "queue", uint64(fp.Queue))
-	num(fp.Has(nldev.AttrFRMRPoolInUse), "in_use", fp.InUse)
-	num(fp.Has(nldev.AttrFRMRPoolMaxInUse), "max_in_use", fp.MaxInUse)
-	num(fp.Has(nldev.AttrFRMRPoolPinnedHandles), "pinned", uint64(fp.Pinned))
-	p.CloseObject()
-	p.Newline()
-}
-
-func boolNum(b bool) uint64 {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // resSet: res set frmr_pools dev DEV aging SECONDS

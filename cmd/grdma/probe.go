@@ -2,16 +2,12 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"math"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
-	"time"
 
 	"github.com/grdma/grdma/cmdline"
-	"github.com/grdma/grdma/output"
+	"github.com/grdma/grdma/render"
 	"github.com/grdma/grdma/verbsprobe"
 	"github.com/spf13/cobra"
 )
@@ -107,13 +103,7 @@ func (a *app) probe(req verbsprobe.Request) error {
 	last := series.Last
 
 	p := a.printer()
-	if p.JSON() {
-		p.StartPlain()
-		renderProbeJSON(p, last, series, req.Count)
-		p.EndPlain()
-	} else {
-		renderProbeText(p, last, series, req.Count)
-	}
+	render.ProbeResult(p, last, series, req.Count)
 	if err := p.Flush(); err != nil {
 		return err
 	}
@@ -136,168 +126,4 @@ func interruptOnce() (context.Context, context.CancelFunc) {
 		cancel()
 	}()
 	return ctx, cancel
-}
-
-// renderProbeText prints the steps of r as a checklist, and with count
-// the timing summary of all runs.
-func renderProbeText(p *output.Printer, r *verbsprobe.Result, series *verbsprobe.Series, count int) {
-	var b strings.Builder
-	fmt.Fprintf(&b, "probe %s/%d", r.Device, r.Port)
-	var about []string
-	if r.Driver != "" {
-		about = append(about, "driver "+r.Driver)
-	}
-	if r.VerbsDevice != "" {
-		about = append(about, r.VerbsDevice)
-	}
-	if r.GIDIndex >= 0 {
-		about = append(about, fmt.Sprintf("GID %d %s", r.GIDIndex, r.GID))
-	} else if r.LID != 0 {
-		about = append(about, fmt.Sprintf("LID %#x", r.LID))
-	}
-	if r.QPN != 0 {
-		about = append(about, fmt.Sprintf("qpn %d", r.QPN))
-	}
-	if len(about) > 0 {
-		fmt.Fprintf(&b, " (%s)", strings.Join(about, ", "))
-	}
-	if count > 1 {
-		fmt.Fprintf(&b, ", run %d of %d", series.Runs, count)
-	}
-	if peer := peerSummary(r); peer != "" {
-		fmt.Fprintf(&b, "\n  %s", peer)
-	}
-	b.WriteString("\n")
-	for _, s := range r.Steps {
-		mark := "ok"
-		if !s.OK {
-			mark = "FAIL"
-		}
-		fmt.Fprintf(&b, "  [%-4s] %-15s %9s", mark, s.Name, formatDuration(s.Duration))
-		switch {
-		case s.Err != nil:
-			fmt.Fprintf(&b, "  %v", s.Err.Err)
-			if name := s.Err.ErrnoName(); name != "" {
-				fmt.Fprintf(&b, " (%s)", name)
-			}
-			if s.Err.Cause != "" {
-				fmt.Fprintf(&b, "\n  %-23s likely cause: %s", "", s.Err.Cause)
-			}
-		case s.Detail != "":
-			fmt.Fprintf(&b, "  %s", s.Detail)
-		}
-		b.WriteString("\n")
-	}
-	switch {
-	case r.Failed() != nil:
-		fmt.Fprintf(&b, "FAIL at %s\n", r.Failed().Name)
-	case r.Unsupported != "":
-		fmt.Fprintf(&b, "NOT SUPPORTED: %s\n", r.Unsupported)
-	case r.Role != "":
-		fmt.Fprintf(&b, "%s (%s)\n", passLine(r), formatDuration(r.Duration()))
-	case r.Traffic:
-		fmt.Fprintf(&b, "PASS: RC queue pair in RTS, SEND, RDMA WRITE and RDMA READ verified (%s)\n", formatDuration(r.Duration()))
-	default:
-		fmt.Fprintf(&b, "PASS: RC queue pair in RTS (%s)\n", formatDuration(r.Duration()))
-	}
-	if count > 1 {
-		steps, total := series.Timings()
-		fmt.Fprintf(&b, "\n%d runs of %d, %d passed\n", series.Runs, count, series.Passed)
-		fmt.Fprintf(&b, "  %-15s %9s %9s %9s\n", "step", "min", "median", "max")
-		for _, t := range append(steps, total) {
-			fmt.Fprintf(&b, "  %-15s %9s %9s %9s\n", t.Name, formatDuration(t.Min), formatDuration(t.Median), formatDuration(t.Max))
-		}
-	}
-	p.Text(b.String())
-}
-
-// formatDuration prints 812µs, 1.25ms or 2.50s.
-func formatDuration(d time.Duration) string {
-	switch {
-	case d < time.Millisecond:
-		return fmt.Sprintf("%dµs", d.Round(time.Microsecond)/time.Microsecond)
-	case d < time.Second:
-		return fmt.Sprintf("%.2fms", float64(d)/float64(time.Millisecond))
-	}
-	return fmt.Sprintf("%.2fs", d.Seconds())
-}
-
-// usec is a duration in microseconds, to 0.1 µs.
-func usec(d time.Duration) float64 { return math.Round(float64(d)/100) / 10 }
-
-// renderProbeJSON prints r as one object: ifname, port, gid_index, ok and
-// steps as the issue asks, what the probe found, and with count the
-// timing summary of all runs.
-func renderProbeJSON(p *output.Printer, r *verbsprobe.Result, series *verbsprobe.Series, count int) {
-	p.OpenObject("")
-	p.String(output.JSONOnly, "ifname", "", r.Device)
-	p.Uint(output.JSONOnly, "port", "", uint64(r.Port))
-	p.String(output.JSONOnly, "driver", "", r.Driver)
-	p.String(output.JSONOnly, "uverbs", "", r.VerbsDevice)
-	p.Int(output.JSONOnly, "gid_index", "", int64(r.GIDIndex))
-	if r.GIDIndex >= 0 {
-		p.String(output.JSONOnly, "gid", "", r.GID.String())
-	}
-	if r.LID != 0 {
-		p.Uint(output.JSONOnly, "lid", "", uint64(r.LID))
-	}
-	if r.QPN != 0 {
-		p.Uint(output.JSONOnly, "qpn", "", uint64(r.QPN))
-	}
-	p.OnOff(output.JSONOnly, "traffic", "", r.Traffic)
-	// Not ok either when interrupted before count runs.
-	p.OnOff(output.JSONOnly, "ok", "", r.OK() && series.Runs == count)
-	if r.Unsupported != "" {
-		p.String(output.JSONOnly, "unsupported", "", r.Unsupported)
-	}
-	p.Float(output.JSONOnly, "usec", "", usec(r.Duration()), 1)
-	p.OpenArray(output.JSONOnly, "steps", "")
-	for _, s := range r.Steps {
-		p.OpenObject("")
-		p.String(output.JSONOnly, "name", "", s.Name)
-		p.OnOff(output.JSONOnly, "ok", "", s.OK)
-		p.Float(output.JSONOnly, "usec", "", usec(s.Duration), 1)
-		p.String(output.JSONOnly, "detail", "", s.Detail)
-		errText := ""
-		if s.Err != nil {
-			errText = s.Err.Err.Error()
-		}
-		p.String(output.JSONOnly, "error", "", errText)
-		if s.Err != nil {
-			p.String(output.JSONOnly, "errno", "", s.Err.ErrnoName())
-			p.String(output.JSONOnly, "cause", "", s.Err.Cause)
-		}
-		p.CloseObject()
-	}
-	p.CloseArray(output.JSONOnly, "")
-	renderPeerJSON(p, r)
-	if count > 1 {
-		p.Uint(output.JSONOnly, "count", "", uint64(count))
-		p.Uint(output.JSONOnly, "runs", "", uint64(series.Runs))
-		p.Uint(output.JSONOnly, "passed", "", uint64(series.Passed))
-		steps, total := series.Timings()
-		p.OpenObject("timing")
-		p.OpenObject("total")
-		renderTimingJSON(p, total)
-		p.CloseObject()
-		p.OpenArray(output.JSONOnly, "steps", "")
-		for _, t := range steps {
-			p.OpenObject("")
-			p.String(output.JSONOnly, "name", "", t.Name)
-			renderTimingJSON(p, t)
-			p.CloseObject()
-		}
-		p.CloseArray(output.JSONOnly, "")
-		p.CloseObject()
-	}
-	p.CloseObject()
-}
-
-// renderTimingJSON prints the fields of a timing: runs, min_usec,
-// median_usec, max_usec.
-func renderTimingJSON(p *output.Printer, t verbsprobe.Timing) {
-	p.Uint(output.JSONOnly, "runs", "", uint64(t.Runs))
-	p.Float(output.JSONOnly, "min_usec", "", usec(t.Min), 1)
-	p.Float(output.JSONOnly, "median_usec", "", usec(t.Median), 1)
-	p.Float(output.JSONOnly, "max_usec", "", usec(t.Max), 1)
 }

@@ -6,7 +6,9 @@ import (
 	"strings"
 
 	"github.com/grdma/grdma/nldev"
+	"github.com/grdma/grdma/output"
 	"github.com/grdma/grdma/proc"
+	"github.com/grdma/grdma/render"
 	"github.com/spf13/cobra"
 )
 
@@ -172,13 +174,12 @@ func (a *app) resSummary(dev string) error {
 			}
 		}
 	}
-	rp := resPrinter{p: a.printer()}
-	rp.p.StartList()
-	for i := range sums {
-		rp.summary(&sums[i])
-	}
-	rp.p.EndList()
-	return rp.p.Flush()
+	return a.printList(func(p *output.Printer) error {
+		for i := range sums {
+			render.ResSummary(p, &sums[i])
+		}
+		return nil
+	})
 }
 
 // resShow lists the objects of one kind.
@@ -187,20 +188,17 @@ func (a *app) resShow(sel nldev.ResSelect) error {
 	if err != nil {
 		return err
 	}
-	rp := &resPrinter{p: a.printer(), comm: a.procComm(), driverDetails: sel.DriverDetails, srqQPs: sel.QPList()}
-	rp.p.StartList()
-	err = c.ResList(sel, rp.comm, func(o nldev.ResObject) error {
-		rp.object(o)
-		return nil
-	}, func(e *nldev.RawEntry) error {
-		rp.rawEntry(sel.Type, e)
-		return nil
+	comm := a.procComm()
+	return a.printList(func(p *output.Printer) error {
+		rs := render.NewResources(p, render.ResOptions{Comm: comm, DriverDetails: sel.DriverDetails, SRQQPs: sel.QPList()})
+		return c.ResList(sel, comm, func(o nldev.ResObject) error {
+			rs.Object(o)
+			return nil
+		}, func(e *nldev.RawEntry) error {
+			rs.Raw(sel.Type, e)
+			return nil
+		})
 	})
-	rp.p.EndList()
-	if ferr := rp.p.Flush(); err == nil {
-		err = ferr
-	}
-	return err
 }
 
 // procComm returns a cached /proc/PID/comm reader below --sysfs-root.

@@ -16,6 +16,7 @@ import (
 // main runs one command line (or a batch file) and returns the exit code.
 func (a *app) main(args []string) int {
 	defer a.close()
+	a.argv = args
 	// Objects are abbreviated as rdma abbreviates them (cmdline.ResolveObject).
 	return a.report(a.execute(args))
 }

@@ -5,9 +5,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/grdma/grdma/exporter"
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/output"
+	"github.com/grdma/grdma/render"
 	"github.com/grdma/grdma/sysfs"
 	"github.com/spf13/cobra"
 )
@@ -188,32 +188,10 @@ func (a *app) statShow(args *argv, so *statOptions) error {
 func (a *app) printCounters(counters []nldev.PortCounters, err error) error {
 	return a.printList(func(p *output.Printer) error {
 		for i := range counters {
-			renderCounters(p, &counters[i])
+			render.Counters(p, &counters[i])
 		}
 		return err
 	})
-}
-
-// renderCounterLines prints counters as rdma's res_get_hwcounters does:
-// "name value" on a continuation line each (JSON: name: value).
-func renderCounterLines(p *output.Printer, counters []nldev.Counter) {
-	for _, ctr := range counters {
-		p.Text(p.SL() + "    ")
-		p.Uint(output.JSONOnly, ctr.Name, "", ctr.Value)
-		p.Text(fmt.Sprintf("%s %d ", ctr.Name, ctr.Value))
-	}
-}
-
-// renderCounters prints one port's counters as rdma statistic show does
-// (rdma/stat.c): the link, then one "name value" per line. No ifindex in
-// JSON, as in rdma.
-func renderCounters(p *output.Printer, pc *nldev.PortCounters) {
-	p.OpenObject("")
-	p.String(output.Any, "ifname", "link %s/", pc.DevName)
-	p.Uint(output.Any, "port", "%s ", uint64(pc.Port))
-	renderCounterLines(p, pc.Counters)
-	p.CloseObject()
-	p.Newline()
 }
 
 // statRates prints per-second counter rates every interval: text blocks,
@@ -241,7 +219,7 @@ func (a *app) statRates(sample func() ([]nldev.PortCounters, error), so *statOpt
 		p := a.printer()
 		for i := range cur {
 			if old := nldev.FindPortCounters(prev, &cur[i]); old != nil {
-				renderRates(p, &cur[i], cur[i].RatesSince(old, secs), now, secs)
+				render.Rates(p, &cur[i], cur[i].RatesSince(old, secs), now, secs)
 			}
 		}
 		if err := p.Flush(); err != nil {
@@ -250,24 +228,6 @@ func (a *app) statRates(sample func() ([]nldev.PortCounters, error), so *statOpt
 		prev, prevAt = cur, now
 	}
 	return nil
-}
-
-func renderRates(p *output.Printer, cur *nldev.PortCounters, rates []nldev.Rate, at time.Time, secs float64) {
-	p.StartPlain()
-	p.OpenObject("")
-	p.String(output.JSONOnly, "time", "", at.UTC().Format(time.RFC3339Nano))
-	p.String(output.Any, "ifname", "link %s/", cur.DevName)
-	p.Uint(output.Any, "port", "%s ", uint64(cur.Port))
-	p.Float(output.Any, "interval", "interval %ss ", secs, 3)
-	for _, r := range rates {
-		p.Text(p.SL() + "    ")
-		p.Float(output.Any, r.Name, r.Name+" %s/s ", r.PerSecond, 1)
-	}
-	p.CloseObject()
-	p.EndPlain() // ends the JSON line
-	if !p.JSON() {
-		p.Newline()
-	}
 }
 
 func (a *app) statMode(args *argv) error {
@@ -290,43 +250,10 @@ func (a *app) statMode(args *argv) error {
 	return a.listPorts(refs, func(p *output.Printer, r portRef) error {
 		st, err := c.CounterStatus(r.dev.Index, r.port)
 		if err == nil {
-			renderOptionalCounters(p, &st, supported)
+			render.OptionalCounters(p, &st, supported)
 		}
 		return err
 	})
-}
-
-// renderOptionalCounters prints a port's optional counters (enabled ones,
-// or with supported all of them) as rdma statistic mode does; ports without
-// any print nothing.
-func renderOptionalCounters(p *output.Printer, st *nldev.PortCounters, supported bool) {
-	key := "optional-counters"
-	if supported {
-		key = "supported optional-counters"
-	}
-	first := true
-	for _, ctr := range st.Counters {
-		if !ctr.Optional || !(supported || ctr.Enabled) {
-			continue
-		}
-		if first {
-			p.OpenObject("")
-			p.String(output.Any, "ifname", "link %s/", st.DevName)
-			p.Uint(output.Any, "port", "%s ", uint64(st.Port))
-			p.OpenArray(output.Any, key, key)
-			p.Text(" ")
-			first = false
-		} else {
-			p.Text(",")
-		}
-		p.Text(p.SL() + "    ")
-		p.String(output.Any, "", "%s", ctr.Name)
-	}
-	if !first {
-		p.CloseArray(output.JSONOnly, "")
-		p.CloseObject()
-		p.Newline()
-	}
 }
 
 // strictPort parses "link DEV/PORT" where a port is required.
@@ -399,11 +326,14 @@ func (a *app) statExport(args *argv, path string) error {
 	if path == "" {
 		return usagef(args.Help, "stat export needs --textfile PATH")
 	}
+	if err := a.needPrometheus("grdma stat export"); err != nil {
+		return err
+	}
 	sys, err := a.sysfs("stat export")
 	if err != nil {
 		return err
 	}
-	return exporter.New(exporter.Options{Sysfs: sys, Dial: a.newClient}).WriteTextfile(path)
+	return a.writeStatTextfile(sys, path)
 }
 
 // readPMA reads the sysfs PMA counters of each port as counter sets; a

@@ -121,19 +121,6 @@ func TestStatRatesJSONLines(t *testing.T) {
 	}
 }
 
-func TestRenderRatesText(t *testing.T) {
-	var out strings.Builder
-	a := newApp(strings.NewReader(""), &out, &out)
-	p := a.printer()
-	old := nldev.PortCounters{DevName: "rxe0", Port: 1, Counters: []nldev.Counter{{Name: "sent_pkts", Value: 100}}}
-	cur := nldev.PortCounters{DevName: "rxe0", Port: 1, Counters: []nldev.Counter{{Name: "sent_pkts", Value: 350}}}
-	renderRates(p, &cur, cur.RatesSince(&old, 2.5), timeZero, 2.5)
-	p.Flush()
-	if want := "link rxe0/1 interval 2.500s \n    sent_pkts 100.0/s \n"; out.String() != want {
-		t.Fatalf("got %q, want %q", out.String(), want)
-	}
-}
-
 func nlfixtureGetDump() nlfixture.Request {
 	return nlfixture.Request{Cmd: nldev.CmdGet, Dump: true, Dev: -1, Port: -1}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/output"
+	"github.com/grdma/grdma/render"
 )
 
 func (a *app) statQP(args *argv) error {
@@ -41,40 +42,9 @@ func (a *app) statQPMode(args *argv) error {
 		if err != nil {
 			return err
 		}
-		p.OpenObject("")
-		p.Uint(output.JSONOnly, "ifindex", "", uint64(r.dev.Index))
-		p.String(output.JSONOnly, "ifname", "", m.DevName)
-		p.Uint(output.JSONOnly, "port", "", uint64(m.Port))
-		p.Text("link " + m.DevName + "/" + strconv.FormatUint(uint64(m.Port), 10) + " ")
-		p.String(output.Any, "mode", "mode %s ", qpModeString(&m))
-		p.CloseObject()
-		p.Newline()
+		render.QPCounterMode(p, &m)
 		return nil
 	})
-}
-
-// qpModeString is rdma's free-text mode: "qp auto type,pid on
-// optional-counters off" in auto mode, "qp auto off" otherwise (rdma does
-// not tell manual mode from none; neither can a script that parses this).
-func qpModeString(m *nldev.QPCounterMode) string {
-	if m.Mode != nldev.CounterModeAuto {
-		return "qp auto off"
-	}
-	var crit []string
-	if m.AutoMask&nldev.CounterMaskQPType != 0 {
-		crit = append(crit, "type")
-	}
-	if m.AutoMask&nldev.CounterMaskPID != 0 {
-		crit = append(crit, "pid")
-	}
-	if len(crit) == 0 {
-		return "qp auto off"
-	}
-	opt := "off"
-	if m.OptionalCounters {
-		opt = "on"
-	}
-	return "qp auto " + strings.Join(crit, ",") + " on optional-counters " + opt
 }
 
 // statQPSet: set link D/P auto {type|pid|type,pid} on [optional-counters on|off] | auto off
@@ -226,38 +196,14 @@ func (a *app) statQPShow(args *argv) error {
 	if err != nil {
 		return err
 	}
-	rp := &resPrinter{comm: a.procComm()}
+	opts := render.ResOptions{Comm: a.procComm()}
 	return a.listPorts(refs, func(p *output.Printer, r portRef) error {
-		rp.p = p
+		rs := render.NewResources(p, opts)
 		return c.QPCounters(r.dev.Index, r.port, func(q *nldev.QPCounter) error {
 			if f.Match(q) {
-				rp.qpCounter(q)
+				rs.QPCounter(q)
 			}
 			return nil
 		})
 	})
-}
-
-// qpCounter prints a counter as rdma statistic qp show does
-// (res_counter_line in rdma/stat.c).
-func (rp *resPrinter) qpCounter(q *nldev.QPCounter) {
-	p := rp.p
-	p.OpenObject("")
-	rp.link(&q.Resource)
-	p.Uint(output.Any, "cntn", "cntn %s ", uint64(q.ID))
-	rp.str(&q.Resource, nldev.AttrResType, "qp-type", q.QPType.String())
-	rp.num(&q.Resource, nldev.AttrResPID, "pid", uint64(q.PID))
-	rp.owner(&q.Resource)
-	renderCounterLines(p, q.Counters)
-	p.OpenArray(output.JSONOnly, "lqpn", "")
-	p.Text(p.SL() + "    LQPN: <")
-	for i, n := range q.LQPNs {
-		if i > 0 {
-			p.Text(",")
-		}
-		p.Uint(output.Any, "", "%s", uint64(n))
-	}
-	p.CloseArray(output.Any, ">")
-	p.CloseObject()
-	p.Newline()
 }

@@ -2,7 +2,7 @@ package main
 
 import (
 	"github.com/grdma/grdma/nldev"
-	"github.com/grdma/grdma/output"
+	"github.com/grdma/grdma/render"
 	"github.com/spf13/cobra"
 )
 
@@ -53,33 +53,8 @@ func (a *app) sys(cmd *cobra.Command, args *argv) error {
 		return err
 	}
 	p := a.printer()
-	p.StartPlain()
-	renderSystem(p, &s)
-	p.EndPlain()
+	render.System(p, &s)
 	return p.Flush()
-}
-
-// renderSystem prints the settings as rdma system does (rdma/sys.c), and as
-// one JSON object where rdma prints text even with -j.
-func renderSystem(p *output.Printer, s *nldev.System) {
-	p.OpenObject("")
-	if s.Has(nldev.AttrSysNetnsMode) {
-		mode := "unknown"
-		switch s.NetNSMode {
-		case nldev.NetNSExclusive:
-			mode = "exclusive"
-		case nldev.NetNSShared:
-			mode = "shared"
-		}
-		p.String(output.Any, "netns", "netns %s ", mode)
-	}
-	if s.Has(nldev.AttrSysPrivilegedQKeyMode) {
-		p.OnOff(output.Any, "privileged-qkey", "privileged-qkey %s ", s.PrivilegedQKey)
-	}
-	p.OnOff(output.Any, "monitor", "monitor %s ", s.Monitor)
-	p.OnOff(output.Any, "copy-on-fork", "copy-on-fork %s", s.CopyOnFork)
-	p.CloseObject()
-	p.NL()
 }
 
 func (a *app) sysSet(args *argv) error {

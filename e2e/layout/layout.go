@@ -6,6 +6,10 @@ package layout
 const (
 	// Grdma is the grdma under test (bin/grdma from `make build`).
 	Grdma = "/bin/grdma"
+	// GrdmaPrometheus is the complete build (bin/grdma-prometheus) that
+	// Grdma, built without the Prometheus packages, execs for exporter,
+	// stat export and check --textfile.
+	GrdmaPrometheus = "/bin/grdma-prometheus"
 	// IP and Rdma are iproute2's tools. Call them by full path: Debian's
 	// static busybox shell runs its own `ip` applet before $PATH.
 	IP   = "/usr/sbin/ip"

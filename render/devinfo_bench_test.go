@@ -1,4 +1,4 @@
-package main
+package render
 
 import (
 	"io"
@@ -15,7 +15,7 @@ import (
 // BenchmarkDevInfoJSON renders the two recorded devices as JSON: the
 // CPU grdma -j dev info spends per device besides its system calls.
 func BenchmarkDevInfoJSON(b *testing.B) {
-	rec := devinfofixture.Dir(filepath.Join("..", "..", "devinfo", "testdata", "6.12"))
+	rec := devinfofixture.Dir(filepath.Join("..", "devinfo", "testdata", "6.12"))
 	fsys, err := rec.Sysfs(b.TempDir())
 	if err != nil {
 		b.Fatal(err)
@@ -31,7 +31,7 @@ func BenchmarkDevInfoJSON(b *testing.B) {
 		p := output.New(io.Discard, output.Options{JSON: true})
 		p.StartList()
 		for i := range devs {
-			renderDevInfo(p, &devs[i])
+			DevInfo(p, &devs[i])
 		}
 		p.EndList()
 		p.Flush()

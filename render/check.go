@@ -1,0 +1,37 @@
+package render
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/grdma/grdma/health"
+	"github.com/grdma/grdma/output"
+)
+
+// CheckReport writes a health report as grdma check does: text, a table
+// STATUS CHECK SUBJECT MESSAGE; JSON (o.JSON, indented with o.Pretty),
+// the report's own encoding.
+func CheckReport(w io.Writer, rep health.Report, o output.Options) error {
+	if o.JSON {
+		var b []byte
+		var err error
+		if o.Pretty {
+			b, err = json.MarshalIndent(rep, "", "    ")
+		} else {
+			b, err = json.Marshal(rep)
+		}
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(w, "%s\n", b)
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "STATUS\tCHECK\tSUBJECT\tMESSAGE")
+	for _, r := range rep.Checks {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Status, r.Name, r.Subject, r.Message)
+	}
+	return tw.Flush()
+}

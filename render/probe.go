@@ -1,0 +1,340 @@
+package render
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/grdma/grdma/output"
+	"github.com/grdma/grdma/verbsprobe"
+)
+
+// ProbeResult prints what grdma probe prints of r, the last of series
+// (verbsprobe.Repeat; a probe between hosts is a series of one), which
+// was to run count times: text, the steps as a checklist and with count
+// above 1 the timing summary of all runs; JSON, one object on a line.
+func ProbeResult(p *output.Printer, r *verbsprobe.Result, series *verbsprobe.Series, count int) {
+	if p.JSON() {
+		p.StartPlain()
+		probeJSON(p, r, series, count)
+		p.EndPlain()
+		return
+	}
+	probeText(p, r, series, count)
+}
+
+// probeText prints the steps of r as a checklist, and with count the
+// timing summary of all runs.
+func probeText(p *output.Printer, r *verbsprobe.Result, series *verbsprobe.Series, count int) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "probe %s/%d", r.Device, r.Port)
+	var about []string
+	if r.Driver != "" {
+		about = append(about, "driver "+r.Driver)
+	}
+	if r.VerbsDevice != "" {
+		about = append(about, r.VerbsDevice)
+	}
+	if r.GIDIndex >= 0 {
+		about = append(about, fmt.Sprintf("GID %d %s", r.GIDIndex, r.GID))
+	} else if r.LID != 0 {
+		about = append(about, fmt.Sprintf("LID %#x", r.LID))
+	}
+	if r.QPN != 0 {
+		about = append(about, fmt.Sprintf("qpn %d", r.QPN))
+	}
+	if len(about) > 0 {
+		fmt.Fprintf(&b, " (%s)", strings.Join(about, ", "))
+	}
+	if count > 1 {
+		fmt.Fprintf(&b, ", run %d of %d", series.Runs, count)
+	}
+	if peer := peerSummary(r); peer != "" {
+		fmt.Fprintf(&b, "\n  %s", peer)
+	}
+	b.WriteString("\n")
+	for _, s := range r.Steps {
+		mark := "ok"
+		if !s.OK {
+			mark = "FAIL"
+		}
+		fmt.Fprintf(&b, "  [%-4s] %-15s %9s", mark, s.Name, Duration(s.Duration))
+		switch {
+		case s.Err != nil:
+			fmt.Fprintf(&b, "  %v", s.Err.Err)
+			if name := s.Err.ErrnoName(); name != "" {
+				fmt.Fprintf(&b, " (%s)", name)
+			}
+			if s.Err.Cause != "" {
+				fmt.Fprintf(&b, "\n  %-23s likely cause: %s", "", s.Err.Cause)
+			}
+		case s.Detail != "":
+			fmt.Fprintf(&b, "  %s", s.Detail)
+		}
+		b.WriteString("\n")
+	}
+	switch {
+	case r.Failed() != nil:
+		fmt.Fprintf(&b, "FAIL at %s\n", r.Failed().Name)
+	case r.Unsupported != "":
+		fmt.Fprintf(&b, "NOT SUPPORTED: %s\n", r.Unsupported)
+	case r.Role != "":
+		fmt.Fprintf(&b, "%s (%s)\n", passLine(r), Duration(r.Duration()))
+	case r.Traffic:
+		fmt.Fprintf(&b, "PASS: RC queue pair in RTS, SEND, RDMA WRITE and RDMA READ verified (%s)\n", Duration(r.Duration()))
+	default:
+		fmt.Fprintf(&b, "PASS: RC queue pair in RTS (%s)\n", Duration(r.Duration()))
+	}
+	if count > 1 {
+		steps, total := series.Timings()
+		fmt.Fprintf(&b, "\n%d runs of %d, %d passed\n", series.Runs, count, series.Passed)
+		fmt.Fprintf(&b, "  %-15s %9s %9s %9s\n", "step", "min", "median", "max")
+		for _, t := range append(steps, total) {
+			fmt.Fprintf(&b, "  %-15s %9s %9s %9s\n", t.Name, Duration(t.Min), Duration(t.Median), Duration(t.Max))
+		}
+	}
+	p.Text(b.String())
+}
+
+// Duration prints a step's time as grdma probe does: 812µs, 1.25ms or
+// 2.50s.
+func Duration(d time.Duration) string {
+	switch {
+	case d < time.Millisecond:
+		return fmt.Sprintf("%dµs", d.Round(time.Microsecond)/time.Microsecond)
+	case d < time.Second:
+		return fmt.Sprintf("%.2fms", float64(d)/float64(time.Millisecond))
+	}
+	return fmt.Sprintf("%.2fs", d.Seconds())
+}
+
+// usec is a duration in microseconds, to 0.1 µs.
+func usec(d time.Duration) float64 { return math.Round(float64(d)/100) / 10 }
+
+// probeJSON prints r as one object: ifname, port, gid_index, ok and
+// steps, what the probe found, and with count the timing summary of all
+// runs.
+func probeJSON(p *output.Printer, r *verbsprobe.Result, series *verbsprobe.Series, count int) {
+	p.OpenObject("")
+	p.String(output.JSONOnly, "ifname", "", r.Device)
+	p.Uint(output.JSONOnly, "port", "", uint64(r.Port))
+	p.String(output.JSONOnly, "driver", "", r.Driver)
+	p.String(output.JSONOnly, "uverbs", "", r.VerbsDevice)
+	p.Int(output.JSONOnly, "gid_index", "", int64(r.GIDIndex))
+	if r.GIDIndex >= 0 {
+		p.String(output.JSONOnly, "gid", "", r.GID.String())
+	}
+	if r.LID != 0 {
+		p.Uint(output.JSONOnly, "lid", "", uint64(r.LID))
+	}
+	if r.QPN != 0 {
+		p.Uint(output.JSONOnly, "qpn", "", uint64(r.QPN))
+	}
+	p.OnOff(output.JSONOnly, "traffic", "", r.Traffic)
+	// Not ok either when interrupted before count runs.
+	p.OnOff(output.JSONOnly, "ok", "", r.OK() && series.Runs == count)
+	if r.Unsupported != "" {
+		p.String(output.JSONOnly, "unsupported", "", r.Unsupported)
+	}
+	p.Float(output.JSONOnly, "usec", "", usec(r.Duration()), 1)
+	p.OpenArray(output.JSONOnly, "steps", "")
+	for _, s := range r.Steps {
+		p.OpenObject("")
+		p.String(output.JSONOnly, "name", "", s.Name)
+		p.OnOff(output.JSONOnly, "ok", "", s.OK)
+		p.Float(output.JSONOnly, "usec", "", usec(s.Duration), 1)
+		p.String(output.JSONOnly, "detail", "", s.Detail)
+		errText := ""
+		if s.Err != nil {
+			errText = s.Err.Err.Error()
+		}
+		p.String(output.JSONOnly, "error", "", errText)
+		if s.Err != nil {
+			p.String(output.JSONOnly, "errno", "", s.Err.ErrnoName())
+			p.String(output.JSONOnly, "cause", "", s.Err.Cause)
+		}
+		p.CloseObject()
+	}
+	p.CloseArray(output.JSONOnly, "")
+	peerJSON(p, r)
+	if count > 1 {
+		p.Uint(output.JSONOnly, "count", "", uint64(count))
+		p.Uint(output.JSONOnly, "runs", "", uint64(series.Runs))
+		p.Uint(output.JSONOnly, "passed", "", uint64(series.Passed))
+		steps, total := series.Timings()
+		p.OpenObject("timing")
+		p.OpenObject("total")
+		timingJSON(p, total)
+		p.CloseObject()
+		p.OpenArray(output.JSONOnly, "steps", "")
+		for _, t := range steps {
+			p.OpenObject("")
+			p.String(output.JSONOnly, "name", "", t.Name)
+			timingJSON(p, t)
+			p.CloseObject()
+		}
+		p.CloseArray(output.JSONOnly, "")
+		p.CloseObject()
+	}
+	p.CloseObject()
+}
+
+// timingJSON prints the fields of a timing: runs, min_usec,
+// median_usec, max_usec.
+func timingJSON(p *output.Printer, t verbsprobe.Timing) {
+	p.Uint(output.JSONOnly, "runs", "", uint64(t.Runs))
+	p.Float(output.JSONOnly, "min_usec", "", usec(t.Min), 1)
+	p.Float(output.JSONOnly, "median_usec", "", usec(t.Median), 1)
+	p.Float(output.JSONOnly, "max_usec", "", usec(t.Max), 1)
+}
+
+// peerSummary is the text line about the peer: "client of 10.0.0.1:18515
+// (rxe0/1, GID 1 ::ffff:10.0.0.1, qpn 17), path MTU 1024".
+func peerSummary(r *verbsprobe.Result) string {
+	if r.Role == "" {
+		return ""
+	}
+	rel := map[string]string{verbsprobe.RoleClient: "peer", verbsprobe.RoleServer: "serving"}[r.Role]
+	pe := r.Peer
+	switch {
+	case pe == nil:
+		return rel + ": none connected"
+	case pe.QPN == 0:
+		return rel + " " + pe.Host
+	}
+	var about []string
+	if !pe.Pingpong {
+		about = append(about, pe.Name())
+	} else {
+		about = append(about, "ibv_rc_pingpong")
+	}
+	if pe.GIDIndex >= 0 && !pe.GID.IsZero() {
+		if pe.Pingpong {
+			about = append(about, "GID "+pe.GID.String())
+		} else {
+			about = append(about, fmt.Sprintf("GID %d %s", pe.GIDIndex, pe.GID))
+		}
+	} else {
+		about = append(about, fmt.Sprintf("LID %#x", pe.LID))
+	}
+	about = append(about, fmt.Sprintf("qpn %d", pe.QPN))
+	s := fmt.Sprintf("%s %s (%s)", rel, pe.Host, strings.Join(about, ", "))
+	if r.PathMTU != 0 {
+		s += fmt.Sprintf(", path MTU %d", r.PathMTU.Bytes())
+	}
+	return s
+}
+
+// passLine is the last line of a passing probe between two hosts.
+func passLine(r *verbsprobe.Result) string {
+	test := verbsprobe.TestConnect
+	if r.Test != nil {
+		test = r.Test.Kind
+	}
+	with := "the peer"
+	if r.Peer != nil {
+		with = r.Peer.Host
+	}
+	switch test {
+	case verbsprobe.TestConnect:
+		return fmt.Sprintf("PASS: RC queue pairs in RTS with %s", with)
+	case verbsprobe.TestTraffic:
+		return fmt.Sprintf("PASS: SEND, RDMA WRITE and RDMA READ with %s verified", with)
+	}
+	var parts []string
+	for _, m := range r.Measurements {
+		parts = append(parts, measurementText(m))
+	}
+	return fmt.Sprintf("PASS: %s with %s: %s", r.Test, with, strings.Join(parts, "; "))
+}
+
+func measurementText(m verbsprobe.Measurement) string {
+	if m.Latency != nil && m.Test != verbsprobe.TestBandwidth {
+		l := m.Latency
+		return fmt.Sprintf("%d × %d bytes, latency µs min %.2f median %.2f avg %.2f p99 %.2f max %.2f",
+			m.Iters, m.Size, us(l.Min), us(l.Median), us(l.Avg), us(l.P99), us(l.Max))
+	}
+	return fmt.Sprintf("%d × %d bytes in %s, %.3f Gb/s, %.4f Mmsg/s", m.Iters, m.Size, Duration(m.Elapsed), m.BWGbps(), m.MsgRateMpps())
+}
+
+// us is d in microseconds.
+func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
+// peerJSON adds role, test, path MTU, peer and results to a probe's JSON
+// object.
+func peerJSON(p *output.Printer, r *verbsprobe.Result) {
+	if r.Role == "" {
+		return
+	}
+	p.String(output.JSONOnly, "role", "", r.Role)
+	if r.Test != nil {
+		p.OpenObject("test")
+		p.String(output.JSONOnly, "kind", "", string(r.Test.Kind))
+		if r.Test.Op != "" {
+			p.String(output.JSONOnly, "op", "", string(r.Test.Op))
+		}
+		p.Uint(output.JSONOnly, "size", "", uint64(r.Test.Size))
+		if r.Test.Iters != 0 && r.Test.Duration == 0 {
+			p.Uint(output.JSONOnly, "iters", "", uint64(r.Test.Iters))
+		}
+		if r.Test.Duration != 0 {
+			p.Float(output.JSONOnly, "duration_sec", "", r.Test.Duration.Seconds(), 3)
+		}
+		p.CloseObject()
+	}
+	if r.PathMTU != 0 {
+		p.Uint(output.JSONOnly, "path_mtu", "", uint64(r.PathMTU.Bytes()))
+	}
+	if pe := r.Peer; pe != nil {
+		p.OpenObject("peer")
+		p.String(output.JSONOnly, "host", "", pe.Host)
+		if pe.Pingpong {
+			p.String(output.JSONOnly, "tool", "", "ibv_rc_pingpong")
+		} else {
+			p.String(output.JSONOnly, "ifname", "", pe.Ifname)
+			p.Uint(output.JSONOnly, "port", "", uint64(pe.Port))
+			p.String(output.JSONOnly, "driver", "", pe.Driver)
+			p.String(output.JSONOnly, "link_layer", "", pe.LinkLayer)
+			p.Int(output.JSONOnly, "gid_index", "", int64(pe.GIDIndex))
+		}
+		if !pe.GID.IsZero() {
+			p.String(output.JSONOnly, "gid", "", pe.GID.String())
+		}
+		if pe.GIDType != "" {
+			p.String(output.JSONOnly, "gid_type", "", pe.GIDType)
+		}
+		p.Uint(output.JSONOnly, "lid", "", uint64(pe.LID))
+		p.Uint(output.JSONOnly, "qpn", "", uint64(pe.QPN))
+		p.Uint(output.JSONOnly, "psn", "", uint64(pe.PSN))
+		if pe.ActiveMTU != 0 {
+			p.Uint(output.JSONOnly, "active_mtu", "", uint64(pe.ActiveMTU))
+		}
+		p.CloseObject()
+	}
+	p.OpenArray(output.JSONOnly, "results", "")
+	for _, m := range r.Measurements {
+		p.OpenObject("")
+		p.String(output.JSONOnly, "test", "", string(m.Test))
+		if m.Op != "" {
+			p.String(output.JSONOnly, "op", "", string(m.Op))
+		}
+		p.Uint(output.JSONOnly, "size", "", uint64(m.Size))
+		p.Uint(output.JSONOnly, "iters", "", uint64(m.Iters))
+		p.Uint(output.JSONOnly, "bytes", "", m.Bytes)
+		p.Float(output.JSONOnly, "seconds", "", m.Elapsed.Seconds(), 6)
+		p.Float(output.JSONOnly, "bw_gbps", "", m.BWGbps(), 6)
+		p.Float(output.JSONOnly, "msg_rate_mpps", "", m.MsgRateMpps(), 6)
+		if l := m.Latency; l != nil {
+			p.OpenObject("lat_usec")
+			p.Float(output.JSONOnly, "min", "", usec(l.Min), 1)
+			p.Float(output.JSONOnly, "median", "", usec(l.Median), 1)
+			p.Float(output.JSONOnly, "avg", "", usec(l.Avg), 1)
+			p.Float(output.JSONOnly, "p99", "", usec(l.P99), 1)
+			p.Float(output.JSONOnly, "max", "", usec(l.Max), 1)
+			p.CloseObject()
+		}
+		p.CloseObject()
+	}
+	p.CloseArray(output.JSONOnly, "")
+}

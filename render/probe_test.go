@@ -1,0 +1,76 @@
+package render
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/grdma/grdma/gid"
+	"github.com/grdma/grdma/output"
+	"github.com/grdma/grdma/verbsprobe"
+)
+
+// passingResult is a traffic probe as rxe0 passed it in the guest.
+func passingResult(qpn uint32, us time.Duration) *verbsprobe.Result {
+	r := &verbsprobe.Result{Device: "rxe0", Port: 1, Driver: "rxe", VerbsDevice: "uverbs0", GIDIndex: 1,
+		GID: gid.GID{10: 0xff, 11: 0xff, 12: 192, 13: 168, 14: 77, 15: 1}, QPN: qpn, Traffic: true}
+	for i, name := range []string{"open", "alloc_pd", "send", "close"} {
+		r.Steps = append(r.Steps, verbsprobe.Step{Name: name, OK: true, Duration: time.Duration(i+1) * us * time.Microsecond})
+	}
+	r.Steps[1].Detail = "pd 0"
+	return r
+}
+
+func TestProbeResultPassing(t *testing.T) {
+	var series verbsprobe.Series
+	for _, r := range []*verbsprobe.Result{passingResult(17, 100), passingResult(18, 300), passingResult(19, 200)} {
+		series.Add(r)
+	}
+	var text bytes.Buffer
+	p := output.New(&text, output.Options{})
+	ProbeResult(p, series.Last, &series, 3)
+	p.Flush()
+	want := `probe rxe0/1 (driver rxe, uverbs0, GID 1 ::ffff:192.168.77.1, qpn 19), run 3 of 3
+  [ok  ] open                200µs
+  [ok  ] alloc_pd            400µs  pd 0
+  [ok  ] send                600µs
+  [ok  ] close               800µs
+PASS: RC queue pair in RTS, SEND, RDMA WRITE and RDMA READ verified (2.00ms)
+
+3 runs of 3, 3 passed
+  step                  min    median       max
+  open                100µs     200µs     300µs
+  alloc_pd            200µs     400µs     600µs
+  send                300µs     600µs     900µs
+  close               400µs     800µs    1.20ms
+  total              1.00ms    2.00ms    3.00ms
+`
+	if text.String() != want {
+		t.Errorf("text\n%s\nwant\n%s", text.String(), want)
+	}
+
+	var js bytes.Buffer
+	p = output.New(&js, output.Options{JSON: true})
+	var one verbsprobe.Series
+	one.Add(passingResult(17, 100))
+	ProbeResult(p, one.Last, &one, 1)
+	p.Flush()
+	wantJSON := `{"ifname":"rxe0","port":1,"driver":"rxe","uverbs":"uverbs0","gid_index":1,"gid":"::ffff:192.168.77.1","qpn":17,"traffic":true,"ok":true,"usec":1000,` +
+		`"steps":[{"name":"open","ok":true,"usec":100,"detail":"","error":""},{"name":"alloc_pd","ok":true,"usec":200,"detail":"pd 0","error":""},` +
+		`{"name":"send","ok":true,"usec":300,"detail":"","error":""},{"name":"close","ok":true,"usec":400,"detail":"","error":""}]}` + "\n"
+	if js.String() != wantJSON {
+		t.Errorf("JSON\n%s\nwant\n%s", js.String(), wantJSON)
+	}
+}
+
+func TestDuration(t *testing.T) {
+	for d, want := range map[time.Duration]string{0: "0µs", 1499 * time.Nanosecond: "1µs", 999_400 * time.Nanosecond: "999µs",
+		1_234_567: "1.23ms", 2_500 * time.Millisecond: "2.50s"} {
+		if got := Duration(d); got != want {
+			t.Errorf("Duration(%v) = %q, want %q", d, got, want)
+		}
+	}
+	if usec(1_234_567) != 1234.6 {
+		t.Errorf("usec = %v", usec(1_234_567))
+	}
+}
