@@ -70,8 +70,8 @@ func (a *app) attachCompletions(root *cobra.Command) {
 		if cmd.ValidArgsFunction != nil || len(cmd.ValidArgs) > 0 || cmd.Name() == "help" {
 			continue
 		}
-		cmd.ValidArgsFunction = func(c *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
-			cands, _ := completion.Complete(a.completionSource(), c.Name(), args, toComplete)
+		cmd.ValidArgsFunction = func(_ *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+			cands, _ := completion.Complete(a.completionSource(), cmd.Name(), args, toComplete)
 			return cands, cobra.ShellCompDirectiveNoFileComp
 		}
 	}
