@@ -60,7 +60,7 @@ func (a *app) linkShow(args *argv) error {
 		if err != nil {
 			return err
 		}
-		port, err := c.Port(refs[0].dev.Index, want.Port)
+		port, err := c.Port(refs[0].Device.Index, want.Port)
 		if err != nil {
 			return err
 		}

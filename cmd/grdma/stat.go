@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/grdma/grdma/nldev"
+	"github.com/grdma/grdma/ports"
 	"github.com/grdma/grdma/output"
 	"github.com/grdma/grdma/render"
 	"github.com/grdma/grdma/sysfs"
@@ -120,27 +121,13 @@ func (a *app) statPorts(args *argv) (*nldev.Client, []portRef, error) {
 	return c, refs, err
 }
 
-// readCounters reads the counters of each port. A port without counters
-// (siw, for one) is skipped with a note when the user asked for every port,
-// unlike rdma, which stops the whole listing at it; asked for by name, it
-// is an error.
+// readCounters reads the counters of each port (nldev.PortCountersOf): a
+// port without counters (siw, for one) is skipped with a note when the
+// user asked for every port.
 func (a *app) readCounters(c *nldev.Client, refs []portRef) ([]nldev.PortCounters, error) {
-	out := make([]nldev.PortCounters, 0, len(refs))
-	for _, r := range refs {
-		pc, err := c.PortCounters(r.dev.Index, r.port)
-		if err != nil {
-			if !r.named && vanished(c, r.dev, err) {
-				continue
-			}
-			if !r.named && nldev.NoCounters(err) {
-				fmt.Fprintf(a.stderr, "grdma: %s/%d has no hardware counters, skipped\n", r.dev.Name, r.port)
-				continue
-			}
-			return out, err
-		}
-		out = append(out, pc)
-	}
-	return out, nil
+	return c.PortCountersOf(refs, func(r portRef) {
+		fmt.Fprintf(a.stderr, "grdma: %s/%d has no hardware counters, skipped\n", r.Device.Name, r.Port)
+	})
 }
 
 func (a *app) statShow(args *argv, so *statOptions) error {
@@ -248,7 +235,7 @@ func (a *app) statMode(args *argv) error {
 		return err
 	}
 	return a.listPorts(refs, func(p *output.Printer, r portRef) error {
-		st, err := c.CounterStatus(r.dev.Index, r.port)
+		st, err := c.CounterStatus(r.Device.Index, r.Port)
 		if err == nil {
 			render.OptionalCounters(p, &st, supported)
 		}
@@ -314,7 +301,7 @@ func (a *app) statSetOptional(args *argv, set bool) error {
 	if err != nil {
 		return err
 	}
-	return c.SetOptionalCountersByName(r.dev, r.port, names)
+	return c.SetOptionalCountersByName(r.Device, r.Port, names)
 }
 
 // statExport writes the exporter's metrics (package exporter) to a
@@ -336,29 +323,15 @@ func (a *app) statExport(args *argv, path string) error {
 	return a.writeStatTextfile(sys, path)
 }
 
-// readPMA reads the sysfs PMA counters of each port as counter sets; a
-// port without any is skipped with a note (once: noted remembers).
+// readPMA reads the sysfs PMA counters of each port (ports.PMACounters);
+// a port without any is skipped with a note (once: noted remembers).
 func (a *app) readPMA(sys sysfs.FS, refs []portRef, noted map[string]bool) ([]nldev.PortCounters, error) {
-	out := make([]nldev.PortCounters, 0, len(refs))
-	for _, r := range refs {
-		pma, err := sys.PMACounters(r.dev.Name, r.port)
-		if err != nil {
-			return out, err
+	return ports.PMACounters(sys, refs, func(r portRef) {
+		if name := fmt.Sprintf("%s/%d", r.Device.Name, r.Port); !noted[name] {
+			fmt.Fprintf(a.stderr, "grdma: %s has no PMA counters in sysfs\n", name)
+			noted[name] = true
 		}
-		if len(pma) == 0 {
-			if name := fmt.Sprintf("%s/%d", r.dev.Name, r.port); !noted[name] {
-				fmt.Fprintf(a.stderr, "grdma: %s has no PMA counters in sysfs\n", name)
-				noted[name] = true
-			}
-			continue
-		}
-		pc := nldev.PortCounters{DevIndex: r.dev.Index, DevName: r.dev.Name, Port: r.port}
-		for _, c := range pma {
-			pc.Counters = append(pc.Counters, nldev.Counter{Name: c.Name, Value: c.Value})
-		}
-		out = append(out, pc)
-	}
-	return out, nil
+	})
 }
 
 // statShowPMA prints the sysfs PMA counters in the layout of stat show.

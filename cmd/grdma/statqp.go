@@ -38,7 +38,7 @@ func (a *app) statQPMode(args *argv) error {
 		return err
 	}
 	return a.listPorts(refs, func(p *output.Printer, r portRef) error {
-		m, err := c.QPCounterMode(r.dev.Index, r.port)
+		m, err := c.QPCounterMode(r.Device.Index, r.Port)
 		if err != nil {
 			return err
 		}
@@ -98,7 +98,7 @@ func (a *app) statQPSet(args *argv) error {
 	if err != nil {
 		return err
 	}
-	return c.SetQPCounterAuto(r.dev.Index, r.port, mask, optional)
+	return c.SetQPCounterAuto(r.Device.Index, r.Port, mask, optional)
 }
 
 // statQPBind: bind link D/P lqpn Q [cntn C]; unbind link D/P cntn C lqpn Q
@@ -147,13 +147,13 @@ func (a *app) statQPBind(args *argv, bind bool) error {
 	}
 	if !bind && lqpn == 0 {
 		// Every QP of the counter, as rdma does.
-		_, err := c.UnbindQPCounterAll(r.dev.Index, r.port, cntn)
+		_, err := c.UnbindQPCounterAll(r.Device.Index, r.Port, cntn)
 		return err
 	}
 	if !bind {
-		return c.UnbindQPCounter(r.dev.Index, r.port, lqpn, cntn)
+		return c.UnbindQPCounter(r.Device.Index, r.Port, lqpn, cntn)
 	}
-	_, err = c.BindQPCounter(r.dev.Index, r.port, lqpn, cntn)
+	_, err = c.BindQPCounter(r.Device.Index, r.Port, lqpn, cntn)
 	return err
 }
 
@@ -199,7 +199,7 @@ func (a *app) statQPShow(args *argv) error {
 	opts := render.ResOptions{Comm: a.procComm()}
 	return a.listPorts(refs, func(p *output.Printer, r portRef) error {
 		rs := render.NewResources(p, opts)
-		return c.QPCounters(r.dev.Index, r.port, func(q *nldev.QPCounter) error {
+		return c.QPCounters(r.Device.Index, r.Port, func(q *nldev.QPCounter) error {
 			if f.Match(q) {
 				rs.QPCounter(q)
 			}
