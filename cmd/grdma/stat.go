@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/grdma/grdma/nldev"
-	"github.com/grdma/grdma/ports"
 	"github.com/grdma/grdma/output"
+	"github.com/grdma/grdma/ports"
 	"github.com/grdma/grdma/render"
 	"github.com/grdma/grdma/sysfs"
 	"github.com/spf13/cobra"
