@@ -15,7 +15,6 @@
 package exporter
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -30,7 +29,6 @@ import (
 	"github.com/grdma/grdma/ports"
 	"github.com/grdma/grdma/sysfs"
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/sys/unix"
 )
 
 // Options configure a Collector.
@@ -188,7 +186,7 @@ func (c *Collector) read() *scrape {
 		case err == nil:
 			pr.counters = pc.Counters
 		case nl.Gone(p.DevIndex, err):
-		case errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOPNOTSUPP): // no counters (siw)
+		case nldev.NoCounters(err): // siw
 		default:
 			s.errs = append(s.errs, health.ReadError{Device: p.Device, Port: p.Port, What: "counters", Err: err})
 		}
@@ -326,4 +324,15 @@ func (r *CheckResults) Describe(ch chan<- *prometheus.Desc) {
 // Collect sends the results.
 func (r *CheckResults) Collect(ch chan<- prometheus.Metric) {
 	exportChecks(&emitter{ch: ch, seen: map[string]bool{}}, r.Results, r.RanAt)
+}
+
+// WriteTextfile writes the results alone to path for node_exporter's
+// textfile collector (WriteTextfile: atomically, keeping the file's mode
+// and owner).
+func (r *CheckResults) WriteTextfile(path string) error {
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(r); err != nil {
+		return err
+	}
+	return WriteTextfile(path, reg)
 }

@@ -128,6 +128,30 @@ func ExampleClient_PortCounters() {
 	// rxe0/1 out_of_seq_request 0
 }
 
+// Read the counters of every port, as `rdma statistic show` does; with a
+// device name, SelectPorts picks its ports (and names the devices there
+// are when it is not there).
+func ExampleClient_PortCountersOf() {
+	c := recordedKernel("stat/nl")
+	defer c.Close()
+	devs, err := c.Devices()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	refs, _ := nldev.SelectPorts(devs, "", 0)
+	counters, err := c.PortCountersOf(refs, func(r nldev.PortRef) { fmt.Printf("%s/%d has no counters\n", r.Device.Name, r.Port) })
+	for _, pc := range counters {
+		fmt.Printf("%s/%d: %d counters\n", pc.DevName, pc.Port, len(pc.Counters))
+	}
+	_, err = nldev.SelectPorts(devs, "rxe0", 2)
+	fmt.Println(err)
+	// Output:
+	// rxe0/1: 15 counters
+	// rxe1/1: 15 counters
+	// RDMA device rxe0 has no port 2 (it has 1)
+}
+
 // DecodeEvents decodes RDMA monitor notifications, here the ones Debian's
 // 6.12 kernel sent while rxe0 was added on veth0, renamed to rxe_a and
 // deleted (that kernel sends no RENAME). Client.Monitor receives them

@@ -5,37 +5,18 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+
+	"github.com/grdma/grdma/cmdline"
 )
 
-// Abbrev resolves word to one of names as rdma resolves its keywords
-// (utils.c strcmpx in rd_exec_cmd and add_filter): the first name, in the
-// order given, that word is a prefix of, so the order of names decides:
-// "s" is the first name starting with s. An exact match wins over an
-// earlier longer name (rdma would read cm_id's "dev" as dev-type; no two
-// names of rdma's own tables are in that relation). ok is false when no
-// name starts with word (or word is empty).
-func Abbrev(word string, names []string) (name string, ok bool) {
-	if word == "" {
-		return "", false
-	}
-	for _, n := range names {
-		if n == word {
-			return n, true
-		}
-	}
-	for _, n := range names {
-		if strings.HasPrefix(n, word) {
-			return n, true
-		}
-	}
-	return "", false
-}
+// Abbrev resolves word to one of names as rdma resolves its keywords:
+// cmdline.Abbrev, which says how.
+func Abbrev(word string, names []string) (name string, ok bool) { return cmdline.Abbrev(word, names) }
 
 // SyntaxError is a command line a parser of this package rejects before
-// anything is sent: a usage error.
-type SyntaxError struct{ Msg string }
-
-func (e *SyntaxError) Error() string { return e.Msg }
+// anything is sent: a usage error, the one type of package cmdline (a
+// caller that tells usage errors apart needs no second one).
+type SyntaxError = cmdline.UsageError
 
 func syntaxf(format string, args ...any) error {
 	return &SyntaxError{Msg: fmt.Sprintf(format, args...)}

@@ -77,25 +77,9 @@ func FuzzParseNumList(f *testing.F) {
 	})
 }
 
-// TestAbbrev: rdma's first match in table order (utils.c strcmpx), an
-// exact name first.
-func TestAbbrev(t *testing.T) {
-	objects := []string{"help", "dev", "link", "resource", "system", "statistic", "monitor"}
-	cmID := []string{"link", "lqpn", "qp-type", "state", "ps", "dev-type", "transport-type", "pid", "src-addr", "src-port", "dst-addr", "dst-port", "cm-idn", "dev", "comm"}
-	for _, c := range []struct {
-		word  string
-		names []string
-		want  string
-	}{
-		{"s", objects, "system"}, {"st", objects, "statistic"}, {"r", objects, "resource"}, {"h", objects, "help"},
-		{"d", cmID, "dev-type"}, {"dev", cmID, "dev"}, {"s", cmID, "state"}, {"l", cmID, "link"}, {"dst", cmID, "dst-addr"},
-		{"x", objects, ""}, {"", objects, ""}, {"systemd", objects, ""},
-	} {
-		got, ok := nldev.Abbrev(c.word, c.names)
-		if got != c.want || ok != (c.want != "") {
-			t.Errorf("Abbrev(%q) = %q, %v; want %q", c.word, got, ok, c.want)
-		}
-	}
+// TestParseResTypeAbbrev: res objects are abbreviated in rdma's table
+// order (cmdline.Abbrev).
+func TestParseResTypeAbbrev(t *testing.T) {
 	if typ, ok := nldev.ParseResType("c"); !ok || typ != nldev.ResCMID {
 		t.Errorf(`ParseResType("c") = %v, %v; rdma's table has cm_id before cq`, typ, ok)
 	}

@@ -1,7 +1,9 @@
 package nldev
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
@@ -86,6 +88,14 @@ func devPortAttrs(devIndex, port uint32) func(ae *netlink.AttributeEncoder) {
 	}
 }
 
+// NoCounters reports whether err, from PortCounters, says the port has no
+// hardware counters at all (siw answers EINVAL, other drivers EOPNOTSUPP):
+// a listing of every port skips such a port rather than fail (grdma stat
+// show notes it, the exporter exports no counters for it).
+func NoCounters(err error) bool {
+	return errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOPNOTSUPP)
+}
+
 // statReason explains STAT_* errnos.
 func statReason(errno unix.Errno) string {
 	switch errno {
@@ -116,6 +126,41 @@ func (c *Client) CounterStatus(devIndex, port uint32) (PortCounters, error) {
 		}
 		return ""
 	})
+}
+
+// SetOptionalCountersByName turns on exactly the optional counters named
+// (from CounterStatus's names) on port of d and turns the others off; no
+// names turns them all off. Equivalent to `rdma statistic set link
+// DEV/PORT optional-counters A,B` (and unset). A name that is not an
+// optional counter of the port is an error listing those it has, and
+// nothing is changed.
+func (c *Client) SetOptionalCountersByName(d Device, port uint32, names []string) error {
+	var indexes []uint32
+	if len(names) > 0 {
+		st, err := c.CounterStatus(d.Index, port)
+		if err != nil {
+			return err
+		}
+		var optional []string
+		byName := map[string]uint32{}
+		for _, ctr := range st.Counters {
+			if ctr.Optional {
+				byName[ctr.Name] = ctr.Index
+				optional = append(optional, ctr.Name)
+			}
+		}
+		for _, n := range names {
+			i, ok := byName[n]
+			if !ok {
+				if len(optional) == 0 {
+					return fmt.Errorf("%s/%d has no optional counters", d.Name, port)
+				}
+				return fmt.Errorf("%s is not an optional counter of %s/%d (optional counters: %s)", n, d.Name, port, strings.Join(optional, ", "))
+			}
+			indexes = append(indexes, i)
+		}
+	}
+	return c.SetOptionalCounters(d.Index, port, indexes)
 }
 
 // SetOptionalCounters turns on exactly the optional counters with the given

@@ -388,3 +388,28 @@ func (r *Reader) addMTU(ports []Port, driver string, verbs PortQuerier, openErr 
 		}
 	}
 }
+
+// PMACounters reads the sysfs PMA counters (sysfs.FS.PMACounters) of each
+// port as counter sets, for `grdma stat show --pma`: a port without any is
+// left out and missing, when set, is told.
+func PMACounters(sys sysfs.FS, refs []nldev.PortRef, missing func(nldev.PortRef)) ([]nldev.PortCounters, error) {
+	out := make([]nldev.PortCounters, 0, len(refs))
+	for _, r := range refs {
+		pma, err := sys.PMACounters(r.Device.Name, r.Port)
+		if err != nil {
+			return out, err
+		}
+		if len(pma) == 0 {
+			if missing != nil {
+				missing(r)
+			}
+			continue
+		}
+		pc := nldev.PortCounters{DevIndex: r.Device.Index, DevName: r.Device.Name, Port: r.Port}
+		for _, c := range pma {
+			pc.Counters = append(pc.Counters, nldev.Counter{Name: c.Name, Value: c.Value})
+		}
+		out = append(out, pc)
+	}
+	return out, nil
+}

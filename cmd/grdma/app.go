@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/grdma/grdma/cmdline"
 	"github.com/grdma/grdma/devinfo"
 	"github.com/grdma/grdma/uverbs"
 	"io"
@@ -135,12 +136,7 @@ func (a *app) printer() *output.Printer {
 }
 
 // usageError is a command line grdma cannot run; it exits 2.
-type usageError struct {
-	msg  string
-	help string // the command whose help to point at, e.g. "grdma link help"
-}
-
-func (e *usageError) Error() string { return e.msg }
+type usageError = cmdline.UsageError
 
 // cannotRunError is a command that cannot run here at all (a kernel
 // without the feature); it exits 2.
@@ -148,9 +144,7 @@ type cannotRunError struct{ error }
 
 func (e *cannotRunError) Unwrap() error { return e.error }
 
-func usagef(help, format string, args ...any) error {
-	return &usageError{msg: fmt.Sprintf(format, args...), help: help}
-}
+var usagef = cmdline.Usagef
 
 // exitCode maps an error to the exit status and prints it.
 func (a *app) report(err error) int {
@@ -174,9 +168,9 @@ func (a *app) report(err error) int {
 	case errors.As(err, &silent):
 		return exitFailed
 	case errors.As(err, &ue):
-		fmt.Fprintf(a.stderr, "grdma: %s\n", ue.msg)
-		if ue.help != "" {
-			fmt.Fprintf(a.stderr, "Try '%s'.\n", ue.help)
+		fmt.Fprintf(a.stderr, "grdma: %s\n", ue.Msg)
+		if ue.Help != "" {
+			fmt.Fprintf(a.stderr, "Try '%s'.\n", ue.Help)
 		}
 		return exitUsage
 	case errors.As(err, &ia):

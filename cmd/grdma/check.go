@@ -4,26 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
-	"slices"
-	"strconv"
-	"strings"
 	"time"
 
-	"github.com/grdma/grdma/gid"
+	"github.com/grdma/grdma/cmdline"
 	"github.com/grdma/grdma/gpudirect"
 	"github.com/grdma/grdma/health"
-	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/output"
 	"github.com/grdma/grdma/render"
-	"github.com/grdma/grdma/sysfs"
-	"github.com/grdma/grdma/uverbs"
-	"github.com/grdma/grdma/verbsprobe"
 	"github.com/spf13/cobra"
 )
-
-// checkNames are the checks grdma check runs, in this order by default.
-var checkNames = []string{"devices", "ports", "probe", "gdr"}
 
 func (a *app) checkCommand() *cobra.Command {
 	var quiet bool
@@ -61,7 +50,7 @@ run (bad arguments).`,
   grdma check devices device-count 8 -q && echo healthy
   grdma check --textfile /var/lib/node_exporter/textfile/grdma_check.prom`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.check(newArgv(args, "grdma check --help"), quiet, textfile)
+			return a.check(args, quiet, textfile)
 		},
 	}
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "print nothing; the exit status tells")
@@ -69,108 +58,15 @@ run (bad arguments).`,
 	return cmd
 }
 
-// parseCheckArgs reads check names and expectations.
-func parseCheckArgs(args *argv) (names []string, exp health.Expect, err error) {
-	keywords := append(append([]string{}, checkNames...), "state", "min-rate", "mtu", "gid-type", "gid-index", "type", "ipv4", "ipv6", "netdev-mtu", "device-count", "device-names")
-	number := func(kw, v string) (int, error) {
-		n, err := strconv.Atoi(v)
-		if err != nil || n <= 0 {
-			return 0, usagef(args.help, "%s must be a positive number, not %q", kw, v)
-		}
-		return n, nil
-	}
-	for !args.empty() {
-		kw, err := args.keyword("check or expectation", "", keywords...)
-		if err != nil {
-			return nil, exp, err
-		}
-		if slices.Contains(checkNames, kw) {
-			names = append(names, kw)
-			continue
-		}
-		if kw == "ipv4" || kw == "ipv6" {
-			exp.GIDSelect.Family = map[string]gid.Family{"ipv4": gid.IPv4, "ipv6": gid.IPv6}[kw]
-			continue
-		}
-		v, err := args.value(kw + " value")
-		if err != nil {
-			return nil, exp, err
-		}
-		switch kw {
-		case "state":
-			st, ok := parsePortState(v)
-			if !ok {
-				return nil, exp, usagef(args.help, "unknown port state %q: expected DOWN, INIT, ARMED, ACTIVE", v)
-			}
-			exp.State = st
-		case "min-rate":
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil || !(f > 0) || math.IsInf(f, 1) { // NaN compares false
-				return nil, exp, usagef(args.help, "min-rate must be a positive number of Gb/s, not %q", v)
-			}
-			exp.MinRateGbps = f
-		case "mtu":
-			if exp.ActiveMTU, err = number(kw, v); err != nil {
-				return nil, exp, err
-			}
-			switch exp.ActiveMTU {
-			case 256, 512, 1024, 2048, 4096:
-			default:
-				return nil, exp, usagef(args.help, "mtu must be an IB MTU (256, 512, 1024, 2048, 4096), not %d", exp.ActiveMTU)
-			}
-		case "gid-type":
-			if exp.GIDType, err = gid.ParseType(v); err != nil {
-				return nil, exp, usagef(args.help, "unknown gid-type %q: expected v1, v2, ib", v)
-			}
-		case "gid-index":
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 0 {
-				return nil, exp, usagef(args.help, "gid-index must be a GID table index (0 or more), not %q", v)
-			}
-			exp.GIDIndex = &n
-		case "type":
-			if exp.GIDSelect.Type, err = gid.ParseType(v); err != nil {
-				return nil, exp, usagef(args.help, "unknown GID type %q: expected v1, v2, ib", v)
-			}
-		case "netdev-mtu":
-			if exp.NetdevMTU, err = number(kw, v); err != nil {
-				return nil, exp, err
-			}
-		case "device-count":
-			if exp.DeviceCount, err = number(kw, v); err != nil {
-				return nil, exp, err
-			}
-		case "device-names":
-			exp.DeviceNames = strings.Split(v, ",")
-		}
-	}
-	if exp.GIDIndex == nil && (exp.GIDSelect != gid.Criteria{}) {
-		return nil, exp, usagef(args.help, "type, ipv4 and ipv6 choose the GID of gid-index N: give gid-index")
-	}
-	if len(names) == 0 {
-		names = checkNames
-	}
-	return names, exp, nil
-}
-
-func parsePortState(s string) (ib.PortState, bool) {
-	for st := ib.PortDown; st <= ib.PortActiveDefer; st++ {
-		if strings.EqualFold(st.String(), s) {
-			return st, true
-		}
-	}
-	return 0, false
-}
-
-func (a *app) check(args *argv, quiet bool, textfile string) error {
+func (a *app) check(args []string, quiet bool, textfile string) error {
 	if textfile != "" {
 		if err := a.needPrometheus("grdma check --textfile"); err != nil {
 			return err
 		}
 	}
-	names, exp, err := parseCheckArgs(args)
+	names, exp, err := health.ParseArgs(args)
 	if err != nil {
-		return err
+		return cmdline.WithHelp(err, "grdma check --help")
 	}
 	sys, err := a.sysfs("check")
 	if ue := (*usageError)(nil); errors.As(err, &ue) {
@@ -196,9 +92,9 @@ func (a *app) check(args *argv, quiet bool, textfile string) error {
 		case "devices", "ports":
 			results = append(results, readNode().Check([]string{name}, exp)...)
 		case "probe":
-			results = append(results, checkProbe(sys, readNode())...)
+			results = append(results, readNode().Probe(context.Background(), sys)...)
 		case "gdr":
-			results = append(results, health.CheckGDR(gpudirect.Check(sys, gpudirect.Options{ProbeDMABuf: a.dmabufProbe(sys)})))
+			results = append(results, health.CheckGDR(gpudirect.Check(sys, gpudirect.Options{ProbeDMABuf: health.DMABufProbe(sys, a.nl)})))
 		}
 	}
 	rep := health.Summarize(results)
@@ -216,43 +112,4 @@ func (a *app) check(args *argv, quiet bool, textfile string) error {
 		return errBatchFailed // failures are in the report already
 	}
 	return nil
-}
-
-// checkProbe runs the verbs probe, with traffic, on every ACTIVE port
-// (a port that is down fails the ports check already).
-func checkProbe(sys sysfs.FS, node *health.Node) []health.Result {
-	if node.DevicesErr != nil {
-		return []health.Result{{Name: "probe", Status: health.Fail, Subject: "node", Message: node.DevicesErr.Error(), Signals: []health.Signal{}}}
-	}
-	var results []*verbsprobe.Result
-	for _, p := range node.Active() {
-		results = append(results, verbsprobe.Run(context.Background(), verbsprobe.Options{
-			Sysfs: sys, Device: p.Device, Port: p.Port, GIDIndex: verbsprobe.AutoGID, Traffic: true}))
-	}
-	return health.CheckProbe(results)
-}
-
-// dmabufProbe runs NCCL's dma-buf test (register a dma-buf MR with fd -1)
-// on every device with a uverbs device; gpudirect reads the errnos.
-func (a *app) dmabufProbe(sys sysfs.FS) gpudirect.DMABufProbe {
-	return func() ([]gpudirect.DMABufProbeResult, error) {
-		c, devs, err := a.devices()
-		if err != nil {
-			return nil, err
-		}
-		var out []gpudirect.DMABufProbeResult
-		for _, d := range devs {
-			ch, err := c.Chardev(d.Index, "uverbs")
-			if err != nil {
-				continue // no uverbs: the probe cannot tell
-			}
-			ctx, err := uverbs.Open(sys, d.Name)
-			if err != nil {
-				continue
-			}
-			out = append(out, gpudirect.DMABufProbeResult{Device: d.Name, Err: ctx.ProbeDMABufImport(ch.DriverID)})
-			ctx.Close()
-		}
-		return out, nil
-	}
 }

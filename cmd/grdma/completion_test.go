@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/grdma/grdma/internal/completion"
 	"github.com/grdma/grdma/nldev"
 	"github.com/spf13/cobra"
 )
@@ -150,57 +151,28 @@ func TestCompletionObjects(t *testing.T) {
 	}
 }
 
-// grammarWords collects every word a grammar can complete: verbs,
-// keywords and fixed values.
-func grammarWords(s *compSyntax, c *completer, into map[string]bool) {
-	add := func(vals compValues) {
-		for _, w := range vals(c, nil) {
-			for _, part := range strings.Split(w, ",") {
-				into[part] = true
-			}
-		}
-	}
-	for _, v := range s.verbs {
-		into[v.name] = true
-		grammarWords(v.next, c, into)
-	}
-	for _, p := range s.pos {
-		add(p.vals)
-	}
-	for _, k := range s.kws {
-		into[k.name] = true
-		for _, v := range k.vals {
-			add(v)
-		}
-	}
-}
-
 // useWord is a literal word of a synopsis (not an option: -i, --pma, --web.config.file).
 var useWord = regexp.MustCompile(`(^|[^-a-z.])([a-z][a-z0-9_-]*)`)
 
 // TestCompletionGrammarsMatchCommands keeps the grammars honest: every
 // literal word of an object's synopsis (Use) completes, and the filters
 // of res are those its help lists. An object without a grammar completes
-// nothing after its name: add one to compGrammars.
+// nothing after its name: add one to completion's grammars.
 func TestCompletionGrammarsMatchCommands(t *testing.T) {
 	root := newApp(nil, nil, nil).newRoot()
 	byName := map[string]*cobra.Command{}
-	noRDMA := &completer{a: newApp(nil, nil, nil)}
-	noRDMA.a.dial = func() (*nldev.Client, error) { return nil, nldev.ErrNoRDMANetlink }
 	for _, c := range root.Commands() {
 		byName[c.Name()] = c
-		g, ok := compGrammars[c.Name()]
-		if !ok {
+		if !slices.Contains(completion.Objects(), c.Name()) {
 			if c.Name() != "completion" && c.Name() != "help" {
 				t.Errorf("object %s has no completion grammar", c.Name())
 			}
 			continue
 		}
-		words := map[string]bool{c.Name(): true}
-		grammarWords(g, noRDMA, words)
+		words := append(completion.Words(c.Name()), c.Name())
 		for _, m := range useWord.FindAllStringSubmatch(c.Use, -1) {
-			if !words[m[2]] {
-				t.Errorf("%s: %q of its synopsis does not complete (add it to compGrammars)", c.Name(), m[2])
+			if !slices.Contains(words, m[2]) {
+				t.Errorf("%s: %q of its synopsis does not complete (add it to completion's grammars)", c.Name(), m[2])
 			}
 		}
 	}

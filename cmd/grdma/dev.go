@@ -44,7 +44,7 @@ KEY_value; flag words are numbers with their names in KEY_names.`,
 }
 
 func (a *app) dev(cmd *cobra.Command, args *argv) error {
-	verb, err := args.keyword("command", "show", "add", "delete", "show", "list", "set", "info", "help")
+	verb, err := args.Keyword("command", "show", "add", "delete", "show", "list", "set", "info", "help")
 	if err != nil {
 		return err
 	}
@@ -65,10 +65,10 @@ func (a *app) dev(cmd *cobra.Command, args *argv) error {
 
 func (a *app) devShow(args *argv) error {
 	var name string
-	if !args.empty() {
-		name = args.next()
+	if !args.Empty() {
+		name = args.Next()
 	}
-	if err := args.done(); err != nil {
+	if err := args.Done(); err != nil {
 		return err
 	}
 	_, devs, err := a.devices()
@@ -92,30 +92,30 @@ func (a *app) devShow(args *argv) error {
 }
 
 func (a *app) devSet(args *argv) error {
-	if args.empty() {
-		return usagef(args.help, "dev set needs a device name")
+	if args.Empty() {
+		return usagef(args.Help, "dev set needs a device name")
 	}
-	name := args.next()
-	attr, err := args.keyword("attribute", "", "name", "netns", "adaptive-moderation")
+	name := args.Next()
+	attr, err := args.Keyword("attribute", "", "name", "netns", "adaptive-moderation")
 	if err != nil {
 		return err
 	}
 	var set func(c *nldev.Client) error
 	switch attr {
 	case "name":
-		newName, err := args.value("new device name")
+		newName, err := args.Value("new device name")
 		if err != nil {
 			return err
 		}
 		set = func(c *nldev.Client) error { return c.RenameDevice(name, newName) }
 	case "netns":
-		ns, err := args.value("network namespace name or PID")
+		ns, err := args.Value("network namespace name or PID")
 		if err != nil {
 			return err
 		}
 		set = func(c *nldev.Client) error { return c.MoveDeviceToNetNS(name, ns) }
 	case "adaptive-moderation":
-		on, err := args.onOff("adaptive-moderation")
+		on, err := args.OnOff("adaptive-moderation")
 		if err != nil {
 			return err
 		}

@@ -8,10 +8,10 @@ import (
 // devInfo is `grdma dev info [DEV]`.
 func (a *app) devInfo(args *argv) error {
 	var name string
-	if !args.empty() {
-		name = args.next()
+	if !args.Empty() {
+		name = args.Next()
 	}
-	if err := args.done(); err != nil {
+	if err := args.Done(); err != nil {
 		return err
 	}
 	fsys, err := a.sysfs("dev info")

@@ -57,7 +57,7 @@ flags or web configuration file.`,
   grdma exporter --web.listen-address=127.0.0.1:10041 --collector.check
   grdma exporter --web.config.file=/etc/grdma/web.yml`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := newArgv(args, "grdma exporter --help").done(); err != nil {
+			if err := newArgv(args, "grdma exporter --help").Done(); err != nil {
 				return err
 			}
 			return a.exporter(cmd, &o)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/grdma/grdma/cmdline"
 	"github.com/grdma/grdma/gid"
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/render"
@@ -40,9 +41,9 @@ the kernel's address and link notifications and looks again every 5s.`,
   NCCL_IB_GID_INDEX=$(grdma gid show mlx5_0/1 type v2 ipv4 netdev eth0 -q)`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			av := cmdArgv(cmd, args, "grdma gid help")
-			if !av.empty() {
-				if verb, _ := nldev.Abbrev(av.words[0], gidVerbs); verb == "watch" {
-					av.next()
+			if !av.Empty() {
+				if verb, _ := nldev.Abbrev(av.Words[0], gidVerbs); verb == "watch" {
+					av.Next()
 					return a.gidWatch(av, count)
 				}
 			}
@@ -58,7 +59,7 @@ the kernel's address and link notifications and looks again every 5s.`,
 var gidVerbs = []string{"show", "list", "watch", "help"}
 
 func (a *app) gid(cmd *cobra.Command, args *argv, quiet bool) error {
-	verb, err := args.keyword("command", "show", gidVerbs...)
+	verb, err := args.Keyword("command", "show", gidVerbs...)
 	if err != nil {
 		return err
 	}
@@ -91,52 +92,10 @@ func (a *app) gid(cmd *cobra.Command, args *argv, quiet bool) error {
 	return p.Flush()
 }
 
-// parseGIDArgs parses [DEV[/PORT]] [type v1|v2|ib] [ipv4|ipv6] [netdev NAME].
+// parseGIDArgs parses gid show's words (gid.ParseArgs).
 func parseGIDArgs(args *argv) (devPort, gid.Criteria, error) {
-	var want devPort
-	var c gid.Criteria
-	if !args.empty() && !isGIDKeyword(args.words[0]) {
-		var err error
-		if want, err = args.parseDevPort(args.next()); err != nil {
-			return want, c, err
-		}
-	}
-	for !args.empty() {
-		kw, err := args.keyword("gid show parameter", "", "type", "ipv4", "ipv6", "netdev")
-		if err != nil {
-			return want, c, err
-		}
-		switch kw {
-		case "type":
-			v, err := args.value("type value (v1, v2 or ib)")
-			if err != nil {
-				return want, c, err
-			}
-			if c.Type, err = gid.ParseType(v); err != nil {
-				return want, c, usagef(args.help, "%v", err)
-			}
-		case "ipv4":
-			c.Family = gid.IPv4
-		case "ipv6":
-			c.Family = gid.IPv6
-		case "netdev":
-			if c.Netdev, err = args.value("netdev name"); err != nil {
-				return want, c, err
-			}
-		}
-	}
-	return want, c, nil
-}
-
-// isGIDKeyword tells a filter keyword (or a prefix of one) from a device
-// name in the first argument.
-func isGIDKeyword(word string) bool {
-	for _, k := range []string{"type", "ipv4", "ipv6", "netdev"} {
-		if len(word) >= 2 && len(word) <= len(k) && k[:len(word)] == word {
-			return true
-		}
-	}
-	return false
+	want, c, err := gid.ParseArgs(args.Words)
+	return want, c, cmdline.WithHelp(err, args.Help)
 }
 
 // printChosenGIDs prints the index gid.Select chooses in each table: the

@@ -25,7 +25,7 @@ or create and remove software RDMA devices: rxe (Soft-RoCE) and siw
 }
 
 func (a *app) link(cmd *cobra.Command, args *argv) error {
-	verb, err := args.keyword("command", "show", "add", "delete", "show", "list", "help")
+	verb, err := args.Keyword("command", "show", "add", "delete", "show", "list", "help")
 	if err != nil {
 		return err
 	}
@@ -42,13 +42,13 @@ func (a *app) link(cmd *cobra.Command, args *argv) error {
 
 func (a *app) linkShow(args *argv) error {
 	var want devPort
-	if !args.empty() {
+	if !args.Empty() {
 		var err error
-		if want, err = args.parseDevPort(args.next()); err != nil {
+		if want, err = args.DevPort(args.Next()); err != nil {
 			return err
 		}
 	}
-	if err := args.done(); err != nil {
+	if err := args.Done(); err != nil {
 		return err
 	}
 	c, devs, err := a.devices()
@@ -60,7 +60,7 @@ func (a *app) linkShow(args *argv) error {
 		if err != nil {
 			return err
 		}
-		port, err := c.Port(refs[0].dev.Index, want.Port)
+		port, err := c.Port(refs[0].Device.Index, want.Port)
 		if err != nil {
 			return err
 		}
@@ -98,17 +98,17 @@ func (a *app) printPorts(ports []nldev.Port) error {
 }
 
 func (a *app) linkAdd(args *argv) error {
-	if args.empty() {
-		return usagef(args.help, "link add needs a device name: link add NAME type TYPE netdev NETDEV")
+	if args.Empty() {
+		return usagef(args.Help, "link add needs a device name: link add NAME type TYPE netdev NETDEV")
 	}
-	name := args.next()
+	name := args.Next()
 	var linkType, netdev string
-	for !args.empty() {
-		kw, err := args.keyword("link add parameter", "", "type", "netdev")
+	for !args.Empty() {
+		kw, err := args.Keyword("link add parameter", "", "type", "netdev")
 		if err != nil {
 			return err
 		}
-		v, err := args.value(kw + " value")
+		v, err := args.Value(kw + " value")
 		if err != nil {
 			return err
 		}
@@ -119,7 +119,7 @@ func (a *app) linkAdd(args *argv) error {
 		}
 	}
 	if linkType == "" || netdev == "" {
-		return usagef(args.help, "link add needs type TYPE and netdev NETDEV: link add %s type rxe netdev eth0", name)
+		return usagef(args.Help, "link add needs type TYPE and netdev NETDEV: link add %s type rxe netdev eth0", name)
 	}
 	c, err := a.nl()
 	if err != nil {
@@ -129,7 +129,7 @@ func (a *app) linkAdd(args *argv) error {
 }
 
 func (a *app) linkDelete(args *argv) error {
-	name, err := args.value("device name: link delete NAME")
+	name, err := args.Value("device name: link delete NAME")
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/grdma/grdma/internal/completion"
 	"github.com/grdma/grdma/internal/manpage"
 	"github.com/spf13/cobra"
 )
@@ -50,12 +51,7 @@ var manSupplement = manpage.Supplement{
 	Examples:     manExamples,
 	SeeAlso:      manSeeAlso,
 	SeeAlsoEvery: []string{"rdma(8)"},
-	Verbs: func(object string) []string {
-		if g := compGrammars[object]; g != nil {
-			return g.verbNames()
-		}
-		return nil
-	},
+	Verbs:        completion.Verbs,
 }
 
 // manExamples explain the examples of the commands' help, by command line.

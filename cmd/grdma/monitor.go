@@ -70,10 +70,10 @@ func (a *app) monitor(count int) error {
 // monitorArgs accepts no words but help (rdma monitor help).
 func monitorArgs(cmd *cobra.Command, words []string) error {
 	args := cmdArgv(cmd, words, "grdma monitor --help")
-	if !args.empty() {
-		if _, err := args.keyword("argument", "", "help"); err != nil {
+	if !args.Empty() {
+		if _, err := args.Keyword("argument", "", "help"); err != nil {
 			return err
 		}
 	}
-	return args.done()
+	return args.Done()
 }

@@ -16,12 +16,12 @@ import (
 func (a *app) statMR(args *argv) error {
 	var dev string
 	var f nldev.MRCounterFilter
-	for !args.empty() {
-		kw, err := args.keyword("filter", "", "mrn", "dev")
+	for !args.Empty() {
+		kw, err := args.Keyword("filter", "", "mrn", "dev")
 		if err != nil {
 			return err
 		}
-		v, err := args.value(kw + " value")
+		v, err := args.Value(kw + " value")
 		if err != nil {
 			return err
 		}
@@ -30,7 +30,7 @@ func (a *app) statMR(args *argv) error {
 			continue
 		}
 		if f.MRNs, err = nldev.ParseNumList(v); err != nil {
-			return usagef(args.help, "bad mrn filter: %v (use numbers and ranges, e.g. 1-3,7)", err)
+			return usagef(args.Help, "bad mrn filter: %v (use numbers and ranges, e.g. 1-3,7)", err)
 		}
 	}
 	c, err := a.nl()
@@ -47,25 +47,25 @@ func (a *app) statMR(args *argv) error {
 
 // devAdd: dev add NAME type TYPE parent PARENT
 func (a *app) devAdd(args *argv) error {
-	name, err := args.value("name of the new device")
+	name, err := args.Value("name of the new device")
 	if err != nil {
 		return err
 	}
-	if _, err := args.keyword("parameter", "", "type"); err != nil {
+	if _, err := args.Keyword("parameter", "", "type"); err != nil {
 		return err
 	}
-	typName, err := args.value("device type (smi)")
+	typName, err := args.Value("device type (smi)")
 	if err != nil {
 		return err
 	}
 	typ, err := nldev.ParseDeviceType(typName)
 	if err != nil {
-		return usagef(args.help, "%s", err)
+		return usagef(args.Help, "%s", err)
 	}
-	if _, err := args.keyword("parameter", "", "parent"); err != nil {
+	if _, err := args.Keyword("parameter", "", "parent"); err != nil {
 		return err
 	}
-	parent, err := args.value("parent device")
+	parent, err := args.Value("parent device")
 	if err != nil {
 		return err
 	}
@@ -74,7 +74,7 @@ func (a *app) devAdd(args *argv) error {
 
 // devDelete: dev delete NAME
 func (a *app) devDelete(args *argv) error {
-	name, err := args.value("device name")
+	name, err := args.Value("device name")
 	if err != nil {
 		return err
 	}
@@ -84,7 +84,7 @@ func (a *app) devDelete(args *argv) error {
 // runDone checks that no words are left, then runs do with the netlink
 // client: the end of every command that changes one thing.
 func (a *app) runDone(args *argv, do func(c *nldev.Client) error) error {
-	if err := args.done(); err != nil {
+	if err := args.Done(); err != nil {
 		return err
 	}
 	c, err := a.nl()
@@ -96,9 +96,9 @@ func (a *app) runDone(args *argv, do func(c *nldev.Client) error) error {
 
 // resFRMRPools: res show frmr_pools [dev DEV] [FILTER VALUE]...
 func (a *app) resFRMRPools(args *argv) error {
-	sel, err := nldev.ParseFRMRPoolSelect(args.words)
+	sel, err := nldev.ParseFRMRPoolSelect(args.Words)
 	if err != nil {
-		return usagef(args.help, "%s", err)
+		return usagef(args.Help, "%s", err)
 	}
 	c, err := a.nl()
 	if err != nil {
@@ -114,47 +114,47 @@ func (a *app) resFRMRPools(args *argv) error {
 
 // resSet: res set frmr_pools dev DEV aging SECONDS
 func (a *app) resSet(args *argv) error {
-	if _, err := args.keyword("object", "", "frmr_pools"); err != nil {
+	if _, err := args.Keyword("object", "", "frmr_pools"); err != nil {
 		return err
 	}
-	if _, err := args.keyword("parameter", "", "dev"); err != nil {
+	if _, err := args.Keyword("parameter", "", "dev"); err != nil {
 		return err
 	}
-	dev, err := args.value("device name")
+	dev, err := args.Value("device name")
 	if err != nil {
 		return err
 	}
-	kw, err := args.keyword("parameter", "", "aging", "pinned")
+	kw, err := args.Keyword("parameter", "", "aging", "pinned")
 	if err != nil {
 		return err
 	}
 	var set func(c *nldev.Client, dev uint32) error
 	if kw == "aging" {
-		v, err := args.value("aging period in seconds")
+		v, err := args.Value("aging period in seconds")
 		if err != nil {
 			return err
 		}
 		secs, err := strconv.ParseUint(v, 10, 32)
 		if err != nil || secs == 0 {
-			return usagef(args.help, "aging period must be a number of seconds from 1, not %q", v)
+			return usagef(args.Help, "aging period must be a number of seconds from 1, not %q", v)
 		}
 		set = func(c *nldev.Client, dev uint32) error { return c.SetFRMRPoolsAging(dev, uint32(secs)) }
 	} else {
-		v, err := args.value("pool key (vendor_key:num_dma_blocks:access_flags:ats)")
+		v, err := args.Value("pool key (vendor_key:num_dma_blocks:access_flags:ats)")
 		if err != nil {
 			return err
 		}
 		key, err := nldev.ParseFRMRPoolKey(v)
 		if err != nil {
-			return usagef(args.help, "%s", err)
+			return usagef(args.Help, "%s", err)
 		}
-		v, err = args.value("number of pinned FRMRs")
+		v, err = args.Value("number of pinned FRMRs")
 		if err != nil {
 			return err
 		}
 		n, err := strconv.ParseUint(v, 10, 32)
 		if err != nil {
-			return usagef(args.help, "pinned must be a number, not %q", v)
+			return usagef(args.Help, "pinned must be a number, not %q", v)
 		}
 		set = func(c *nldev.Client, dev uint32) error { return c.SetFRMRPoolPinned(dev, key, uint32(n)) }
 	}

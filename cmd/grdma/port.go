@@ -27,7 +27,7 @@ its netdev's MTU the way the kernel derives it, and mtu_source says
 }
 
 func (a *app) port(cmd *cobra.Command, args *argv) error {
-	verb, err := args.keyword("command", "show", "show", "list", "help")
+	verb, err := args.Keyword("command", "show", "show", "list", "help")
 	if err != nil {
 		return err
 	}
@@ -35,12 +35,12 @@ func (a *app) port(cmd *cobra.Command, args *argv) error {
 		return cmd.Help()
 	}
 	var want devPort
-	if !args.empty() {
-		if want, err = args.parseDevPort(args.next()); err != nil {
+	if !args.Empty() {
+		if want, err = args.DevPort(args.Next()); err != nil {
 			return err
 		}
 	}
-	if err := args.done(); err != nil {
+	if err := args.Done(); err != nil {
 		return err
 	}
 	fsys, err := a.sysfs("port")

@@ -1,43 +1,17 @@
 package main
 
 import (
-	"fmt"
-
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/output"
 )
 
-// portRef is one port of a device.
-type portRef struct {
-	dev  nldev.Device
-	port uint32
-	// named: the user asked for this device by name, so it vanishing or
-	// lacking something is an error rather than a port to skip.
-	named bool
-}
+// portRef is one port of a device, as DEV[/PORT] selects it.
+type portRef = nldev.PortRef
 
-// selectPorts lists the ports a DEV[/PORT] argument names: one port, every
-// port of one device, or (empty) every port of every device.
+// selectPorts lists the ports a DEV[/PORT] argument names
+// (nldev.SelectPorts).
 func selectPorts(devs []nldev.Device, want devPort) ([]portRef, error) {
-	if want.Dev != "" {
-		d, err := nldev.FindDevice(devs, want.Dev)
-		if err != nil {
-			return nil, err
-		}
-		if want.Port > d.NumPorts {
-			return nil, fmt.Errorf("RDMA device %s has no port %d (it has %d)", d.Name, want.Port, d.NumPorts)
-		}
-		devs = []nldev.Device{d}
-	}
-	var refs []portRef
-	for _, d := range devs {
-		for p := uint32(1); p <= d.NumPorts; p++ {
-			if want.Port == 0 || want.Port == p {
-				refs = append(refs, portRef{d, p, want.Dev != ""})
-			}
-		}
-	}
-	return refs, nil
+	return nldev.SelectPorts(devs, want.Dev, want.Port)
 }
 
 // vanished reports whether err comes from a device that disappeared after
@@ -70,18 +44,4 @@ func (a *app) printList(fill func(p *output.Printer) error) error {
 		err = ferr
 	}
 	return err
-}
-
-// linkArg parses an optional "link DEV[/PORT]" (rdma's grammar).
-func (a *argv) linkArg() (devPort, error) {
-	if a.empty() {
-		return devPort{}, nil
-	}
-	if _, err := a.keyword("parameter", "", "link", "help"); err != nil {
-		return devPort{}, err
-	}
-	if a.empty() {
-		return devPort{}, nil
-	}
-	return a.parseDevPort(a.next())
 }

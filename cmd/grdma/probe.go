@@ -2,35 +2,15 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"math"
 	"os"
 	"os/signal"
-	"strconv"
-	"strings"
 	"syscall"
-	"time"
 
+	"github.com/grdma/grdma/cmdline"
 	"github.com/grdma/grdma/render"
 	"github.com/grdma/grdma/verbsprobe"
 	"github.com/spf13/cobra"
 )
-
-// probeRequest is a parsed probe command line.
-type probeRequest struct {
-	target  devPort
-	options verbsprobe.Options
-	count   int
-	// Between two hosts: listen (listenAddr) or peer (peerAddr).
-	listen     bool
-	listenAddr string
-	peerAddr   string
-	test       verbsprobe.Test
-	timeout    time.Duration
-}
-
-// maxProbeCount bounds count: each probe takes milliseconds.
-const maxProbeCount = 1_000_000
 
 func (a *app) probeCommand() *cobra.Command {
 	return &cobra.Command{
@@ -98,195 +78,36 @@ failed (or the driver is not supported), 2 the command line was wrong.`,
 			if len(args) == 1 && args[0] == "help" {
 				return cmd.Help()
 			}
-			req, err := parseProbe(newArgv(args, "grdma probe help"))
+			req, err := verbsprobe.ParseArgs(args)
 			if err != nil {
-				return err
+				return cmdline.WithHelp(err, "grdma probe help")
 			}
 			return a.probe(req)
 		},
 	}
 }
 
-// probeKeywords are the words after DEV[/PORT].
-var probeKeywords = []string{"gid-index", "traffic", "count", "listen", "peer", "bw", "lat", "pingpong", "size", "iters", "duration", "timeout"}
-
-func parseProbe(args *argv) (probeRequest, error) {
-	if args.empty() {
-		return probeRequest{}, usagef(args.help, "probe needs a device: DEV[/PORT]")
-	}
-	target, err := args.parseDevPort(args.next())
-	if err != nil {
-		return probeRequest{}, err
-	}
-	req := probeRequest{target: target, count: 1,
-		options: verbsprobe.Options{Device: target.Dev, Port: target.Port, GIDIndex: verbsprobe.AutoGID}}
-	seen := map[string]bool{}
-	for !args.empty() {
-		kw, err := args.keyword("argument", "", probeKeywords...)
-		if err != nil {
-			return probeRequest{}, err
-		}
-		if seen[kw] {
-			return probeRequest{}, usagef(args.help, "%s given twice", kw)
-		}
-		seen[kw] = true
-		switch kw {
-		case "traffic", "bw", "lat", "pingpong":
-			if req.test.Kind != "" {
-				return probeRequest{}, usagef(args.help, "%s and %s: one test at a time", req.test.Kind, kw)
-			}
-			req.test.Kind = verbsprobe.TestKind(kw)
-			if (kw == "bw" || kw == "lat") && !args.empty() {
-				if op, ok := operation(args.words[0]); ok {
-					req.test.Op = op
-					args.next()
-				}
-			}
-		case "gid-index":
-			if req.options.GIDIndex, err = args.number("gid-index", 0, math.MaxUint8); err != nil {
-				return probeRequest{}, err
-			}
-		case "count":
-			if req.count, err = args.number("count", 1, maxProbeCount); err != nil {
-				return probeRequest{}, err
-			}
-		case "listen":
-			req.listen = true
-			if !args.empty() && !isProbeKeyword(args.words[0]) {
-				req.listenAddr = args.next()
-			}
-			if req.listenAddr, err = verbsprobe.ListenAddress(req.listenAddr); err != nil {
-				return probeRequest{}, usagef(args.help, "listen: %v", err)
-			}
-		case "peer":
-			v, err := args.value("peer address HOST[:PORT]")
-			if err != nil {
-				return probeRequest{}, err
-			}
-			if req.peerAddr, err = verbsprobe.PeerAddress(v); err != nil {
-				return probeRequest{}, usagef(args.help, "peer: %v", err)
-			}
-		case "size":
-			if req.test.Size, err = args.number("size", 1, verbsprobe.MaxTestSize); err != nil {
-				return probeRequest{}, err
-			}
-		case "iters":
-			if req.test.Iters, err = args.number("iters", 1, verbsprobe.MaxTestIters); err != nil {
-				return probeRequest{}, err
-			}
-		case "duration":
-			if req.test.Duration, err = args.duration("duration", verbsprobe.MaxTestDuration); err != nil {
-				return probeRequest{}, err
-			}
-		case "timeout":
-			if req.timeout, err = args.duration("timeout", time.Hour); err != nil {
-				return probeRequest{}, err
-			}
-		}
-	}
-	if req.test.Kind == verbsprobe.TestTraffic && !req.listen && req.peerAddr == "" {
-		req.options.Traffic = true // this host alone
-	}
-	return req, checkProbeRequest(args, req, seen)
-}
-
-// checkProbeRequest refuses keywords that do not go together.
-func checkProbeRequest(args *argv, req probeRequest, seen map[string]bool) error {
-	twoHost := req.listen || req.peerAddr != ""
-	switch {
-	case req.listen && req.peerAddr != "":
-		return usagef(args.help, "listen or peer, not both")
-	case !twoHost:
-		for _, kw := range []string{"bw", "lat", "pingpong", "size", "iters", "duration", "timeout"} {
-			if seen[kw] {
-				return usagef(args.help, "%s needs a peer: probe DEV listen on one host, probe DEV peer HOST %s on the other", kw, kw)
-			}
-		}
-		return nil
-	case seen["count"]:
-		return usagef(args.help, "count repeats a probe of this host alone; between hosts use iters or duration")
-	case req.listen && req.test.Kind != "" && req.test.Kind != verbsprobe.TestPingpong:
-		return usagef(args.help, "listen serves the test its peer asks for: give %s to probe ... peer HOST", req.test.Kind)
-	case seen["iters"] && seen["duration"]:
-		return usagef(args.help, "iters or duration, not both")
-	case req.listen && seen["duration"]:
-		return usagef(args.help, "listen serves the test its peer asks for: give duration to probe ... peer HOST")
-	}
-	test := req.test.WithDefaults()
-	if req.listen {
-		test = verbsprobe.Test{Kind: verbsprobe.TestPingpong, Size: req.test.Size, Iters: req.test.Iters}.WithDefaults()
-	}
-	if err := test.Validate(); err != nil {
-		return usagef(args.help, "%v", err)
-	}
-	return nil
-}
-
-func isProbeKeyword(word string) bool {
-	for _, k := range probeKeywords {
-		if strings.HasPrefix(k, word) {
-			return true
-		}
-	}
-	return false
-}
-
-func operation(word string) (verbsprobe.Operation, bool) {
-	for _, op := range []verbsprobe.Operation{verbsprobe.OpWrite, verbsprobe.OpSend, verbsprobe.OpRead} {
-		if string(op) == word {
-			return op, true
-		}
-	}
-	return "", false
-}
-
-// duration consumes a Go duration (10s, 1m30s, 500ms) within (0, max].
-func (a *argv) duration(what string, max time.Duration) (time.Duration, error) {
-	v, err := a.value(what + " value")
-	if err != nil {
-		return 0, err
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d <= 0 || d > max {
-		return 0, usagef(a.help, "%s must be a duration from 1ms to %v such as 10s or 500ms, not %q", what, max, v)
-	}
-	return d, nil
-}
-
-// number consumes a decimal value of a keyword within [lo, hi].
-func (a *argv) number(what string, lo, hi int) (int, error) {
-	v, err := a.value(what + " value")
-	if err != nil {
-		return 0, err
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < lo || n > hi {
-		return 0, usagef(a.help, "%s must be a number from %d to %d, not %q", what, lo, hi, v)
-	}
-	return n, nil
-}
-
-func (a *app) probe(req probeRequest) error {
+func (a *app) probe(req verbsprobe.Request) error {
 	fsys, err := a.sysfs("probe")
 	if err != nil {
 		return err
 	}
-	req.options.Sysfs = fsys
+	req.Options.Sysfs = fsys
 	// Ctrl-C stops the probe between steps; the teardown still runs.
 	ctx, stop := interruptOnce()
 	defer stop()
-	if req.listen || req.peerAddr != "" {
+	if req.TwoHost() {
 		return a.probePeer(ctx, req)
 	}
-	series := verbsprobe.Repeat(ctx, req.options, req.count)
+	series := verbsprobe.Repeat(ctx, req.Options, req.Count)
 	last := series.Last
 
 	p := a.printer()
-	render.ProbeResult(p, last, series, req.count)
+	render.ProbeResult(p, last, series, req.Count)
 	if err := p.Flush(); err != nil {
 		return err
 	}
-	return probeError(last, series.Runs, req.count)
+	return verbsprobe.Outcome(last, series.Runs, req.Count)
 }
 
 // interruptOnce returns a context done at the first SIGINT or SIGTERM,
@@ -305,28 +126,4 @@ func interruptOnce() (context.Context, context.CancelFunc) {
 		cancel()
 	}()
 	return ctx, cancel
-}
-
-// probeError is what a probe that did not pass, or was interrupted before
-// its count of runs, exits with.
-func probeError(r *verbsprobe.Result, runs, count int) error {
-	target := fmt.Sprintf("%s/%d", r.Device, r.Port)
-	run := ""
-	if count > 1 {
-		run = fmt.Sprintf(" (run %d of %d)", runs, count)
-	}
-	if s := r.Failed(); s != nil {
-		msg := fmt.Sprintf("probe %s failed at %s%s: %v", target, s.Name, run, s.Err.Err)
-		if s.Err.Cause != "" {
-			msg += "\n  likely cause: " + s.Err.Cause
-		}
-		return fmt.Errorf("%s", msg)
-	}
-	if r.Unsupported != "" {
-		return fmt.Errorf("probe %s%s: %s", target, run, r.Unsupported)
-	}
-	if runs < count {
-		return fmt.Errorf("probe %s interrupted after %d of %d runs, all passed", target, runs, count)
-	}
-	return nil
 }

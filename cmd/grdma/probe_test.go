@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -14,7 +13,6 @@ import (
 	"time"
 
 	"github.com/grdma/grdma/nldev"
-	"github.com/grdma/grdma/verbsprobe"
 )
 
 // The probe runs for real in the e2e guest (e2e/guest/probe_test.go);
@@ -55,18 +53,6 @@ func TestProbeUsage(t *testing.T) {
 	}
 	if stdout, _, code := runProbe(t, "probe", "help"); code != exitOK || !strings.Contains(stdout, "probe DEV[/PORT] [gid-index N] [traffic] [count N]") {
 		t.Errorf("probe help: exit %d\n%s", code, stdout)
-	}
-}
-
-func TestParseProbe(t *testing.T) {
-	req, err := parseProbe(newArgv(strings.Fields("mlx5_0/2 gid 3 tr co 5"), "grdma probe help"))
-	o := req.options
-	if err != nil || o.Device != "mlx5_0" || o.Port != 2 || o.GIDIndex != 3 || !o.Traffic || req.count != 5 {
-		t.Errorf("parseProbe = %+v, %v", req, err)
-	}
-	req, err = parseProbe(newArgv([]string{"rxe0"}, ""))
-	if err != nil || req.options.GIDIndex != verbsprobe.AutoGID || req.options.Port != 0 || req.count != 1 || req.options.Traffic {
-		t.Errorf("parseProbe(rxe0) = %+v, %v", req, err)
 	}
 }
 
@@ -138,51 +124,6 @@ func TestProbeJSONFailure(t *testing.T) {
 	if got.Count != 3 || got.Runs != 1 || got.Passed != 0 || got.Timing.Total.Runs != 1 || got.Timing.Total.Median == nil ||
 		len(got.Timing.Steps) != 1 || got.Timing.Steps[0].Name != "open" {
 		t.Errorf("count %d, runs %d, passed %d, timing %+v", got.Count, got.Runs, got.Passed, got.Timing)
-	}
-}
-
-func TestParseProbePeer(t *testing.T) {
-	for _, tt := range []struct {
-		line string
-		want probeRequest
-	}{
-		{"rxe0 listen", probeRequest{listen: true, listenAddr: ":18515"}},
-		{"rxe0 listen :18600 pingpong iters 10", probeRequest{listen: true, listenAddr: "0.0.0.0:18600",
-			test: verbsprobe.Test{Kind: verbsprobe.TestPingpong, Iters: 10}}},
-		{"rxe0 gid-index 1 peer hosta", probeRequest{peerAddr: "hosta:18515"}},
-		{"rxe0 peer 10.0.0.1:9 bw", probeRequest{peerAddr: "10.0.0.1:9", test: verbsprobe.Test{Kind: verbsprobe.TestBandwidth}}},
-		{"rxe0 peer h bw read size 4096 duration 2s timeout 3s", probeRequest{peerAddr: "h:18515", timeout: 3 * time.Second,
-			test: verbsprobe.Test{Kind: verbsprobe.TestBandwidth, Op: verbsprobe.OpRead, Size: 4096, Duration: 2 * time.Second}}},
-		{"rxe0 peer h lat send iters 10", probeRequest{peerAddr: "h:18515", test: verbsprobe.Test{Kind: verbsprobe.TestLatency, Op: verbsprobe.OpSend, Iters: 10}}},
-		{"rxe0 peer h traffic", probeRequest{peerAddr: "h:18515", test: verbsprobe.Test{Kind: verbsprobe.TestTraffic}}},
-		{"rxe0 peer h pingpong size 64", probeRequest{peerAddr: "h:18515", test: verbsprobe.Test{Kind: verbsprobe.TestPingpong, Size: 64}}},
-	} {
-		req, err := parseProbe(newArgv(strings.Fields(tt.line), "grdma probe help"))
-		got := probeRequest{listen: req.listen, listenAddr: req.listenAddr, peerAddr: req.peerAddr, test: req.test, timeout: req.timeout}
-		if err != nil || got.listen != tt.want.listen || got.listenAddr != tt.want.listenAddr || got.peerAddr != tt.want.peerAddr ||
-			got.test != tt.want.test || got.timeout != tt.want.timeout {
-			t.Errorf("%s: %+v, %v; want %+v", tt.line, got, err, tt.want)
-		}
-	}
-	for line, want := range map[string]string{
-		"rxe0 listen bw":                      "listen serves the test its peer asks for: give bw to probe ... peer HOST",
-		"rxe0 listen peer h":                  "listen or peer, not both",
-		"rxe0 bw":                             "bw needs a peer",
-		"rxe0 traffic count 2 peer h":         "count repeats a probe of this host alone",
-		"rxe0 peer h bw lat":                  "bw and lat: one test at a time",
-		"rxe0 peer h traffic traffic":         "traffic given twice",
-		"rxe0 peer h lat iters 5 duration 1s": "iters or duration, not both",
-		"rxe0 peer h lat duration -1s":        `duration must be a duration from 1ms to 1h0m0s such as 10s or 500ms, not "-1s"`,
-		"rxe0 peer h bw size 0":               `size must be a number from 1 to 268435456, not "0"`,
-		"rxe0 peer h:70000":                   `peer: peer address "h:70000": port "70000" is not 1-65535`,
-		"rxe0 peer h traffic duration 1s":     "traffic takes no duration",
-		"rxe0 peer":                           "missing peer address HOST[:PORT]",
-	} {
-		_, err := parseProbe(newArgv(strings.Fields(line), "grdma probe help"))
-		var usage *usageError
-		if !errors.As(err, &usage) || !strings.Contains(err.Error(), want) {
-			t.Errorf("%s: %v; want a usage error saying %q", line, err, want)
-		}
 	}
 }
 

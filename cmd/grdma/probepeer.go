@@ -12,18 +12,18 @@ import (
 
 // probePeer runs a probe between two hosts: this side listens, or
 // connects to its peer.
-func (a *app) probePeer(ctx context.Context, req probeRequest) error {
+func (a *app) probePeer(ctx context.Context, req verbsprobe.Request) error {
 	var r *verbsprobe.Result
-	if req.listen {
-		ln, err := net.Listen("tcp", req.listenAddr)
+	if req.Listen {
+		ln, err := net.Listen("tcp", req.ListenAddr)
 		if err != nil {
-			return fmt.Errorf("cannot listen on %s: %w (another grdma probe, or ibv_rc_pingpong, on that port?)", req.listenAddr, unwrapOp(err))
+			return fmt.Errorf("cannot listen on %s: %w (another grdma probe, or ibv_rc_pingpong, on that port?)", req.ListenAddr, unwrapOp(err))
 		}
 		defer ln.Close()
-		fmt.Fprintf(os.Stderr, "grdma: probe %s listening on %s for one peer\n", req.target.Dev, ln.Addr())
-		r = verbsprobe.Serve(ctx, req.options, ln, req.test, req.timeout)
+		fmt.Fprintf(os.Stderr, "grdma: probe %s listening on %s for one peer\n", req.Options.Device, ln.Addr())
+		r = verbsprobe.Serve(ctx, req.Options, ln, req.Test, req.Timeout)
 	} else {
-		r = verbsprobe.Connect(ctx, req.options, req.peerAddr, req.test, req.timeout)
+		r = verbsprobe.Connect(ctx, req.Options, req.PeerAddr, req.Test, req.Timeout)
 	}
 	series := &verbsprobe.Series{}
 	series.Add(r)
@@ -32,7 +32,7 @@ func (a *app) probePeer(ctx context.Context, req probeRequest) error {
 	if err := p.Flush(); err != nil {
 		return err
 	}
-	return probeError(r, 1, 1)
+	return verbsprobe.Outcome(r, 1, 1)
 }
 
 // unwrapOp drops the "listen tcp :18515:" prefix net errors repeat.

@@ -8,7 +8,6 @@ import (
 	"github.com/grdma/grdma/exporter"
 	"github.com/grdma/grdma/health"
 	"github.com/grdma/grdma/sysfs"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // needPrometheus is where the build without Prometheus hands the command
@@ -17,11 +16,7 @@ func (a *app) needPrometheus(string) error { return nil }
 
 // writeCheckTextfile writes check's results as Prometheus gauges.
 func writeCheckTextfile(path string, rep health.Report, ranAt time.Time) error {
-	reg := prometheus.NewRegistry()
-	if err := reg.Register(&exporter.CheckResults{Results: rep.Checks, RanAt: ranAt}); err != nil {
-		return err
-	}
-	return exporter.WriteTextfile(path, reg)
+	return (&exporter.CheckResults{Results: rep.Checks, RanAt: ranAt}).WriteTextfile(path)
 }
 
 // writeStatTextfile writes the exporter's metrics once.

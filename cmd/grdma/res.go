@@ -74,18 +74,18 @@ separated by spaces (rdma runs decimal bytes together).`,
 }
 
 func (a *app) res(cmd *cobra.Command, args *argv) error {
-	verb, err := args.keyword("command", "show", "show", "set", "list", "help")
+	verb, err := args.Keyword("command", "show", "show", "set", "list", "help")
 	if err != nil {
 		return err
 	}
 	if verb == "set" {
 		return a.resSet(args)
 	}
-	if args.empty() {
+	if args.Empty() {
 		return a.resSummary("")
 	}
-	word := args.next()
-	if args.empty() && a.isDevice(word) {
+	word := args.Next()
+	if args.Empty() && a.isDevice(word) {
 		// rdma res show DEV: a device name is looked for first (res.c
 		// res_show), so a device named like an object abbreviation wins.
 		return a.resSummary(word)
@@ -95,15 +95,15 @@ func (a *app) res(cmd *cobra.Command, args *argv) error {
 	}
 	t, ok := nldev.ParseResType(word)
 	if !ok {
-		if !args.empty() {
-			return usagef(args.help, "unknown object %q: expected %s", word, strings.Join(resTypeNames(), ", "))
+		if !args.Empty() {
+			return usagef(args.Help, "unknown object %q: expected %s", word, strings.Join(resTypeNames(), ", "))
 		}
 		// rdma res show DEV: a device name where an object would be.
 		return a.resSummary(word)
 	}
-	sel, err := nldev.ParseResSelect(t, args.words)
+	sel, err := nldev.ParseResSelect(t, args.Words)
 	if err != nil {
-		return usagef(args.help, "%s", err)
+		return usagef(args.Help, "%s", err)
 	}
 	sel.Raw = a.opts.raw
 	sel.DriverDetails = a.opts.details >= 2

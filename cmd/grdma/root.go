@@ -6,10 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strings"
 
-	"github.com/grdma/grdma/nldev"
+	"github.com/grdma/grdma/cmdline"
 
 	"github.com/spf13/cobra"
 )
@@ -18,7 +17,7 @@ import (
 func (a *app) main(args []string) int {
 	defer a.close()
 	a.argv = args
-	// Objects are abbreviated as rdma abbreviates them (resolveObject).
+	// Objects are abbreviated as rdma abbreviates them (cmdline.ResolveObject).
 	return a.report(a.execute(args))
 }
 
@@ -27,7 +26,7 @@ func (a *app) execute(args []string) error {
 	base := a.opts
 	root := a.newRoot()
 	a.opts = base // flag definitions reset their variables to defaults
-	root.SetArgs(resolveObject(args))
+	root.SetArgs(cmdline.ResolveObject(args))
 	err := root.Execute()
 	if errors.Is(err, errHelpShown) {
 		return nil
@@ -162,7 +161,7 @@ func (a *app) runBatch(name string) error {
 	failed := 0
 	sc := bufio.NewScanner(r)
 	for lineNo := 1; sc.Scan(); lineNo++ {
-		args, err := splitBatchLine(sc.Text())
+		args, err := cmdline.SplitBatchLine(sc.Text())
 		if err == nil && len(args) == 0 {
 			continue
 		}
@@ -202,87 +201,3 @@ type silentUsageError struct{}
 func (*silentUsageError) Error() string { return "" }
 
 func (*silentError) Error() string { return "" }
-
-// splitBatchLine splits a batch line into words; quotes group words and
-// '#' starts a comment. It works on bytes, so that a word that is not
-// UTF-8 (a file name, say) reaches the command unchanged.
-func splitBatchLine(line string) ([]string, error) {
-	var words []string
-	var cur strings.Builder
-	inWord := false
-	var quote byte
-	for i := 0; i < len(line); i++ {
-		c := line[i]
-		switch {
-		case quote != 0:
-			if c == quote {
-				quote = 0
-			} else {
-				cur.WriteByte(c)
-			}
-		case c == '\'' || c == '"':
-			quote, inWord = c, true
-		case c == '#' && !inWord:
-			return words, nil
-		case c == ' ' || c == '\t':
-			if inWord {
-				words = append(words, cur.String())
-				cur.Reset()
-				inWord = false
-			}
-		default:
-			cur.WriteByte(c)
-			inWord = true
-		}
-	}
-	if quote != 0 {
-		return nil, usagef("", "unterminated quote in %q", line)
-	}
-	if inWord {
-		words = append(words, cur.String())
-	}
-	return words, nil
-}
-
-// objectOrder is rdma's object table (rdma.c), which decides what an
-// abbreviated object means ("s" is system, "st" statistic), then grdma's
-// own objects.
-var objectOrder = []string{"help", "dev", "link", "resource", "system", "statistic", "monitor",
-	"check", "port", "gid", "probe", "completion"}
-
-// resolveObject writes the object word of a command line out in full, as
-// rdma resolves it (nldev.Abbrev over objectOrder), skipping the global
-// options before it and the values they take.
-func resolveObject(args []string) []string {
-	for i := 0; i < len(args); i++ {
-		w := args[i]
-		switch {
-		case w == "--":
-			return args
-		case strings.HasPrefix(w, "--"):
-			if !strings.Contains(w, "=") && slices.Contains([]string{"--batch", "--sysfs-root", "--netns"}, w) {
-				i++
-			}
-			continue
-		case strings.HasPrefix(w, "-") && len(w) > 1:
-			// A cluster of short options; -b and -n take the next word
-			// when they end it.
-			if last := w[len(w)-1]; (last == 'b' || last == 'n') && !strings.ContainsAny(w[1:len(w)-1], "bn") {
-				i++
-			}
-			continue
-		}
-		if (w == cobra.ShellCompRequestCmd || w == cobra.ShellCompNoDescRequestCmd) && i+2 < len(args) {
-			// Completing after the object word: resolve it too (the
-			// last word is the one being completed).
-			return append(args[:i+1:i+1], resolveObject(args[i+1:])...)
-		}
-		if full, ok := nldev.Abbrev(w, objectOrder); ok && full != w {
-			out := slices.Clone(args)
-			out[i] = full
-			return out
-		}
-		return args
-	}
-	return args
-}

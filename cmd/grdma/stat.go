@@ -1,17 +1,16 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/output"
+	"github.com/grdma/grdma/ports"
 	"github.com/grdma/grdma/render"
 	"github.com/grdma/grdma/sysfs"
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 )
 
 // statOptions are the options only stat takes.
@@ -71,20 +70,20 @@ Text and JSON of the commands rdma has match rdma statistic.`,
 }
 
 func (a *app) stat(cmd *cobra.Command, args *argv, so *statOptions) error {
-	verb, err := args.keyword("command", "show", "show", "list", "help", "qp", "mr", "mode", "set", "unset", "export")
+	verb, err := args.Keyword("command", "show", "show", "list", "help", "qp", "mr", "mode", "set", "unset", "export")
 	if err != nil {
 		return err
 	}
 	if f := cmd.Flags(); f.Changed("interval") && so.interval <= 0 {
-		return usagef(args.help, "-i must be a positive interval such as 1s, not %s", so.interval)
+		return usagef(args.Help, "-i must be a positive interval such as 1s, not %s", so.interval)
 	} else if f.Changed("count") && so.count < 1 {
-		return usagef(args.help, "-c must be a number of samples from 1, not %d", so.count)
+		return usagef(args.Help, "-c must be a number of samples from 1, not %d", so.count)
 	}
 	if verb != "show" && verb != "list" && (so.interval != 0 || so.count != 0 || so.pma) {
-		return usagef(args.help, "-i, -c and --pma go with stat show")
+		return usagef(args.Help, "-i, -c and --pma go with stat show")
 	}
 	if verb != "export" && so.textfile != "" {
-		return usagef(args.help, "--textfile goes with stat export")
+		return usagef(args.Help, "--textfile goes with stat export")
 	}
 	switch verb {
 	case "mode":
@@ -107,11 +106,11 @@ func (a *app) stat(cmd *cobra.Command, args *argv, so *statOptions) error {
 
 // statPorts resolves "link DEV[/PORT]" to ports.
 func (a *app) statPorts(args *argv) (*nldev.Client, []portRef, error) {
-	want, err := args.linkArg()
+	want, err := args.Link()
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := args.done(); err != nil {
+	if err := args.Done(); err != nil {
 		return nil, nil, err
 	}
 	c, devs, err := a.devices()
@@ -122,38 +121,24 @@ func (a *app) statPorts(args *argv) (*nldev.Client, []portRef, error) {
 	return c, refs, err
 }
 
-// readCounters reads the counters of each port. A port without counters
-// (siw, for one) is skipped with a note when the user asked for every port,
-// unlike rdma, which stops the whole listing at it; asked for by name, it
-// is an error.
+// readCounters reads the counters of each port (nldev.PortCountersOf): a
+// port without counters (siw, for one) is skipped with a note when the
+// user asked for every port.
 func (a *app) readCounters(c *nldev.Client, refs []portRef) ([]nldev.PortCounters, error) {
-	out := make([]nldev.PortCounters, 0, len(refs))
-	for _, r := range refs {
-		pc, err := c.PortCounters(r.dev.Index, r.port)
-		if err != nil {
-			if !r.named && vanished(c, r.dev, err) {
-				continue
-			}
-			if !r.named && (errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOPNOTSUPP)) {
-				fmt.Fprintf(a.stderr, "grdma: %s/%d has no hardware counters, skipped\n", r.dev.Name, r.port)
-				continue
-			}
-			return out, err
-		}
-		out = append(out, pc)
-	}
-	return out, nil
+	return c.PortCountersOf(refs, func(r portRef) {
+		fmt.Fprintf(a.stderr, "grdma: %s/%d has no hardware counters, skipped\n", r.Device.Name, r.Port)
+	})
 }
 
 func (a *app) statShow(args *argv, so *statOptions) error {
-	if !args.empty() {
+	if !args.Empty() {
 		// rdma: stat show link ... | stat show mr ... | stat show help.
-		w, err := args.sub(args.words[:1]).keyword("parameter", "", "link", "mr", "help")
+		w, err := args.Sub(args.Words[:1]).Keyword("parameter", "", "link", "mr", "help")
 		if err != nil {
 			return err
 		}
 		if w == "mr" {
-			args.next()
+			args.Next()
 			return a.statMR(args)
 		}
 	}
@@ -171,7 +156,7 @@ func (a *app) statShow(args *argv, so *statOptions) error {
 			return a.statRates(func() ([]nldev.PortCounters, error) { return a.readPMA(sys, refs, noted) }, so)
 		}
 		if so.count != 0 {
-			return usagef(args.help, "-c needs -i")
+			return usagef(args.Help, "-c needs -i")
 		}
 		return a.statShowPMA(sys, refs)
 	}
@@ -179,7 +164,7 @@ func (a *app) statShow(args *argv, so *statOptions) error {
 		return a.statRates(func() ([]nldev.PortCounters, error) { return a.readCounters(c, refs) }, so)
 	}
 	if so.count != 0 {
-		return usagef(args.help, "-c needs -i")
+		return usagef(args.Help, "-c needs -i")
 	}
 	counters, err := a.readCounters(c, refs)
 	return a.printCounters(counters, err)
@@ -234,14 +219,14 @@ func (a *app) statRates(sample func() ([]nldev.PortCounters, error), so *statOpt
 
 func (a *app) statMode(args *argv) error {
 	supported := false
-	if !args.empty() {
+	if !args.Empty() {
 		// rdma's table: link, show, supported, help.
-		w, err := args.sub(args.words[:1]).keyword("parameter", "", "link", "show", "supported", "help")
+		w, err := args.Sub(args.Words[:1]).Keyword("parameter", "", "link", "show", "supported", "help")
 		if err != nil {
 			return err
 		}
 		if w != "link" {
-			args.next()
+			args.Next()
 		}
 		supported = w == "supported"
 	}
@@ -250,7 +235,7 @@ func (a *app) statMode(args *argv) error {
 		return err
 	}
 	return a.listPorts(refs, func(p *output.Printer, r portRef) error {
-		st, err := c.CounterStatus(r.dev.Index, r.port)
+		st, err := c.CounterStatus(r.Device.Index, r.Port)
 		if err == nil {
 			render.OptionalCounters(p, &st, supported)
 		}
@@ -260,12 +245,12 @@ func (a *app) statMode(args *argv) error {
 
 // strictPort parses "link DEV/PORT" where a port is required.
 func (a *app) strictPort(args *argv, what string) (*nldev.Client, portRef, error) {
-	want, err := args.linkArg()
+	want, err := args.Link()
 	if err != nil {
 		return nil, portRef{}, err
 	}
 	if want.Port == 0 {
-		return nil, portRef{}, usagef(args.help, "%s needs link DEV/PORT", what)
+		return nil, portRef{}, usagef(args.Help, "%s needs link DEV/PORT", what)
 	}
 	c, devs, err := a.devices()
 	if err != nil {
@@ -285,73 +270,48 @@ func (a *app) statSetOptional(args *argv, set bool) error {
 	if set {
 		verb = "set"
 	}
-	if args.empty() {
-		return usagef(args.help, "stat %s needs link DEV/PORT optional-counters", verb)
+	if args.Empty() {
+		return usagef(args.Help, "stat %s needs link DEV/PORT optional-counters", verb)
 	}
-	if err := args.linkOrHelp(); err != nil {
+	if err := args.LinkOrHelp(); err != nil {
 		return err
 	}
 	// Validate the whole line before talking to the kernel.
-	words := args.words
+	words := args.Words
 	if len(words) < 3 {
-		return usagef(args.help, "stat %s needs link DEV/PORT optional-counters", verb)
+		return usagef(args.Help, "stat %s needs link DEV/PORT optional-counters", verb)
 	}
-	tail := args.sub(words[2:])
-	if _, err := tail.keyword("parameter", "", "optional-counters"); err != nil {
+	tail := args.Sub(words[2:])
+	if _, err := tail.Keyword("parameter", "", "optional-counters"); err != nil {
 		return err
 	}
 	var names []string
 	if set {
-		list, err := tail.value("optional counter names, comma separated")
+		list, err := tail.Value("optional counter names, comma separated")
 		if err != nil {
 			return err
 		}
 		names = strings.Split(list, ",")
 	}
-	if err := tail.done(); err != nil {
+	if err := tail.Done(); err != nil {
 		return err
 	}
-	args.words = words[:2]
+	args.Words = words[:2]
 	c, r, err := a.strictPort(args, "stat "+verb)
 	if err != nil {
 		return err
 	}
-	var indexes []uint32
-	if set {
-		st, err := c.CounterStatus(r.dev.Index, r.port)
-		if err != nil {
-			return err
-		}
-		var optional []string
-		byName := map[string]uint32{}
-		for _, ctr := range st.Counters {
-			if ctr.Optional {
-				byName[ctr.Name] = ctr.Index
-				optional = append(optional, ctr.Name)
-			}
-		}
-		for _, n := range names {
-			i, ok := byName[n]
-			if !ok {
-				if len(optional) == 0 {
-					return fmt.Errorf("%s/%d has no optional counters", r.dev.Name, r.port)
-				}
-				return fmt.Errorf("%s is not an optional counter of %s/%d (optional counters: %s)", n, r.dev.Name, r.port, strings.Join(optional, ", "))
-			}
-			indexes = append(indexes, i)
-		}
-	}
-	return c.SetOptionalCounters(r.dev.Index, r.port, indexes)
+	return c.SetOptionalCountersByName(r.Device, r.Port, names)
 }
 
 // statExport writes the exporter's metrics (package exporter) to a
 // temporary file renamed over the target.
 func (a *app) statExport(args *argv, path string) error {
-	if err := args.done(); err != nil {
+	if err := args.Done(); err != nil {
 		return err
 	}
 	if path == "" {
-		return usagef(args.help, "stat export needs --textfile PATH")
+		return usagef(args.Help, "stat export needs --textfile PATH")
 	}
 	if err := a.needPrometheus("grdma stat export"); err != nil {
 		return err
@@ -363,29 +323,15 @@ func (a *app) statExport(args *argv, path string) error {
 	return a.writeStatTextfile(sys, path)
 }
 
-// readPMA reads the sysfs PMA counters of each port as counter sets; a
-// port without any is skipped with a note (once: noted remembers).
+// readPMA reads the sysfs PMA counters of each port (ports.PMACounters);
+// a port without any is skipped with a note (once: noted remembers).
 func (a *app) readPMA(sys sysfs.FS, refs []portRef, noted map[string]bool) ([]nldev.PortCounters, error) {
-	out := make([]nldev.PortCounters, 0, len(refs))
-	for _, r := range refs {
-		pma, err := sys.PMACounters(r.dev.Name, r.port)
-		if err != nil {
-			return out, err
+	return ports.PMACounters(sys, refs, func(r portRef) {
+		if name := fmt.Sprintf("%s/%d", r.Device.Name, r.Port); !noted[name] {
+			fmt.Fprintf(a.stderr, "grdma: %s has no PMA counters in sysfs\n", name)
+			noted[name] = true
 		}
-		if len(pma) == 0 {
-			if name := fmt.Sprintf("%s/%d", r.dev.Name, r.port); !noted[name] {
-				fmt.Fprintf(a.stderr, "grdma: %s has no PMA counters in sysfs\n", name)
-				noted[name] = true
-			}
-			continue
-		}
-		pc := nldev.PortCounters{DevIndex: r.dev.Index, DevName: r.dev.Name, Port: r.port}
-		for _, c := range pma {
-			pc.Counters = append(pc.Counters, nldev.Counter{Name: c.Name, Value: c.Value})
-		}
-		out = append(out, pc)
-	}
-	return out, nil
+	})
 }
 
 // statShowPMA prints the sysfs PMA counters in the layout of stat show.

@@ -12,10 +12,10 @@ import (
 
 func (a *app) statQP(args *argv) error {
 	// A filter right after qp means show (rdma insists on the word).
-	if !args.empty() && slices.Contains([]string{"link", "cntn", "lqpn", "pid", "qp-type"}, args.words[0]) {
+	if !args.Empty() && slices.Contains([]string{"link", "cntn", "lqpn", "pid", "qp-type"}, args.Words[0]) {
 		return a.statQPShow(args)
 	}
-	verb, err := args.keyword("qp command", "show", "show", "list", "mode", "set", "bind", "unbind", "help")
+	verb, err := args.Keyword("qp command", "show", "show", "list", "mode", "set", "bind", "unbind", "help")
 	if err != nil {
 		return err
 	}
@@ -38,7 +38,7 @@ func (a *app) statQPMode(args *argv) error {
 		return err
 	}
 	return a.listPorts(refs, func(p *output.Printer, r portRef) error {
-		m, err := c.QPCounterMode(r.dev.Index, r.port)
+		m, err := c.QPCounterMode(r.Device.Index, r.Port)
 		if err != nil {
 			return err
 		}
@@ -49,18 +49,18 @@ func (a *app) statQPMode(args *argv) error {
 
 // statQPSet: set link D/P auto {type|pid|type,pid} on [optional-counters on|off] | auto off
 func (a *app) statQPSet(args *argv) error {
-	if err := args.linkOrHelp(); err != nil {
+	if err := args.LinkOrHelp(); err != nil {
 		return err
 	}
-	if len(args.words) < 2 {
-		return usagef(args.help, "stat qp set needs link DEV/PORT auto ...")
+	if len(args.Words) < 2 {
+		return usagef(args.Help, "stat qp set needs link DEV/PORT auto ...")
 	}
-	tail := args.sub(args.words[2:])
-	args.words = args.words[:2]
-	if _, err := tail.keyword("parameter", "", "auto"); err != nil {
+	tail := args.Sub(args.Words[2:])
+	args.Words = args.Words[:2]
+	if _, err := tail.Keyword("parameter", "", "auto"); err != nil {
 		return err
 	}
-	crit, err := tail.value("auto criteria (type, pid, type,pid) or off")
+	crit, err := tail.Value("auto criteria (type, pid, type,pid) or off")
 	if err != nil {
 		return err
 	}
@@ -74,31 +74,31 @@ func (a *app) statQPSet(args *argv) error {
 			case "pid":
 				mask |= nldev.CounterMaskPID
 			default:
-				return usagef(args.help, "unknown auto criterion %q: expected type, pid", c)
+				return usagef(args.Help, "unknown auto criterion %q: expected type, pid", c)
 			}
 		}
-		if on, err := tail.onOff("auto " + crit); err != nil {
+		if on, err := tail.OnOff("auto " + crit); err != nil {
 			return err
 		} else if !on {
 			mask = 0
 		}
-		if !tail.empty() {
-			if _, err := tail.keyword("parameter", "", "optional-counters"); err != nil {
+		if !tail.Empty() {
+			if _, err := tail.Keyword("parameter", "", "optional-counters"); err != nil {
 				return err
 			}
-			if optional, err = tail.onOff("optional-counters"); err != nil {
+			if optional, err = tail.OnOff("optional-counters"); err != nil {
 				return err
 			}
 		}
 	}
-	if err := tail.done(); err != nil {
+	if err := tail.Done(); err != nil {
 		return err
 	}
 	c, r, err := a.strictPort(args, "stat qp set")
 	if err != nil {
 		return err
 	}
-	return c.SetQPCounterAuto(r.dev.Index, r.port, mask, optional)
+	return c.SetQPCounterAuto(r.Device.Index, r.Port, mask, optional)
 }
 
 // statQPBind: bind link D/P lqpn Q [cntn C]; unbind link D/P cntn C lqpn Q
@@ -107,27 +107,27 @@ func (a *app) statQPBind(args *argv, bind bool) error {
 	if bind {
 		verb = "bind"
 	}
-	if err := args.linkOrHelp(); err != nil {
+	if err := args.LinkOrHelp(); err != nil {
 		return err
 	}
-	if len(args.words) < 2 {
-		return usagef(args.help, "stat qp %s needs link DEV/PORT", verb)
+	if len(args.Words) < 2 {
+		return usagef(args.Help, "stat qp %s needs link DEV/PORT", verb)
 	}
-	tail := args.sub(args.words[2:])
-	args.words = args.words[:2]
+	tail := args.Sub(args.Words[2:])
+	args.Words = args.Words[:2]
 	var lqpn, cntn uint32
-	for !tail.empty() {
-		kw, err := tail.keyword("parameter", "", "lqpn", "cntn")
+	for !tail.Empty() {
+		kw, err := tail.Keyword("parameter", "", "lqpn", "cntn")
 		if err != nil {
 			return err
 		}
-		v, err := tail.value(kw + " value")
+		v, err := tail.Value(kw + " value")
 		if err != nil {
 			return err
 		}
 		n, err := strconv.ParseUint(v, 10, 32)
 		if err != nil {
-			return usagef(args.help, "%s must be a number, not %q", kw, v)
+			return usagef(args.Help, "%s must be a number, not %q", kw, v)
 		}
 		if kw == "lqpn" {
 			lqpn = uint32(n)
@@ -136,10 +136,10 @@ func (a *app) statQPBind(args *argv, bind bool) error {
 		}
 	}
 	if bind && lqpn == 0 {
-		return usagef(args.help, "stat qp bind needs lqpn QPN")
+		return usagef(args.Help, "stat qp bind needs lqpn QPN")
 	}
 	if !bind && cntn == 0 {
-		return usagef(args.help, "stat qp unbind needs cntn COUNTER (and lqpn QPN for one QP only)")
+		return usagef(args.Help, "stat qp unbind needs cntn COUNTER (and lqpn QPN for one QP only)")
 	}
 	c, r, err := a.strictPort(args, "stat qp "+verb)
 	if err != nil {
@@ -147,13 +147,13 @@ func (a *app) statQPBind(args *argv, bind bool) error {
 	}
 	if !bind && lqpn == 0 {
 		// Every QP of the counter, as rdma does.
-		_, err := c.UnbindQPCounterAll(r.dev.Index, r.port, cntn)
+		_, err := c.UnbindQPCounterAll(r.Device.Index, r.Port, cntn)
 		return err
 	}
 	if !bind {
-		return c.UnbindQPCounter(r.dev.Index, r.port, lqpn, cntn)
+		return c.UnbindQPCounter(r.Device.Index, r.Port, lqpn, cntn)
 	}
-	_, err = c.BindQPCounter(r.dev.Index, r.port, lqpn, cntn)
+	_, err = c.BindQPCounter(r.Device.Index, r.Port, lqpn, cntn)
 	return err
 }
 
@@ -161,18 +161,18 @@ func (a *app) statQPBind(args *argv, bind bool) error {
 func (a *app) statQPShow(args *argv) error {
 	var want devPort
 	var f nldev.QPCounterFilter
-	for !args.empty() {
-		kw, err := args.keyword("parameter", "", "link", "help", "cntn", "lqpn", "pid", "qp-type", "optional-counters")
+	for !args.Empty() {
+		kw, err := args.Keyword("parameter", "", "link", "help", "cntn", "lqpn", "pid", "qp-type", "optional-counters")
 		if err != nil {
 			return err
 		}
-		v, err := args.value(kw + " value")
+		v, err := args.Value(kw + " value")
 		if err != nil {
 			return err
 		}
 		switch kw {
 		case "link":
-			want, err = args.parseDevPort(v)
+			want, err = args.DevPort(v)
 		case "qp-type":
 			f.QPTypes = strings.Split(v, ",")
 		case "optional-counters":
@@ -180,7 +180,7 @@ func (a *app) statQPShow(args *argv) error {
 		default:
 			var r nldev.NumList
 			if r, err = nldev.ParseNumList(v); err != nil {
-				err = usagef(args.help, "%s: %v", kw, err)
+				err = usagef(args.Help, "%s: %v", kw, err)
 			}
 			*map[string]*nldev.NumList{"cntn": &f.CounterIDs, "lqpn": &f.LQPNs, "pid": &f.PIDs}[kw] = r
 		}
@@ -199,7 +199,7 @@ func (a *app) statQPShow(args *argv) error {
 	opts := render.ResOptions{Comm: a.procComm()}
 	return a.listPorts(refs, func(p *output.Printer, r portRef) error {
 		rs := render.NewResources(p, opts)
-		return c.QPCounters(r.dev.Index, r.port, func(q *nldev.QPCounter) error {
+		return c.QPCounters(r.Device.Index, r.Port, func(q *nldev.QPCounter) error {
 			if f.Match(q) {
 				rs.QPCounter(q)
 			}

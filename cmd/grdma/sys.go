@@ -25,7 +25,7 @@ mode. Text output matches rdma system; unlike rdma, -j prints JSON.`,
 }
 
 func (a *app) sys(cmd *cobra.Command, args *argv) error {
-	verb, err := args.keyword("command", "show", "show", "set", "help")
+	verb, err := args.Keyword("command", "show", "show", "set", "help")
 	if err != nil {
 		return err
 	}
@@ -36,12 +36,12 @@ func (a *app) sys(cmd *cobra.Command, args *argv) error {
 		return cmd.Help()
 	}
 	// rdma accepts (and ignores) the name of one setting after show.
-	if !args.empty() {
-		if _, err := args.keyword("setting", "", "netns", "privileged-qkey", "monitor", "copy-on-fork"); err != nil {
+	if !args.Empty() {
+		if _, err := args.Keyword("setting", "", "netns", "privileged-qkey", "monitor", "copy-on-fork"); err != nil {
 			return err
 		}
 	}
-	if err := args.done(); err != nil {
+	if err := args.Done(); err != nil {
 		return err
 	}
 	c, err := a.nl()
@@ -58,14 +58,14 @@ func (a *app) sys(cmd *cobra.Command, args *argv) error {
 }
 
 func (a *app) sysSet(args *argv) error {
-	setting, err := args.keyword("setting", "", "help", "netns", "privileged-qkey")
+	setting, err := args.Keyword("setting", "", "help", "netns", "privileged-qkey")
 	if err != nil {
 		return err
 	}
 	var set func(c *nldev.Client) error
 	switch setting {
 	case "netns":
-		mode, err := args.keyword("netns mode", "", "shared", "exclusive")
+		mode, err := args.Keyword("netns mode", "", "shared", "exclusive")
 		if err != nil {
 			return err
 		}
@@ -75,7 +75,7 @@ func (a *app) sysSet(args *argv) error {
 		}
 		set = func(c *nldev.Client) error { return c.SetNetNSMode(m) }
 	case "privileged-qkey":
-		on, err := args.onOff("privileged-qkey")
+		on, err := args.OnOff("privileged-qkey")
 		if err != nil {
 			return err
 		}

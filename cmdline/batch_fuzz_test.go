@@ -1,11 +1,11 @@
-package main
+package cmdline
 
 import (
 	"strings"
 	"testing"
 )
 
-// FuzzSplitBatchLine: splitBatchLine never panics, a line it accepts
+// FuzzSplitBatchLine: SplitBatchLine never panics, a line it accepts
 // splits into words that, quoted again, split back to the same words, and
 // a line without quotes or comments splits like strings.Fields on blanks.
 func FuzzSplitBatchLine(f *testing.F) {
@@ -16,7 +16,7 @@ func FuzzSplitBatchLine(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, line string) {
-		words, err := splitBatchLine(line)
+		words, err := SplitBatchLine(line)
 		if err != nil {
 			return
 		}
@@ -31,7 +31,7 @@ func FuzzSplitBatchLine(f *testing.F) {
 			}
 			quoted[i] = q + w + q
 		}
-		back, err := splitBatchLine(strings.Join(quoted, " "))
+		back, err := SplitBatchLine(strings.Join(quoted, " "))
 		if err != nil || strings.Join(back, "\x00") != strings.Join(words, "\x00") || len(back) != len(words) {
 			t.Errorf("%q splits into %q; quoted again, %q splits into %q, %v", line, words, strings.Join(quoted, " "), back, err)
 		}
