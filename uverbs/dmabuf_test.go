@@ -20,6 +20,27 @@ func fakeIoctl(t *testing.T, fn func(msg []byte) error) {
 	}
 }
 
+// ioctlMessage is the struct ib_uverbs_ioctl_hdr of a message with n
+// attributes, for appendIoctlAttr to add them to.
+func ioctlMessage(object, method, n uint16, driverID uint32) []byte {
+	b := binary.NativeEndian.AppendUint16(nil, 24+n*16) // length
+	b = binary.NativeEndian.AppendUint16(b, object)
+	b = binary.NativeEndian.AppendUint16(b, method)
+	b = binary.NativeEndian.AppendUint16(b, n)
+	b = append(b, make([]byte, 8)...) // reserved1, reserved2
+	b = binary.NativeEndian.AppendUint32(b, driverID)
+	return append(b, make([]byte, 4)...)
+}
+
+// appendIoctlAttr appends a struct ib_uverbs_attr.
+func appendIoctlAttr(b []byte, id, length, flags uint16, data uint64) []byte {
+	b = binary.NativeEndian.AppendUint16(b, id)
+	b = binary.NativeEndian.AppendUint16(b, length)
+	b = binary.NativeEndian.AppendUint16(b, flags)
+	b = binary.NativeEndian.AppendUint16(b, 0)
+	return binary.NativeEndian.AppendUint64(b, data)
+}
+
 func TestRegDMABufMRBytes(t *testing.T) {
 	c, _ := newFakeContext(t)
 	var sent []byte
@@ -43,22 +64,10 @@ func TestRegDMABufMRBytes(t *testing.T) {
 	if mr.Handle != 77 || mr.LKey != 0x1234 || mr.RKey != 0x5678 {
 		t.Fatalf("mr %+v", mr)
 	}
-	// struct ib_uverbs_ioctl_hdr: length, object MR (7), method
-	// REG_DMABUF_MR (4), 9 attributes, reserved, driver_id (14, RXE).
-	want := binary.NativeEndian.AppendUint16(nil, 24+9*16)
-	want = binary.NativeEndian.AppendUint16(want, 7)
-	want = binary.NativeEndian.AppendUint16(want, 4)
-	want = binary.NativeEndian.AppendUint16(want, 9)
-	want = append(want, make([]byte, 8)...)
-	want = binary.NativeEndian.AppendUint32(want, 14)
-	want = append(want, make([]byte, 4)...)
-	attr := func(id, length, flags uint16, data uint64) {
-		want = binary.NativeEndian.AppendUint16(want, id)
-		want = binary.NativeEndian.AppendUint16(want, length)
-		want = binary.NativeEndian.AppendUint16(want, flags)
-		want = binary.NativeEndian.AppendUint16(want, 0)
-		want = binary.NativeEndian.AppendUint64(want, data)
-	}
+	// Object MR (7), method REG_DMABUF_MR (4), 9 attributes, driver_id
+	// (14, RXE).
+	want := ioctlMessage(7, 4, 9, 14)
+	attr := func(id, length, flags uint16, data uint64) { want = appendIoctlAttr(want, id, length, flags, data) }
 	attr(0, 0, 1, 0)      // HANDLE (new)
 	attr(1, 0, 1, 3)      // PD_HANDLE
 	attr(2, 8, 1, 0x1000) // OFFSET, inline

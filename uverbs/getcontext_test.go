@@ -25,21 +25,12 @@ func TestGetContextIoctl(t *testing.T) {
 	if c.NumCompVectors != 3 || c.asyncFD != -1 || len(k.got) != 0 {
 		t.Errorf("comp vectors %d, async fd %d, %d write commands; want 3, none, none", c.NumCompVectors, c.asyncFD, len(k.got))
 	}
-	// struct ib_uverbs_ioctl_hdr: length, object DEVICE (0), method
-	// GET_CONTEXT (3), 2 attributes, reserved, driver_id (14, RXE).
-	want := binary.NativeEndian.AppendUint16(nil, 24+2*16)
-	want = binary.NativeEndian.AppendUint16(want, 0)
-	want = binary.NativeEndian.AppendUint16(want, 3)
-	want = binary.NativeEndian.AppendUint16(want, 2)
-	want = append(want, make([]byte, 8)...)
-	want = binary.NativeEndian.AppendUint32(want, 14)
-	want = append(want, make([]byte, 4)...)
-	for i, length := range []uint16{4, 8} { // NUM_COMP_VECTORS u32, CORE_SUPPORT u64: optional outputs
-		want = binary.NativeEndian.AppendUint16(want, uint16(i))
-		want = binary.NativeEndian.AppendUint16(want, length)
-		want = binary.NativeEndian.AppendUint32(want, 0)
-		want = binary.NativeEndian.AppendUint64(want, c.ioctlOut(i))
-	}
+	// Object DEVICE (0), method GET_CONTEXT (3), 2 attributes, driver_id
+	// (14, RXE); NUM_COMP_VECTORS (u32) and CORE_SUPPORT (u64) are optional
+	// outputs.
+	want := ioctlMessage(0, 3, 2, 14)
+	want = appendIoctlAttr(want, 0, 4, 0, c.ioctlOut(0))
+	want = appendIoctlAttr(want, 1, 8, 0, c.ioctlOut(1))
 	if !bytes.Equal(sent, want) {
 		t.Fatalf("message\n got % x\nwant % x", sent, want)
 	}
