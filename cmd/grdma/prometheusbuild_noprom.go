@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -71,7 +73,37 @@ func (a *app) exporterCommand() *cobra.Command {
 		RunE: func(*cobra.Command, []string) error {
 			return a.needPrometheus("grdma exporter")
 		},
+		ValidArgsFunction: completeInPrometheusBuild,
 	}
+}
+
+// completeInPrometheusBuild asks grdma-prometheus, which knows the
+// exporter's flags, to complete: cobra passes a command that does not parse
+// its flags everything to complete here.
+func completeInPrometheusBuild(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+	self, _ := os.Executable()
+	path, err := findPrometheusBinary(self, exec.LookPath)
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	words := append(append([]string{cobra.ShellCompRequestCmd, cmd.Name()}, args...), toComplete)
+	out, err := exec.Command(path, words...).Output()
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	var comps []cobra.Completion
+	directive := cobra.ShellCompDirectiveNoFileComp
+	for line := range strings.Lines(string(out)) {
+		line = strings.TrimSuffix(line, "\n")
+		if d, ok := strings.CutPrefix(line, ":"); ok { // the last line: the directive
+			if n, err := strconv.Atoi(d); err == nil {
+				directive = cobra.ShellCompDirective(n)
+			}
+			break
+		}
+		comps = append(comps, line)
+	}
+	return comps, directive
 }
 
 var errNeedsPrometheus = errors.New("needs the build with the Prometheus packages")

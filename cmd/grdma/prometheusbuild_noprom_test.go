@@ -98,3 +98,18 @@ func TestNoPrometheusRefusals(t *testing.T) {
 		t.Errorf("exec loop: exit %d, stderr %q", code, stderr)
 	}
 }
+
+// TestNoPrometheusCompletesExporterFlags: the exporter's flags are
+// completed by grdma-prometheus, which knows them.
+func TestNoPrometheusCompletesExporterFlags(t *testing.T) {
+	dir := t.TempDir()
+	script := "#!/bin/sh\n[ \"$*\" = '__complete exporter --collector.check --web' ] || exit 1\nprintf -- '--web.listen-address\\tlisten on ADDR\\n:4\\n'\n"
+	if err := os.WriteFile(filepath.Join(dir, prometheusBinary), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir+":/usr/bin:/bin")
+	out, _, code := runGrdma(t, standardKernel("6.12"), "__complete", "exporter", "--collector.check", "--web")
+	if code != 0 || !strings.HasPrefix(out, "--web.listen-address\tlisten on ADDR\n:4\n") {
+		t.Errorf("exit %d, completions %q", code, out)
+	}
+}
