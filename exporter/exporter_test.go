@@ -363,6 +363,43 @@ func TestServe(t *testing.T) {
 	}
 }
 
+// TestServeShutdownWithSilentConnection: a connection that never sent a
+// request (a client that dialled ahead, a port scan) has no scrape in
+// flight; it used to hold the shutdown until its grace period ran out, and
+// Serve then failed with "context deadline exceeded" (grdma exporter exited
+// 1 on SIGTERM).
+func TestServeShutdownWithSilentConnection(t *testing.T) {
+	reg, err := NewRegistry(recorded(t, Options{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := Handler(reg, "/metrics", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	addrs := make(chan []net.Addr, 1)
+	served := make(chan error, 1)
+	go func() {
+		served <- Serve(ctx, h, ServerOptions{ListenAddresses: []string{"127.0.0.1:0"}, Listening: func(a []net.Addr) { addrs <- a }})
+	}()
+	conn, err := net.Dial("tcp", (<-addrs)[0].String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	time.Sleep(50 * time.Millisecond) // let the server accept it
+	cancel()
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Errorf("Serve after its context ended: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Serve did not return after its context ended")
+	}
+}
+
 // TestCheckServerOptions: a bad telemetry path or web configuration file
 // is refused before listening, naming the problem.
 func TestCheckServerOptions(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -149,6 +150,8 @@ func Serve(ctx context.Context, h http.Handler, o ServerOptions) error {
 		o.Listening(addrs)
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	var waiting connsWithoutRequest
+	srv.ConnState = waiting.track
 	systemd := false
 	flags := &web.FlagConfig{WebListenAddresses: &o.ListenAddresses, WebSystemdSocket: &systemd, WebConfigFile: &o.ConfigFile}
 	done := make(chan error, 1)
@@ -158,11 +161,52 @@ func Serve(ctx context.Context, h http.Handler, o ServerOptions) error {
 		return err
 	case <-ctx.Done():
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
-	err := srv.Shutdown(sctx)
+	shut := make(chan error, 1)
+	go func() { shut <- srv.Shutdown(sctx) }()
+	// Shutdown counts a connection that has not sent a request yet (a client
+	// that dialled ahead, a port scan) as busy for 5 s: it has no scrape in
+	// flight, so it is closed now.
+	waiting.closeAll()
+	err := <-shut
+	if errors.Is(err, context.DeadlineExceeded) {
+		logger.Warn("scrapes still in flight after the shutdown grace period: closed", "grace", shutdownGrace)
+		err = srv.Close()
+	}
 	if serr := <-done; err == nil && !errors.Is(serr, http.ErrServerClosed) {
 		err = serr
 	}
 	return err
+}
+
+// shutdownGrace is how long a shutdown waits for the scrapes in flight.
+const shutdownGrace = 5 * time.Second
+
+// connsWithoutRequest follows the connections that have not begun a
+// request (http.StateNew), for Serve to close at shutdown.
+type connsWithoutRequest struct {
+	mu    sync.Mutex
+	conns map[net.Conn]struct{}
+}
+
+func (w *connsWithoutRequest) track(c net.Conn, s http.ConnState) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if s == http.StateNew {
+		if w.conns == nil {
+			w.conns = map[net.Conn]struct{}{}
+		}
+		w.conns[c] = struct{}{}
+		return
+	}
+	delete(w.conns, c)
+}
+
+func (w *connsWithoutRequest) closeAll() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for c := range w.conns {
+		c.Close()
+	}
 }
