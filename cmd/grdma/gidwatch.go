@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/grdma/grdma/gid"
+	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/render"
 )
 
@@ -22,6 +23,12 @@ func (a *app) gidWatch(args *argv, count int) error {
 	fsys, err := a.sysfs("gid watch")
 	if err != nil {
 		return err
+	}
+	// A watch waits for devices to come; on a kernel without RDMA none can.
+	if a.opts.sysfsRoot == "" {
+		if _, err := a.nl(); errors.Is(err, nldev.ErrNoRDMANetlink) {
+			return err
+		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
