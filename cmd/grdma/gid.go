@@ -34,7 +34,8 @@ gid watch prints a line whenever that choice changes on a port (a netdev
 gained or lost an address, the kernel rewrote the table): "DEV/PORT INDEX
 GID (was INDEX GID)", "none" when no GID matches; with -j one JSON object
 per line (ifname, port, index, gid, old_index, old_gid, time). It wakes on
-the kernel's address and link notifications and looks again every 5s.`,
+the kernel's address and link notifications and looks again every 5s; on a
+kernel without RDMA it says so and exits 1.`,
 		Example: `  grdma gid
   grdma gid show mlx5_0/1 type v2 ipv4
   grdma -j gid show rxe0
