@@ -292,28 +292,8 @@ func TestServe(t *testing.T) {
 	}
 	cfg := filepath.Join(t.TempDir(), "web.yml")
 	os.WriteFile(cfg, []byte(fmt.Sprintf("basic_auth_users:\n  prom: %s\n", hash)), 0o600)
-	reg, err := NewRegistry(recorded(t, Options{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := Handler(reg, "/metrics", "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	addrs := make(chan []net.Addr, 1)
-	served := make(chan error, 1)
-	go func() {
-		served <- Serve(ctx, h, ServerOptions{ListenAddresses: []string{"127.0.0.1:0"}, ConfigFile: cfg,
-			Listening: func(a []net.Addr) { addrs <- a }})
-	}()
-	var base string
-	select {
-	case a := <-addrs:
-		base = "http://" + a[0].String()
-	case err := <-served:
-		t.Fatal(err)
-	}
+	addr, cancel, served := startServer(t, cfg)
+	base := "http://" + addr
 	get := func(path string, auth bool) (int, string) {
 		req, _ := http.NewRequest("GET", base+path, nil)
 		if auth {
@@ -363,12 +343,11 @@ func TestServe(t *testing.T) {
 	}
 }
 
-// TestServeShutdownWithSilentConnection: a connection that never sent a
-// request (a client that dialled ahead, a port scan) has no scrape in
-// flight; it used to hold the shutdown until its grace period ran out, and
-// Serve then failed with "context deadline exceeded" (grdma exporter exited
-// 1 on SIGTERM).
-func TestServeShutdownWithSilentConnection(t *testing.T) {
+// startServer serves the recorded metrics on a free loopback port with web
+// configuration file cfg ("" for none): its address, what ends it, and
+// what Serve returned.
+func startServer(t *testing.T, cfg string) (addr string, stop func(), served <-chan error) {
+	t.Helper()
 	reg, err := NewRegistry(recorded(t, Options{}))
 	if err != nil {
 		t.Fatal(err)
@@ -378,12 +357,30 @@ func TestServeShutdownWithSilentConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
 	addrs := make(chan []net.Addr, 1)
-	served := make(chan error, 1)
+	done := make(chan error, 1)
 	go func() {
-		served <- Serve(ctx, h, ServerOptions{ListenAddresses: []string{"127.0.0.1:0"}, Listening: func(a []net.Addr) { addrs <- a }})
+		done <- Serve(ctx, h, ServerOptions{ListenAddresses: []string{"127.0.0.1:0"}, ConfigFile: cfg,
+			Listening: func(a []net.Addr) { addrs <- a }})
 	}()
-	conn, err := net.Dial("tcp", (<-addrs)[0].String())
+	select {
+	case a := <-addrs:
+		return a[0].String(), cancel, done
+	case err := <-done:
+		t.Fatal(err)
+	}
+	return "", nil, nil
+}
+
+// TestServeShutdownWithSilentConnection: a connection that never sent a
+// request (a client that dialled ahead, a port scan) has no scrape in
+// flight; it used to hold the shutdown until its grace period ran out, and
+// Serve then failed with "context deadline exceeded" (grdma exporter exited
+// 1 on SIGTERM).
+func TestServeShutdownWithSilentConnection(t *testing.T) {
+	addr, cancel, served := startServer(t, "")
+	conn, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
