@@ -212,8 +212,7 @@ func rssKiB(t *testing.T, pid int) int {
 // SIGTERM.
 func TestExporter(t *testing.T) {
 	cleanRDMA(t)
-	ip(t, "addr", "add", rxeAddr+"/24", "dev", "veth0")
-	t.Cleanup(func() { run(layout.IP, "addr", "del", rxeAddr+"/24", "dev", "veth0") })
+	addRxeAddr(t)
 	addRxe(t, "rxe0", "veth0")
 	gid := ipv4GID(t, "rxe0", rxeAddr)
 
@@ -507,8 +506,7 @@ func TestExporterBadInput(t *testing.T) {
 // the netdev's.
 func TestExporterUnprivileged(t *testing.T) {
 	cleanRDMA(t)
-	ip(t, "addr", "add", rxeAddr+"/24", "dev", "veth0")
-	t.Cleanup(func() { run(layout.IP, "addr", "del", rxeAddr+"/24", "dev", "veth0") })
+	addRxeAddr(t)
 	addRxe(t, "rxe0", "veth0")
 	pingpong(t, "rxe0", ipv4GID(t, "rxe0", rxeAddr))
 	startDaemonAs(t, 65534, 10044, grdma(), "exporter", "--web.listen-address=127.0.0.1:10044")

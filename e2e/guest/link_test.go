@@ -34,8 +34,7 @@ const rxeAddr = "192.168.77.1"
 
 func linkLifecycle(t *testing.T, tool string) {
 	cleanRDMA(t)
-	ip(t, "addr", "add", rxeAddr+"/24", "dev", "veth0")
-	t.Cleanup(func() { run(layout.IP, "addr", "del", rxeAddr+"/24", "dev", "veth0") })
+	addRxeAddr(t)
 
 	if r := run(tool, "link", "add", "rxe0", "type", "rxe", "netdev", "veth0"); r.code != 0 || r.stderr != "" {
 		t.Fatalf("link add: want exit 0 and no stderr:\n%s", r)

@@ -22,10 +22,7 @@ import (
 // comes back, at the index gid show -q gives.
 func TestParityGIDWatch(t *testing.T) {
 	cleanRDMA(t)
-	ip(t, "addr", "add", rxeAddr+"/24", "dev", "veth0")
-	// Only the address added here goes: a flush would take the IPv6
-	// link-local address too, which later tests use.
-	t.Cleanup(func() { run(layout.IP, "addr", "del", rxeAddr+"/24", "dev", "veth0") })
+	addRxeAddr(t)
 	addRxe(t, "rxe0", "veth0")
 	idx := ipv4GID(t, "rxe0", rxeAddr)
 	if got := must(t, grdma(), "gid", "show", "rxe0/1", "type", "v2", "ipv4", "-q").stdout; got != strconv.Itoa(idx)+"\n" {
@@ -95,10 +92,7 @@ func routeGroupsSubscribed(pid int) bool {
 // gid-index passes with that index and fails with another.
 func TestParityGIDQuietAndCheck(t *testing.T) {
 	cleanRDMA(t)
-	ip(t, "addr", "add", rxeAddr+"/24", "dev", "veth0")
-	// Only the address added here goes: a flush would take the IPv6
-	// link-local address too, which later tests use.
-	t.Cleanup(func() { run(layout.IP, "addr", "del", rxeAddr+"/24", "dev", "veth0") })
+	addRxeAddr(t)
 	addRxe(t, "rxe0", "veth0")
 	addRxe(t, "rxe1", "veth1")
 	idx := ipv4GID(t, "rxe0", rxeAddr)

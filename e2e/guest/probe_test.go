@@ -127,8 +127,7 @@ func (rep probeReport) stepNames() []string {
 func probeDevice(t *testing.T) int {
 	t.Helper()
 	cleanRDMA(t)
-	ip(t, "addr", "add", rxeAddr+"/24", "dev", "veth0")
-	t.Cleanup(func() { run(layout.IP, "addr", "del", rxeAddr+"/24", "dev", "veth0") })
+	addRxeAddr(t)
 	addRxe(t, "rxe0", "veth0")
 	return ipv4GID(t, "rxe0", rxeAddr)
 }

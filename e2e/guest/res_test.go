@@ -33,8 +33,7 @@ var resCommands = [][]string{
 // prints what rdma resource prints (text; JSON parsed, in key order).
 func TestRes(t *testing.T) {
 	cleanRDMA(t)
-	ip(t, "addr", "add", rxeAddr+"/24", "dev", "veth0")
-	t.Cleanup(func() { run(layout.IP, "addr", "del", rxeAddr+"/24", "dev", "veth0") })
+	addRxeAddr(t)
 	addRxe(t, "rxe0", "veth0")
 	addRxe(t, "rxe1", "veth1")
 	gid := strconv.Itoa(ipv4GID(t, "rxe0", rxeAddr))

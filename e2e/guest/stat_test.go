@@ -21,8 +21,7 @@ import (
 // Prometheus export parses and names every counter.
 func TestStat(t *testing.T) {
 	cleanRDMA(t)
-	ip(t, "addr", "add", rxeAddr+"/24", "dev", "veth0")
-	t.Cleanup(func() { run(layout.IP, "addr", "del", rxeAddr+"/24", "dev", "veth0") })
+	addRxeAddr(t)
 	addRxe(t, "rxe0", "veth0")
 	addRxe(t, "rxe1", "veth1")
 	gid := ipv4GID(t, "rxe0", rxeAddr)

@@ -42,6 +42,15 @@ func deleteAllDevices(t *testing.T) {
 	}
 }
 
+// addRxeAddr gives veth0 rxeAddr/24 until the test ends. Only that address
+// goes then: a flush would take the IPv6 link-local address too, which
+// later tests use.
+func addRxeAddr(t *testing.T) {
+	t.Helper()
+	ip(t, "addr", "add", rxeAddr+"/24", "dev", "veth0")
+	t.Cleanup(func() { run(layout.IP, "addr", "del", rxeAddr+"/24", "dev", "veth0") })
+}
+
 // addRxe creates an rxe device with iproute2 (not grdma), so scenarios
 // that are not about `link add` do not depend on it.
 func addRxe(t *testing.T, name, netdev string) {
