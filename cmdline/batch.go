@@ -52,7 +52,7 @@ func SplitBatchLine(line string) ([]string, error) {
 // abbreviated object means ("s" is system, "st" statistic), then grdma's
 // own objects.
 var Objects = []string{"help", "dev", "link", "resource", "system", "statistic", "monitor",
-	"check", "port", "gid", "probe", "completion"}
+	"check", "port", "gid", "probe", "exporter", "completion"}
 
 // valueOptions are grdma's long options that take the next word as their
 // value; -b and -n are their short forms.
@@ -86,9 +86,11 @@ func ResolveObject(args []string) []string {
 			continue
 		}
 		if slices.Contains(completeCmds, w) && i+2 < len(args) {
-			// Completing after the object word: resolve it too (the
-			// last word is the one being completed).
-			return append(args[:i+1:i+1], ResolveObject(args[i+1:])...)
+			// Completing: resolve the words before the last, which is
+			// the one being completed and stays as typed.
+			n := len(args) - 1
+			out := append(args[:i+1:i+1], ResolveObject(args[i+1:n])...)
+			return append(out, args[n])
 		}
 		if full, ok := Abbrev(w, Objects); ok && full != w {
 			out := slices.Clone(args)

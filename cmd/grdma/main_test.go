@@ -3,12 +3,14 @@ package main
 import (
 	"bytes"
 	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/grdma/grdma/cmdline"
 	"github.com/grdma/grdma/internal/nlfixture"
 	"github.com/grdma/grdma/internal/rdmacompat"
 	"github.com/grdma/grdma/nldev"
@@ -343,6 +345,20 @@ func TestNetnsRefusedWhereSysfsIsRead(t *testing.T) {
 	for _, args := range []string{"dev", "link", "stat show"} {
 		if _, stderr, code := runGrdma(t, statKernel("6.12"), append([]string{"-n", "blue"}, strings.Fields(args)...)...); code != 0 {
 			t.Errorf("grdma -n blue %s: exit %d, %s", args, code, stderr)
+		}
+	}
+}
+
+// TestEveryObjectAbbreviates: each object of the command tree is in
+// cmdline.Objects, the table abbreviations are resolved with.
+func TestEveryObjectAbbreviates(t *testing.T) {
+	root := newApp(strings.NewReader(""), io.Discard, io.Discard).newRoot()
+	for _, c := range root.Commands() {
+		if c.Hidden || c.Name() == "help" {
+			continue
+		}
+		if !slices.ContainsFunc(append(c.Aliases, c.Name()), func(n string) bool { return slices.Contains(cmdline.Objects, n) }) {
+			t.Errorf("object %q is not in cmdline.Objects: it cannot be abbreviated", c.Name())
 		}
 	}
 }

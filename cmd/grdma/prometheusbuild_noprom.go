@@ -81,13 +81,18 @@ func (a *app) exporterCommand() *cobra.Command {
 // exporter's flags, to complete: cobra passes a command that does not parse
 // its flags everything to complete here.
 func completeInPrometheusBuild(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+	if os.Getenv(execGuard) != "" { // the grdma-prometheus found is this build
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
 	self, _ := os.Executable()
 	path, err := findPrometheusBinary(self, exec.LookPath)
 	if err != nil {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
 	words := append(append([]string{cobra.ShellCompRequestCmd, cmd.Name()}, args...), toComplete)
-	out, err := exec.Command(path, words...).Output()
+	child := exec.Command(path, words...)
+	child.Env = append(os.Environ(), execGuard+"=1")
+	out, err := child.Output()
 	if err != nil {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}

@@ -103,7 +103,7 @@ func TestNoPrometheusRefusals(t *testing.T) {
 // completed by grdma-prometheus, which knows them.
 func TestNoPrometheusCompletesExporterFlags(t *testing.T) {
 	dir := t.TempDir()
-	script := "#!/bin/sh\n[ \"$*\" = '__complete exporter --collector.check --web' ] || exit 1\nprintf -- '--web.listen-address\\tlisten on ADDR\\n:4\\n'\n"
+	script := "#!/bin/sh\n[ \"$*\" = '__complete exporter --collector.check --web' ] && [ \"$GRDMA_PROMETHEUS_EXEC\" = 1 ] || exit 1\nprintf -- '--web.listen-address\\tlisten on ADDR\\n:4\\n'\n"
 	if err := os.WriteFile(filepath.Join(dir, prometheusBinary), []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -111,5 +111,16 @@ func TestNoPrometheusCompletesExporterFlags(t *testing.T) {
 	out, _, code := runGrdma(t, standardKernel("6.12"), "__complete", "exporter", "--collector.check", "--web")
 	if code != 0 || !strings.HasPrefix(out, "--web.listen-address\tlisten on ADDR\n:4\n") {
 		t.Errorf("exit %d, completions %q", code, out)
+	}
+}
+
+// TestNoPrometheusCompletionLoop: a grdma-prometheus that is itself this
+// build (it runs with the guard set) completes nothing instead of asking
+// the next one, forever.
+func TestNoPrometheusCompletionLoop(t *testing.T) {
+	t.Setenv(execGuard, "1")
+	out, _, code := runGrdma(t, standardKernel("6.12"), "__complete", "exporter", "--web")
+	if code != 0 || out != ":4\n" {
+		t.Errorf("exit %d, completions %q; want none", code, out)
 	}
 }

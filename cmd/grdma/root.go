@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	"github.com/grdma/grdma/cmdline"
 
@@ -66,7 +65,7 @@ Exit status: 0 success, 1 the operation failed, 2 the command line was wrong.`,
 				if a.opts.batch != "" {
 					return usagef("grdma --help", "-b %s runs the commands of the file: give no command with it", a.opts.batch)
 				}
-				return unknownObject(cmd, args[0])
+				return unknownObject(args[0])
 			}
 			return nil
 		},
@@ -100,7 +99,7 @@ Exit status: 0 success, 1 the operation failed, 2 the command line was wrong.`,
 	f.BoolVarP(&a.opts.force, "force", "f", false, "with --batch: go on after a failing command")
 	f.StringVarP(&a.opts.batch, "batch", "b", "", "run the commands of `FILE` (- for standard input), one per line")
 	f.StringVar(&a.opts.sysfsRoot, "sysfs-root", os.Getenv("GRDMA_SYSFS_ROOT"), "read /sys and /proc below `DIR` (default /, or $GRDMA_SYSFS_ROOT)")
-	f.StringVarP(&a.opts.netns, "netns", "n", "", "talk to the RDMA netlink of network namespace `NETNS` (a name in /run/netns, a path, or a PID); refused by commands that also read /sys or /dev (port, gid, probe, check, stat --pma, stat export)")
+	f.StringVarP(&a.opts.netns, "netns", "n", "", "talk to the RDMA netlink of network namespace `NETNS` (a name in /run/netns, a path, or a PID); refused by commands that also read /sys or /dev (port, gid, dev info, probe, check, stat --pma, stat export, exporter)")
 	root.Flags().BoolVarP(&a.opts.version, "version", "V", false, "print the version and exit")
 
 	root.AddCommand(a.devCommand(), a.linkCommand(), a.sysCommand(), a.statCommand(), a.monitorCommand(), a.checkCommand(), a.portCommand(), a.gidCommand(), a.resCommand(), a.probeCommand(), a.exporterCommand(), a.completionCommand())
@@ -108,17 +107,9 @@ Exit status: 0 success, 1 the operation failed, 2 the command line was wrong.`,
 	return root
 }
 
-// unknownObject explains an object word that matched no command.
-func unknownObject(root *cobra.Command, word string) error {
-	var matches []string
-	for _, c := range root.Commands() {
-		if strings.HasPrefix(c.Name(), word) {
-			matches = append(matches, c.Name())
-		}
-	}
-	if len(matches) > 1 {
-		return usagef("grdma --help", "ambiguous object %q: could be %s", word, strings.Join(matches, ", "))
-	}
+// unknownObject explains an object word that matched no command (words
+// that start an object's name were resolved to it: cmdline.ResolveObject).
+func unknownObject(word string) error {
 	return usagef("grdma --help", "unknown object %q", word)
 }
 
