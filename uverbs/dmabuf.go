@@ -20,10 +20,11 @@ func (c *Context) RegDMABufMR(driverID uint32, pd PD, offset, length, iova uint6
 		mandatory(regDMABufMRRespLKey, 4, c.ioctlOut(0)),
 		mandatory(regDMABufMRRespRKey, 4, c.ioctlOut(1)),
 	}
-	if err := c.ioctl(ioctlMethodRegDMABuf, driverID, objectMR, methodRegDMABufMR, attrs); err != nil {
+	out, err := c.ioctl(ioctlMethodRegDMABuf, driverID, objectMR, methodRegDMABufMR, attrs)
+	if err != nil {
 		return MR{}, err
 	}
-	return MR{Handle: uint32(attrs[0].Data), LKey: c.ioctlOutValue(0), RKey: c.ioctlOutValue(1)}, nil
+	return MR{Handle: uint32(attrs[0].Data), LKey: out.u32(0), RKey: out.u32(1)}, nil
 }
 
 // ProbeDMABufImport asks the device whether it can import dma-bufs the way

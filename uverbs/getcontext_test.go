@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"testing"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -25,17 +26,19 @@ func TestGetContextIoctl(t *testing.T) {
 	if c.NumCompVectors != 3 || c.asyncFD != -1 || len(k.got) != 0 {
 		t.Errorf("comp vectors %d, async fd %d, %d write commands; want 3, none, none", c.NumCompVectors, c.asyncFD, len(k.got))
 	}
-	// Object DEVICE (0), method GET_CONTEXT (3), 2 attributes, driver_id
+	// Object DEVICE (0), method GET_CONTEXT (3), 3 attributes, driver_id
 	// (14, RXE); NUM_COMP_VECTORS (u32) and CORE_SUPPORT (u64) are optional
-	// outputs.
-	want := ioctlMessage(0, 3, 2, 14)
+	// outputs; UHW_OUT (0x1001) is 1,024 bytes of room for the driver's
+	// response, in the arena's response half.
+	want := ioctlMessage(0, 3, 3, 14)
 	want = appendIoctlAttr(want, 0, 4, 0, c.ioctlOut(0))
 	want = appendIoctlAttr(want, 1, 8, 0, c.ioctlOut(1))
+	want = appendIoctlAttr(want, 0x1001, 1024, 0, uint64(uintptr(unsafe.Pointer(&c.arena[arenaSize-maxResponse]))))
 	if !bytes.Equal(sent, want) {
 		t.Fatalf("message\n got % x\nwant % x", sent, want)
 	}
 
-	for _, errno := range []unix.Errno{unix.EOPNOTSUPP, unix.EPROTONOSUPPORT, unix.ENOTTY} {
+	for _, errno := range []unix.Errno{unix.EOPNOTSUPP, unix.EPROTONOSUPPORT, unix.ENOTTY, unix.EINVAL} {
 		c, k := newFakeContext(t)
 		fakeIoctl(t, func([]byte) error { return errno })
 		k.responses[cmdGetContext] = unhex(t, "07000000 02000000") // async_fd 7, 2 vectors
@@ -48,8 +51,8 @@ func TestGetContextIoctl(t *testing.T) {
 		c.asyncFD = -1 // not a real descriptor
 	}
 	c, _ = newFakeContext(t)
-	fakeIoctl(t, func([]byte) error { return unix.EINVAL })
+	fakeIoctl(t, func([]byte) error { return unix.EFAULT })
 	if err := c.getContextIoctl(DriverIDRXE); err == nil {
-		t.Error("EINVAL (a driver_id the device does not have) was not reported")
+		t.Error("EFAULT was not reported")
 	}
 }

@@ -86,10 +86,11 @@ func (c *Context) QueryGIDTable(driverID uint32, maxEntries int) ([]GIDEntry, er
 			Data: uint64(uintptr(unsafe.Pointer(unsafe.SliceData(buf))))},
 		{AttrID: gidTableRespNumEntries, Len: 8, Flags: attrFlagMandatory, Data: c.ioctlOut(0)},
 	}
-	if err := c.ioctl(ioctlMethodQueryGIDTable, driverID, objectDevice, methodQueryGIDTable, attrs); err != nil {
+	out, err := c.ioctl(ioctlMethodQueryGIDTable, driverID, objectDevice, methodQueryGIDTable, attrs)
+	if err != nil {
 		return nil, err
 	}
-	n := int(c.ioctlOutValue(0))
+	n := int(out.u32(0))
 	if n > maxEntries {
 		return nil, fmt.Errorf("uverbs: QUERY_GID_TABLE reported %d entries for room of %d", n, maxEntries)
 	}

@@ -60,14 +60,16 @@ const (
 // ioctl runs one method. The message is built in the arena's request half
 // (outside the Go heap, so the kernel reads and writes stable memory);
 // outputs point at ioctlOut. After the call, the kernel's copy of the
-// attributes (with new handles) is decoded back into attrs.
+// attributes (with new handles) is decoded back into attrs, and the output
+// slots are returned, copied while the context is still locked: another
+// call may overwrite them as soon as it is not.
 // driverID is the device's enum rdma_driver_id (from RDMA netlink
 // GET_CHARDEV): the kernel refuses a header that names another driver.
-func (c *Context) ioctl(method string, driverID uint32, object, methodID uint16, attrs []ioctlAttr) error {
+func (c *Context) ioctl(method string, driverID uint32, object, methodID uint16, attrs []ioctlAttr) (out ioctlOutputs, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.arena == nil {
-		return &CommandError{Device: c.name, Command: method, Err: os.ErrClosed}
+		return out, &CommandError{Device: c.name, Command: method, Err: os.ErrClosed}
 	}
 	buf := c.arena[:ioctlOutOffset]
 	hdr := ioctlHdr{Length: uint16(ioctlHeaderSize + ioctlAttrSize*len(attrs)), ObjectID: object, MethodID: methodID,
@@ -77,24 +79,25 @@ func (c *Context) ioctl(method string, driverID uint32, object, methodID uint16,
 		msg, err = binary.Append(msg, binary.NativeEndian, attrs)
 	}
 	if err != nil {
-		return err
+		return out, err
 	}
 	if err := c.ioctlCall(unsafe.Pointer(unsafe.SliceData(msg))); err != nil {
-		return &CommandError{Device: c.name, Command: method, Err: err}
+		return out, &CommandError{Device: c.name, Command: method, Err: err}
 	}
+	copy(out[:], c.arena[ioctlOutOffset:])
 	_, err = binary.Decode(buf[ioctlHeaderSize:], binary.NativeEndian, attrs)
-	return err
+	return out, err
 }
 
-// ioctlOut is the address of the i-th 8-byte output slot in the arena.
-func (c *Context) ioctlOut(i int) uint64 {
-	return uint64(uintptr(unsafe.Pointer(&c.arena[ioctlOutOffset+8*i])))
-}
+// ioctlOutputs is the arena's output area after a call: 8-byte slots.
+type ioctlOutputs [ioctlOutputBufferSize]byte
 
-// ioctlOutValue reads the u32 the kernel wrote into output slot i.
-func (c *Context) ioctlOutValue(i int) uint32 {
-	return binary.NativeEndian.Uint32(c.arena[ioctlOutOffset+8*i:])
-}
+// u32 reads the u32 the kernel wrote into slot i.
+func (o *ioctlOutputs) u32(i int) uint32 { return binary.NativeEndian.Uint32(o[8*i:]) }
+
+// ioctlOut is the address of the i-th 8-byte output slot in the arena
+// (the arena's address is fixed for the context's life).
+func (c *Context) ioctlOut(i int) uint64 { return c.arenaAddr + uint64(ioctlOutOffset+8*i) }
 
 // ioctlCall is the ioctl(2) itself.
 func (c *Context) ioctlCall(msg unsafe.Pointer) error { return ioctlSyscall(c.fd, msg) }

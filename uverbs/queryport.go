@@ -2,7 +2,6 @@ package uverbs
 
 import (
 	"encoding/binary"
-	"fmt"
 )
 
 // PortAttrEx is struct ib_uverbs_query_port_resp_ex, what the ioctl
@@ -35,14 +34,10 @@ func (c *Context) QueryPortEx(driverID uint32, port uint8) (PortAttrEx, error) {
 		{AttrID: queryPortPortNum, Len: 8, Flags: attrFlagMandatory, Data: uint64(port)},
 		{AttrID: queryPortResp, Len: queryPortRespSize, Flags: attrFlagMandatory, Data: c.ioctlOut(0)},
 	}
-	if err := c.ioctl(ioctlMethodQPort, driverID, objectDevice, methodQueryPort, attrs); err != nil {
+	out, err := c.ioctl(ioctlMethodQPort, driverID, objectDevice, methodQueryPort, attrs)
+	if err != nil {
 		return attr, err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.arena == nil {
-		return attr, fmt.Errorf("uverbs: %s closed", c.name)
-	}
-	_, err := binary.Decode(c.arena[ioctlOutOffset:][:queryPortRespSize], binary.NativeEndian, &attr)
+	_, err = binary.Decode(out[:queryPortRespSize], binary.NativeEndian, &attr)
 	return attr, err
 }

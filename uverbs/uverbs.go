@@ -49,6 +49,8 @@ type Context struct {
 
 	mu    sync.Mutex
 	arena []byte // one page outside the Go heap for responses
+	// arenaAddr is the arena's address, for requests that point into it.
+	arenaAddr uint64
 	// write is write(2) on fd; tests replace it with a fake kernel.
 	write func(b []byte) (int, error)
 }
@@ -67,7 +69,7 @@ func newContext(name string, fd int) (*Context, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: allocating the response buffer: %w", name, err)
 	}
-	c := &Context{name: name, fd: fd, asyncFD: -1, arena: arena}
+	c := &Context{name: name, fd: fd, asyncFD: -1, arena: arena, arenaAddr: uint64(uintptr(unsafe.Pointer(unsafe.SliceData(arena))))}
 	c.write = func(b []byte) (int, error) { return unix.Write(c.fd, b) }
 	return c, nil
 }
@@ -229,30 +231,35 @@ func (c *Context) getContext() error {
 }
 
 const (
-	methodGetContext         = 3 // UVERBS_METHOD_GET_CONTEXT (UVERBS_OBJECT_DEVICE)
-	getContextNumCompVectors = 0 // UVERBS_ATTR_GET_CONTEXT_NUM_COMP_VECTORS
-	getContextCoreSupport    = 1 // UVERBS_ATTR_GET_CONTEXT_CORE_SUPPORT
+	methodGetContext         = 3      // UVERBS_METHOD_GET_CONTEXT (UVERBS_OBJECT_DEVICE)
+	getContextNumCompVectors = 0      // UVERBS_ATTR_GET_CONTEXT_NUM_COMP_VECTORS
+	getContextCoreSupport    = 1      // UVERBS_ATTR_GET_CONTEXT_CORE_SUPPORT
+	attrUHWOut               = 0x1001 // UVERBS_ATTR_UHW_OUT: room for the driver's response
 )
 
 // getContextIoctl creates the user context through the ioctl method, which
 // unlike the write command makes no asynchronous event file: one file and
 // descriptor less to create and close per device opened (nothing here reads
-// async events). Kernels without the method get the write command.
+// async events). The driver gets the same room for its response data as
+// with the write command (siw refuses less than its response, mlx4 writes
+// it); it gets no request data, so drivers that need some (mlx5) use their
+// contextRequests.
 func (c *Context) getContextIoctl(driverID uint32) error {
 	attrs := []ioctlAttr{
 		{AttrID: getContextNumCompVectors, Len: 4, Data: c.ioctlOut(0)},
 		{AttrID: getContextCoreSupport, Len: 8, Data: c.ioctlOut(1)},
+		{AttrID: attrUHWOut, Len: driverOutRoom, Data: c.arenaAddr + arenaSize - maxResponse},
 	}
-	err := c.ioctl("GET_CONTEXT (ioctl)", driverID, objectDevice, methodGetContext, attrs)
-	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EPROTONOSUPPORT) || errors.Is(err, unix.ENOTTY) {
+	out, err := c.ioctl("GET_CONTEXT (ioctl)", driverID, objectDevice, methodGetContext, attrs)
+	// Kernels without the method, and a driver that refuses it (EINVAL):
+	// the write command, which every driver takes.
+	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EPROTONOSUPPORT) || errors.Is(err, unix.ENOTTY) || errors.Is(err, unix.EINVAL) {
 		return c.getContext()
 	}
 	if err != nil {
 		return err
 	}
-	c.mu.Lock()
-	c.NumCompVectors = int(c.ioctlOutValue(0))
-	c.mu.Unlock()
+	c.NumCompVectors = int(out.u32(0))
 	return nil
 }
 
