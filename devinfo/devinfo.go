@@ -262,8 +262,9 @@ func (r *Reader) open(dev string, node uverbs.Node) (Verbs, error) {
 }
 
 // addBus reads the parent bus device and its driver from the device's
-// sysfs links (readlink only), or for a software device names the driver
-// from its node type, as sysfs.Device does.
+// sysfs links (readlink only). A software device (rxe, siw) has none: its
+// driver is named from netlink's driver id (readDevice) or by the sysfs
+// fallback.
 func (r *Reader) addBus(d *Device) error {
 	dir := "sys/class/infiniband/" + d.Name + "/device"
 	target, err := r.Sysfs.Readlink(dir)
@@ -302,7 +303,10 @@ func (r *Reader) fromVerbs(d *Device, verbs Verbs, driverID uint32, nlPorts []nl
 	d.FWVer = FormatFWVer(d.Driver, attr.Base.FWVer)
 	d.NodeGUID, d.SysImageGUID = attr.Base.NodeGUID.Uint64(), attr.Base.SysImageGUID.Uint64()
 	room := 0
-	for n := uint8(1); n <= attr.Base.PhysPortCnt; n++ {
+	// An int: the kernel clamps phys_port_cnt to 255, which a uint8 counter
+	// would never pass.
+	for port := 1; port <= int(attr.Base.PhysPortCnt); port++ {
+		n := uint8(port)
 		pa, err := verbs.QueryPortEx(driverID, n)
 		if err != nil {
 			// Kernels before the ioctl method: the write command.

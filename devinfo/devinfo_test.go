@@ -2,6 +2,7 @@ package devinfo_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -170,5 +171,70 @@ func TestSysfsFallback(t *testing.T) {
 	}
 	if n < 10 {
 		t.Errorf("%d port fields from sysfs compared, want the 10 sysfs has", n)
+	}
+}
+
+// portsVerbs answers for a device with 255 ports (the kernel's clamp of
+// phys_port_cnt) what the recording answered for port 1.
+type portsVerbs struct {
+	devinfo.Verbs
+	asked int
+}
+
+func (v *portsVerbs) QueryDeviceEx() (uverbs.DeviceAttrEx, uverbs.DriverDeviceAttr, error) {
+	a, d, err := v.Verbs.QueryDeviceEx()
+	a.Base.PhysPortCnt = 255
+	return a, d, err
+}
+
+func (v *portsVerbs) QueryPortEx(driverID uint32, port uint8) (uverbs.PortAttrEx, error) {
+	if v.asked++; port == 0 || v.asked > 255 {
+		return uverbs.PortAttrEx{}, fmt.Errorf("asked for port %d (call %d)", port, v.asked)
+	}
+	return v.Verbs.QueryPortEx(driverID, 1)
+}
+
+// TestManyPorts: a device of 255 ports is read port by port, 1 to 255 (a
+// uint8 counter once wrapped to port 0 and never ended).
+func TestManyPorts(t *testing.T) {
+	r, _ := recordedReader(t, "6.12")
+	rec := devinfofixture.Dir(filepath.Join("testdata", "6.12"))
+	pv := &portsVerbs{Verbs: rec.Verbs("rxe0")}
+	r.OpenVerbs = func(string, uverbs.Node) (devinfo.Verbs, error) { return pv, nil }
+	devs, err := r.Read("rxe0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(devs[0].Ports); n != 255 || pv.asked != 255 || devs[0].Ports[254].Port != 255 {
+		t.Fatalf("%d ports read in %d QUERY_PORTs", n, pv.asked)
+	}
+}
+
+// removedVerbs fails as uverbs does on a device being removed (EIO).
+type removedVerbs struct{ devinfo.Verbs }
+
+func (removedVerbs) QueryDeviceEx() (uverbs.DeviceAttrEx, uverbs.DriverDeviceAttr, error) {
+	return uverbs.DeviceAttrEx{}, uverbs.DriverDeviceAttr{}, &uverbs.CommandError{Command: "QUERY_DEVICE_EX", Err: unix.EIO}
+}
+
+// TestDeviceRemovedWhileRead: a device removed after the listing (uverbs
+// answers EIO, netlink no longer knows its index) is left out of the list
+// of every device; asked for by name, the failure is reported.
+func TestDeviceRemovedWhileRead(t *testing.T) {
+	r, k := recordedReader(t, "6.12")
+	rec := devinfofixture.Dir(filepath.Join("testdata", "6.12"))
+	r.OpenVerbs = func(dev string, node uverbs.Node) (devinfo.Verbs, error) {
+		if dev == "rxe1" {
+			return removedVerbs{rec.Verbs(dev)}, nil
+		}
+		return rec.Verbs(dev), nil
+	}
+	k.On(nlfixture.Request{Cmd: nldev.CmdGet, Dev: 1, Port: -1}, "get_doit_bad_index.bin")
+	devs, err := r.Read("")
+	if err != nil || len(devs) != 1 || devs[0].Name != "rxe0" {
+		t.Fatalf("%d devices, %v; want rxe0 alone", len(devs), err)
+	}
+	if _, err := r.Read("rxe1"); !errors.Is(err, unix.EIO) {
+		t.Errorf("rxe1 by name: %v, want the EIO", err)
 	}
 }

@@ -2,6 +2,7 @@ package gid
 
 import (
 	"fmt"
+	"math"
 	"path"
 	"slices"
 	"strconv"
@@ -59,6 +60,9 @@ func tablesFromVerbs(fsys sysfs.FS, refs []sysfs.PortRef, nodeOf NodeFunc, names
 	}
 	room := 0
 	for _, p := range portNums {
+		if p > math.MaxUint8 { // uverbs numbers ports in 8 bits: sysfs then
+			return nil, fmt.Errorf("%s: port %d is beyond the uverbs ABI's 8-bit port numbers", dev, p)
+		}
 		attr, err := ctx.QueryPort(uint8(p))
 		if err != nil {
 			return nil, err

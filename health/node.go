@@ -56,7 +56,8 @@ type Source struct {
 	// reading GID tables one request a device).
 	Netlink ports.Netlink
 	// OpenVerbs, when set, opens a device's uverbs device for QUERY_PORT
-	// (ports.Reader.OpenVerbs); nil opens it through Sysfs.
+	// (ports.Reader.OpenVerbs); nil opens the node netlink names, else
+	// uverbs.Open on Sysfs.
 	OpenVerbs func(dev string) (ports.PortQuerier, error)
 }
 

@@ -56,7 +56,8 @@ func (n *Node) Probe(ctx context.Context, sys sysfs.FS) []Result {
 // DMABufProbe is the gpudirect.DMABufProbe of a node: NCCL's dma-buf test
 // (register a dma-buf MR with fd -1) on every device that has a uverbs
 // device, whose errnos gpudirect reads. nl is asked for the devices when
-// the probe runs; a device without a uverbs device cannot tell and is
+// the probe runs, and the client it returns stays the caller's: the probe
+// does not close it. A device without a uverbs device cannot tell and is
 // left out.
 func DMABufProbe(sys sysfs.FS, nl func() (*nldev.Client, error)) gpudirect.DMABufProbe {
 	return func() ([]gpudirect.DMABufProbeResult, error) {

@@ -87,8 +87,8 @@ func (c *Client) Devices() ([]Device, error) {
 
 // Gone reports whether err, an answer about the device of index, means
 // that the device went away: the kernel answers EINVAL (or ENODEV) for an
-// index no device has, and a fresh look-up of the index fails the same
-// way. Listings of every device skip such a device, as a listing made a
+// index no device has, uverbs answers EIO on a device being removed, and a
+// fresh look-up of the index fails with EINVAL or ENODEV. Listings of every device skip such a device, as a listing made a
 // moment later would; the one place this rule lives.
 func (c *Client) Gone(index uint32, err error) bool { return DeviceGone(c, index, err) }
 
@@ -99,7 +99,7 @@ type DeviceLookup interface {
 
 // DeviceGone is Client.Gone for any DeviceLookup (a fake in tests).
 func DeviceGone(c DeviceLookup, index uint32, err error) bool {
-	if !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENODEV) {
+	if !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENODEV) && !errors.Is(err, unix.EIO) {
 		return false
 	}
 	_, again := c.Device(index)

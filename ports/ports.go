@@ -6,6 +6,9 @@
 package ports
 
 import (
+	"errors"
+	"math"
+
 	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/sysfs"
@@ -75,8 +78,8 @@ type Reader struct {
 	// state and netdev: it sees what the caller's network namespace may
 	// see. Without it, sysfs alone is read.
 	Netlink Netlink
-	// OpenVerbs opens the uverbs device of an RDMA device; nil means
-	// uverbs.Open on Sysfs.
+	// OpenVerbs opens the uverbs device of an RDMA device; nil opens the
+	// node netlink names (uverbs.OpenNode), else uverbs.Open on Sysfs.
 	OpenVerbs func(dev string) (PortQuerier, error)
 }
 
@@ -232,12 +235,19 @@ func (r *Reader) openVerbs(d device) (PortQuerier, error) {
 	return uverbs.Open(r.Sysfs, d.name)
 }
 
+// errPortBeyondVerbs: the uverbs ABI numbers ports in 8 bits (a switchdev
+// device can have more ports); such a port is read from sysfs.
+var errPortBeyondVerbs = errors.New("port number beyond the 8 bits of the uverbs ABI")
+
 // fromVerbs fills in the ports from QUERY_PORT and their netdevs' MTUs.
 // It reports false, having changed nothing, when a QUERY_PORT fails or a
 // RoCE port has no netdev in netlink: then sysfs is read as before.
 func (r *Reader) fromVerbs(ports []Port, verbs PortQuerier) (bool, error) {
 	attrs := make([]uverbs.PortAttr, len(ports))
 	for i, p := range ports {
+		if p.Port > math.MaxUint8 { // uverbs numbers ports in 8 bits
+			return false, nil
+		}
 		var err error
 		if attrs[i], err = verbs.QueryPort(uint8(p.Port)); err != nil {
 			return false, nil
@@ -368,6 +378,9 @@ func (r *Reader) addMTU(ports []Port, driver string, verbs PortQuerier, openErr 
 	for i := range ports {
 		p := &ports[i]
 		err := openErr
+		if err == nil && p.Port > math.MaxUint8 {
+			err = errPortBeyondVerbs
+		}
 		if err == nil {
 			var attr uverbs.PortAttr
 			if attr, err = verbs.QueryPort(uint8(p.Port)); err == nil {
