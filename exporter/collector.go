@@ -55,6 +55,9 @@ type Options struct {
 	Now func() time.Time
 }
 
+// readErrorKinds are the values of the what label of the read errors.
+var readErrorKinds = []string{"devices", "device", "ports", "counters", "pma", "gids", "resources"}
+
 // DefaultCheckInterval is the minimum time between two runs of the checks.
 const DefaultCheckInterval = time.Minute
 
@@ -78,7 +81,13 @@ func New(opts Options) *Collector {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Collector{opts: opts, errTotal: map[string]float64{}}
+	// Every kind starts at 0, so that the first error of a kind is an
+	// increase, not the counter's first sample.
+	errTotal := map[string]float64{}
+	for _, what := range readErrorKinds {
+		errTotal[what] = 0
+	}
+	return &Collector{opts: opts, errTotal: errTotal}
 }
 
 // Describe sends the descriptors of every family the collector exports.

@@ -163,13 +163,11 @@ func Serve(ctx context.Context, h http.Handler, o ServerOptions) error {
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
-	shut := make(chan error, 1)
-	go func() { shut <- srv.Shutdown(sctx) }()
 	// Shutdown counts a connection that has not sent a request yet (a client
 	// that dialled ahead, a port scan) as busy for 5 s: it has no scrape in
-	// flight, so it is closed now.
-	waiting.closeAll()
-	err := <-shut
+	// flight, so it is closed once the listeners are.
+	srv.RegisterOnShutdown(waiting.closeAll)
+	err := srv.Shutdown(sctx)
 	if errors.Is(err, context.DeadlineExceeded) {
 		logger.Warn("scrapes still in flight after the shutdown grace period: closed", "grace", shutdownGrace)
 		err = srv.Close()
@@ -184,28 +182,34 @@ func Serve(ctx context.Context, h http.Handler, o ServerOptions) error {
 const shutdownGrace = 5 * time.Second
 
 // connsWithoutRequest follows the connections that have not begun a
-// request (http.StateNew), for Serve to close at shutdown.
+// request (http.StateNew), for Serve to close at shutdown; one accepted
+// while it closes them is closed as it comes.
 type connsWithoutRequest struct {
-	mu    sync.Mutex
-	conns map[net.Conn]struct{}
+	mu      sync.Mutex
+	conns   map[net.Conn]struct{}
+	closing bool
 }
 
 func (w *connsWithoutRequest) track(c net.Conn, s http.ConnState) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if s == http.StateNew {
+	switch {
+	case s == http.StateNew && w.closing:
+		c.Close()
+	case s == http.StateNew:
 		if w.conns == nil {
 			w.conns = map[net.Conn]struct{}{}
 		}
 		w.conns[c] = struct{}{}
-		return
+	default:
+		delete(w.conns, c)
 	}
-	delete(w.conns, c)
 }
 
 func (w *connsWithoutRequest) closeAll() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.closing = true
 	for c := range w.conns {
 		c.Close()
 	}

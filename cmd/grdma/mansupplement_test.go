@@ -105,6 +105,7 @@ var manExamples = map[string]string{
 	"grdma -dd res show qp lqpn 1-100":                                            "Queue pairs 1 to 100, with driver-internal ones and driver attributes.",
 	"grdma check ports min-rate 100 mtu 4096 gid-type v2 netdev-mtu 9000":         "Check that every port is up at 100 Gb/s or more, with a 4096-byte MTU, a RoCE v2 GID and a 9000-byte netdev MTU.",
 	"grdma check devices device-count 8 -q && echo healthy":                       "Check quietly that there are eight RDMA devices, each with its uverbs device.",
+	"grdma check ports gid-index 3 type v2 ipv4":                                  "Check that the RoCE v2 IPv4 GID a job would choose is at index 3 on every port (the NCCL_IB_GID_INDEX the fleet is configured with).",
 	"grdma check --textfile /var/lib/node_exporter/textfile/grdma_check.prom":     "Also write the results as Prometheus gauges.",
 	"grdma completion bash > /usr/share/bash-completion/completions/grdma":        "Install the bash completion for all users.",
 	"grdma completion zsh > \"${fpath[1]}/_grdma\"":                               "Install the zsh completion in the first directory of $fpath.",
