@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/grdma/grdma/cmdline"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -141,7 +142,7 @@ func ParseFRMRPoolSelect(words []string) (FRMRPoolSelect, error) {
 	sel := FRMRPoolSelect{Filters: map[string]NumList{}}
 	names := append([]string{"dev"}, FRMRPoolFilterNames...)
 	for len(words) > 0 {
-		name, ok := Abbrev(words[0], names)
+		name, ok := cmdline.Abbrev(words[0], names)
 		if !ok {
 			return sel, syntaxf("unknown filter %q: expected %s", words[0], joinNames(names))
 		}

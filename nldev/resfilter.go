@@ -9,10 +9,6 @@ import (
 	"github.com/grdma/grdma/cmdline"
 )
 
-// Abbrev resolves word to one of names as rdma resolves its keywords:
-// cmdline.Abbrev, which says how.
-func Abbrev(word string, names []string) (name string, ok bool) { return cmdline.Abbrev(word, names) }
-
 // SyntaxError is a command line a parser of this package rejects before
 // anything is sent: a usage error, the one type of package cmdline (a
 // caller that tells usage errors apart needs no second one).

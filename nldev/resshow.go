@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/grdma/grdma/cmdline"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -17,7 +18,7 @@ func ParseResType(word string) (ResType, bool) {
 	for i, t := range ResTypes {
 		names[i] = t.String()
 	}
-	name, ok := Abbrev(word, names)
+	name, ok := cmdline.Abbrev(word, names)
 	if !ok {
 		return 0, false
 	}
@@ -65,9 +66,9 @@ func ParseResSelect(t ResType, words []string) (ResSelect, error) {
 		// or link as the device, whatever filter it matched first
 		// (cm_id "d" is dev-type, yet names the device).
 		key := words[0]
-		name, ok := Abbrev(key, []string{"dev", "link"})
+		name, ok := cmdline.Abbrev(key, []string{"dev", "link"})
 		if !ok {
-			name, ok = Abbrev(words[0], names)
+			name, ok = cmdline.Abbrev(words[0], names)
 		}
 		if !ok {
 			return sel, syntaxf("unknown filter %q: expected %s", words[0], strings.Join(names, ", "))

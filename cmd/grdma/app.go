@@ -3,10 +3,11 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
+
 	"github.com/grdma/grdma/cmdline"
 	"github.com/grdma/grdma/devinfo"
 	"github.com/grdma/grdma/uverbs"
-	"io"
 
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/output"
@@ -156,10 +157,7 @@ func (a *app) report(err error) int {
 	var silent *silentError
 	var cannot *cannotRunError
 	var silentUsage *silentUsageError
-	var helpShown *helpShownError
 	switch {
-	case errors.As(err, &helpShown):
-		return exitOK
 	case errors.As(err, &silentUsage):
 		return exitUsage
 	case errors.As(err, &cannot):

@@ -43,7 +43,7 @@ kernel without RDMA it says so and exits 1.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			av := cmdArgv(cmd, args, "grdma gid help")
 			if !av.Empty() {
-				if verb, _ := nldev.Abbrev(av.Words[0], gidVerbs); verb == "watch" {
+				if verb, _ := cmdline.Abbrev(av.Words[0], gidVerbs); verb == "watch" {
 					av.Next()
 					return a.gidWatch(av, count)
 				}

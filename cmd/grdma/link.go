@@ -56,7 +56,7 @@ func (a *app) linkShow(args *argv) error {
 		return err
 	}
 	if want.Port != 0 {
-		refs, err := selectPorts(devs, want)
+		refs, err := nldev.SelectPorts(devs, want.Dev, want.Port)
 		if err != nil {
 			return err
 		}
@@ -77,7 +77,7 @@ func (a *app) linkShow(args *argv) error {
 	for _, d := range devs {
 		dp, err := c.Ports(d.Index)
 		if err != nil {
-			if want.Dev == "" && vanished(c, d, err) {
+			if want.Dev == "" && c.Gone(d.Index, err) {
 				continue
 			}
 			return err

@@ -8,16 +8,6 @@ import (
 // portRef is one port of a device, as DEV[/PORT] selects it.
 type portRef = nldev.PortRef
 
-// selectPorts lists the ports a DEV[/PORT] argument names
-// (nldev.SelectPorts).
-func selectPorts(devs []nldev.Device, want devPort) ([]portRef, error) {
-	return nldev.SelectPorts(devs, want.Dev, want.Port)
-}
-
-// vanished reports whether err comes from a device that disappeared after
-// it was listed (nldev.Client.Gone).
-func vanished(c *nldev.Client, d nldev.Device, err error) bool { return c.Gone(d.Index, err) }
-
 // listPorts prints one record per port as render makes it, inside one
 // list; an error stops the listing and the list is still closed, so JSON
 // output stays valid.

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/grdma/grdma/cmdline"
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/output"
 	"github.com/grdma/grdma/proc"
@@ -90,7 +91,7 @@ func (a *app) res(cmd *cobra.Command, args *argv) error {
 		// res_show), so a device named like an object abbreviation wins.
 		return a.resSummary(word)
 	}
-	if full, ok := nldev.Abbrev(word, append(resTypeNames(), "frmr_pools")); ok && full == "frmr_pools" {
+	if full, ok := cmdline.Abbrev(word, append(resTypeNames(), "frmr_pools")); ok && full == "frmr_pools" {
 		return a.resFRMRPools(args)
 	}
 	t, ok := nldev.ParseResType(word)

@@ -117,7 +117,7 @@ func (a *app) statPorts(args *argv) (*nldev.Client, []portRef, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	refs, err := selectPorts(devs, want)
+	refs, err := nldev.SelectPorts(devs, want.Dev, want.Port)
 	return c, refs, err
 }
 
@@ -256,7 +256,7 @@ func (a *app) strictPort(args *argv, what string) (*nldev.Client, portRef, error
 	if err != nil {
 		return nil, portRef{}, err
 	}
-	refs, err := selectPorts(devs, want)
+	refs, err := nldev.SelectPorts(devs, want.Dev, want.Port)
 	if err != nil {
 		return nil, portRef{}, err
 	}

@@ -192,7 +192,7 @@ func (a *app) statQPShow(args *argv) error {
 	if err != nil {
 		return err
 	}
-	refs, err := selectPorts(devs, want)
+	refs, err := nldev.SelectPorts(devs, want.Dev, want.Port)
 	if err != nil {
 		return err
 	}
