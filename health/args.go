@@ -16,9 +16,9 @@ import (
 // (CheckGDR).
 var Checks = []string{"devices", "ports", "probe", "gdr"}
 
-// expectKeywords are the keywords of ParseArgs after the check names, in
-// the order that decides abbreviations.
-var expectKeywords = []string{"state", "min-rate", "mtu", "gid-type", "gid-index", "type", "ipv4", "ipv6", "netdev-mtu", "device-count", "device-names"}
+// ExpectKeywords are the keywords of ParseArgs after the check names, in
+// the order that decides abbreviations (shell completion offers them).
+var ExpectKeywords = []string{"state", "min-rate", "mtu", "gid-type", "gid-index", "type", "ipv4", "ipv6", "netdev-mtu", "device-count", "device-names"}
 
 // ParseArgs reads the words of `grdma check`: check names (Checks, all of
 // them when none is named) and expectations, abbreviated as rdma
@@ -30,7 +30,7 @@ var expectKeywords = []string{"state", "min-rate", "mtu", "gid-type", "gid-index
 // Wrong words are a *cmdline.UsageError naming the problem.
 func ParseArgs(words []string) (checks []string, exp Expect, err error) {
 	args := cmdline.NewArgs(words, "")
-	keywords := slices.Concat(Checks, expectKeywords)
+	keywords := slices.Concat(Checks, ExpectKeywords)
 	for !args.Empty() {
 		kw, err := args.Keyword("check or expectation", "", keywords...)
 		if err != nil {
