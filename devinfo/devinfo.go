@@ -20,7 +20,6 @@ import (
 	"io/fs"
 	"os"
 	"path"
-	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -335,21 +334,12 @@ func (r *Reader) fromVerbs(d *Device, verbs Verbs, driverID uint32, nlPorts []nl
 	for _, p := range nlPorts {
 		r.netdevs.Add(p.NetdevIndex, p.Netdev)
 	}
-	for _, e := range entries {
-		if e.Port < 1 || int(e.Port) > len(d.Ports) {
-			continue
-		}
-		g, err := gid.FromVerbs(e, r.netdevs.Name)
-		if err != nil {
-			return fmt.Errorf("%s/%d GID %d: %w", d.Name, e.Port, e.Index, err)
-		}
-		if !g.GID.IsEmpty() {
-			p := &d.Ports[e.Port-1]
-			p.GIDs = append(p.GIDs, g)
-		}
+	byPort, err := gid.FromVerbsTable(d.Name, entries, r.netdevs.Name)
+	if err != nil {
+		return err
 	}
 	for i := range d.Ports {
-		slices.SortFunc(d.Ports[i].GIDs, func(a, b gid.Entry) int { return a.Index - b.Index })
+		d.Ports[i].GIDs = byPort[d.Ports[i].Port]
 	}
 	return nil
 }

@@ -73,25 +73,35 @@ func tablesFromVerbs(fsys sysfs.FS, refs []sysfs.PortRef, nodeOf NodeFunc, names
 	if err != nil {
 		return nil, err
 	}
+	byPort, err := FromVerbsTable(dev, raw, names.Name)
+	if err != nil {
+		return nil, err
+	}
 	tables := make([]Table, 0, len(refs))
 	for _, ref := range refs {
-		t := Table{Device: dev, Port: ref.Port}
-		for _, r := range raw {
-			if r.Port != ref.Port {
-				continue
-			}
-			e, err := FromVerbs(r, names.Name)
-			if err != nil {
-				return nil, fmt.Errorf("%s/%d GID %d: %w", dev, ref.Port, r.Index, err)
-			}
-			if !e.GID.IsEmpty() {
-				t.Entries = append(t.Entries, e)
-			}
-		}
-		slices.SortFunc(t.Entries, func(a, b Entry) int { return a.Index - b.Index })
-		tables = append(tables, t)
+		tables = append(tables, Table{Device: dev, Port: ref.Port, Entries: byPort[ref.Port]})
 	}
 	return tables, nil
+}
+
+// FromVerbsTable converts the answer of QUERY_GID_TABLE for device dev:
+// the populated entries of each port, by index; netdev names the netdev of
+// an ifindex.
+func FromVerbsTable(dev string, raw []uverbs.GIDEntry, netdev func(ifindex uint32) string) (map[uint32][]Entry, error) {
+	byPort := map[uint32][]Entry{}
+	for _, r := range raw {
+		e, err := FromVerbs(r, netdev)
+		if err != nil {
+			return nil, fmt.Errorf("%s/%d GID %d: %w", dev, r.Port, r.Index, err)
+		}
+		if !e.GID.IsEmpty() {
+			byPort[r.Port] = append(byPort[r.Port], e)
+		}
+	}
+	for _, entries := range byPort {
+		slices.SortFunc(entries, func(a, b Entry) int { return a.Index - b.Index })
+	}
+	return byPort, nil
 }
 
 // FromVerbs converts a GID entry of QUERY_GID_TABLE; netdev names the
