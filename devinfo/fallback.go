@@ -60,8 +60,8 @@ func (r *Reader) fromSysfs(d *Device, nlPorts []nldev.Port) error {
 		if err != nil {
 			continue
 		}
-		p.Attr.ActiveMTU = min(ports.DeriveRoCEActiveMTU(d.Driver, mtu), uverbs.MTU4096)
-		p.Attr.MaxMTU, p.MTUSource = uverbs.MTU4096, ports.MTUDerived
+		p.Attr.ActiveMTU = ports.DeriveRoCEActiveMTU(d.Driver, mtu)
+		p.Attr.MaxMTU, p.MTUSource = ports.RoCEMaxMTU, ports.MTUDerived
 	}
 	return nil
 }

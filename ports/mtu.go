@@ -41,6 +41,7 @@ func DeriveRoCEActiveMTU(driver string, netdevMTU int) uverbs.MTU {
 	return uverbs.LargestMTU(netdevMTU - iboeOverhead)
 }
 
-// roceMaxMTU is the max_mtu RoCE drivers report (rxe and mlx5 both
-// IB_MTU_4096): the largest MTU RoCE defines.
-const roceMaxMTU = uverbs.MTU4096
+// RoCEMaxMTU is the max_mtu RoCE drivers report (rxe and mlx5 both
+// IB_MTU_4096): the largest MTU RoCE defines, and the most
+// DeriveRoCEActiveMTU returns.
+const RoCEMaxMTU = uverbs.MTU4096

@@ -394,8 +394,8 @@ func (r *Reader) addMTU(ports []Port, driver string, verbs PortQuerier, openErr 
 		}
 		p.MTUNote = err.Error()
 		if p.LinkLayer == sysfs.LinkLayerEthernet && p.NetdevMTU > 0 {
-			p.ActiveMTU = min(DeriveRoCEActiveMTU(driver, p.NetdevMTU), roceMaxMTU)
-			p.MaxMTU, p.MTUSource = roceMaxMTU, MTUDerived
+			p.ActiveMTU = DeriveRoCEActiveMTU(driver, p.NetdevMTU)
+			p.MaxMTU, p.MTUSource = RoCEMaxMTU, MTUDerived
 		} else {
 			p.MTUSource = MTUUnknown
 		}
