@@ -20,7 +20,7 @@ func TransportName(t ib.NodeType) (string, uint64) {
 		return "usNIC", 2
 	case ib.NodeUSNICUDP:
 		return "usNIC UDP", 3
-	case 1, 2, 3: // CA, switch, router
+	case ib.NodeCA, ib.NodeSwitch, ib.NodeRouter:
 		return "InfiniBand", 0
 	}
 	return "invalid transport", uint64(t)

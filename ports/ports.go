@@ -225,7 +225,7 @@ func (r *Reader) openVerbs(d device) (PortQuerier, error) {
 	if r.OpenVerbs != nil {
 		return r.OpenVerbs(d.name)
 	}
-	if c, ok := r.Netlink.(chardever); ok && r.Netlink != nil {
+	if c, ok := r.Netlink.(chardever); ok {
 		// Without an answer (an old kernel), uverbs.Open finds the node
 		// and says why it cannot.
 		if ch, err := c.Chardev(d.index, "uverbs"); err == nil {

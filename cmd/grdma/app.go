@@ -7,11 +7,10 @@ import (
 
 	"github.com/grdma/grdma/cmdline"
 	"github.com/grdma/grdma/devinfo"
-	"github.com/grdma/grdma/uverbs"
-
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/output"
 	"github.com/grdma/grdma/sysfs"
+	"github.com/grdma/grdma/uverbs"
 )
 
 // version and commit are set at build time with -ldflags -X.
@@ -147,7 +146,7 @@ func (e *cannotRunError) Unwrap() error { return e.error }
 
 var usagef = cmdline.Usagef
 
-// exitCode maps an error to the exit status and prints it.
+// report prints err and returns the exit status it means.
 func (a *app) report(err error) int {
 	if err == nil {
 		return exitOK

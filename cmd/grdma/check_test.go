@@ -6,8 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/grdma/grdma/exporter"
 )
 
 // checkOn runs grdma check against the recorded 6.12 kernel and the rxe
@@ -49,25 +47,6 @@ func TestCheckExpectationsFail(t *testing.T) {
 	// rxe0 has RoCE v2 GIDs; its veth0 MTU is 1500 and rate 10 Gb/s.
 	if c.Status != "FAIL" || c.Subject != "rxe0/1" || c.Message != "rate 10 Gb/s, expected at least 100; netdev veth0 MTU 1500, expected 9000" || len(c.Signals) == 0 {
 		t.Fatalf("check %+v", c)
-	}
-}
-
-func TestCheckQuietAndTextfile(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "check.prom")
-	out, stderr, code := checkOn(t, "-q", "ports", "mtu", "4096", "--textfile", path)
-	if code != exitFailed || out != "" || stderr != "" {
-		t.Fatalf("-q: exit %d, stdout %q, stderr %q", code, out, stderr)
-	}
-	fams, err := exporter.ReadTextfile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := fams["grdma_check_status"]
-	if st == nil || len(st.GetMetric()) != 2 || st.GetMetric()[0].GetGauge().GetValue() != 2 {
-		t.Fatalf("status gauges: %v", st)
-	}
-	if fams["grdma_check_last_run_timestamp_seconds"] == nil {
-		t.Fatal("no timestamp")
 	}
 }
 

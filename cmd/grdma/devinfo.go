@@ -2,6 +2,7 @@ package main
 
 import (
 	"github.com/grdma/grdma/devinfo"
+	"github.com/grdma/grdma/output"
 	"github.com/grdma/grdma/render"
 )
 
@@ -27,11 +28,10 @@ func (a *app) devInfo(args *argv) error {
 	if err != nil {
 		return err
 	}
-	p := a.printer()
-	p.StartList()
-	for i := range devs {
-		render.DevInfo(p, &devs[i])
-	}
-	p.EndList()
-	return p.Flush()
+	return a.printList(func(p *output.Printer) error {
+		for i := range devs {
+			render.DevInfo(p, &devs[i])
+		}
+		return nil
+	})
 }

@@ -1,3 +1,5 @@
+//go:build !grdma_noprometheus
+
 package main
 
 import (
@@ -76,7 +78,7 @@ func TestExportFailureLeavesOldFile(t *testing.T) {
 	os.WriteFile(path, []byte("old\n"), 0o644)
 	// A kernel that answers nothing: collection fails before writing.
 	k := statKernel("6.12")
-	k.On(nlfixtureGetDump(), "missing.bin")
+	k.On(nlfixture.Request{Cmd: nldev.CmdGet, Dump: true, Dev: -1, Port: -1}, "missing.bin")
 	_, _, code := runGrdma(t, k, "stat", "export", "--textfile", path)
 	b, _ := os.ReadFile(path)
 	if code != exitFailed || string(b) != "old\n" {

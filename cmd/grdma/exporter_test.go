@@ -1,3 +1,5 @@
+//go:build !grdma_noprometheus
+
 package main
 
 import (

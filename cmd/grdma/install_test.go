@@ -1,7 +1,10 @@
+//go:build !grdma_noprometheus
+
 package main
 
 import (
 	"debug/elf"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,7 +25,7 @@ func TestMakeInstall(t *testing.T) {
 	tmp := t.TempDir()
 	dest := filepath.Join(tmp, "root")
 	makeArgs := []string{"-C", filepath.Join("..", ".."), "GO=" + goPath, "DESTDIR=" + dest, "PREFIX=/usr",
-		"BIN=" + filepath.Join(tmp, "grdma")} // leave the checkout's bin/grdma alone
+		"BIN=" + filepath.Join(tmp, "grdma"), "BINPROM=" + filepath.Join(tmp, "grdma-prometheus")} // leave the checkout's bin/ alone
 	mk := func(target string) {
 		t.Helper()
 		out, err := exec.Command(makePath, append(makeArgs, target)...).CombinedOutput()
@@ -32,23 +35,34 @@ func TestMakeInstall(t *testing.T) {
 	}
 	mk("install")
 
-	bin := filepath.Join(dest, "usr", "bin", "grdma")
-	if fi, err := os.Stat(bin); err != nil || fi.Mode().Perm() != 0o755 {
-		t.Fatalf("binary: %v %v", fi, err)
-	}
-	f, err := elf.Open(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_INTERP || p.Type == elf.PT_DYNAMIC {
-			t.Errorf("installed grdma is not static (%v)", p.Type)
+	for _, name := range []string{"grdma", "grdma-prometheus"} {
+		bin := filepath.Join(dest, "usr", "bin", name)
+		if fi, err := os.Stat(bin); err != nil || fi.Mode().Perm() != 0o755 {
+			t.Fatalf("%s: %v %v", name, fi, err)
+		}
+		f, err := elf.Open(bin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range f.Progs {
+			if p.Type == elf.PT_INTERP || p.Type == elf.PT_DYNAMIC {
+				t.Errorf("installed %s is not static (%v)", name, p.Type)
+			}
+		}
+		f.Close()
+		out, err := exec.Command(bin, "-V").Output()
+		if err != nil || !strings.HasPrefix(string(out), "grdma ") || strings.Contains(string(out), "grdma dev (commit unknown)") {
+			t.Errorf("%s -V: %q %v (want the version and commit make set)", name, out, err)
 		}
 	}
-	f.Close()
-	out, err := exec.Command(bin, "-V").Output()
-	if err != nil || !strings.HasPrefix(string(out), "grdma ") || strings.Contains(string(out), "grdma dev (commit unknown)") {
-		t.Errorf("grdma -V: %q %v (want the version and commit make set)", out, err)
+	// The installed grdma hands exporter to the grdma-prometheus next to
+	// it, which rejects the address (exit 2) after grdma could not have.
+	cmd := exec.Command(filepath.Join(dest, "usr", "bin", "grdma"), "exporter", "--web.listen-address=bogus")
+	cmd.Env = append(os.Environ(), "PATH=/nonexistent")
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), `--web.listen-address "bogus" must be host:port`) {
+		t.Errorf("installed grdma exporter: %v\n%s", err, out)
 	}
 
 	want, _ := filepath.Glob(filepath.Join(manDir, "*.8"))

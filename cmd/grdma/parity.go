@@ -112,7 +112,7 @@ func (a *app) resFRMRPools(args *argv) error {
 	})
 }
 
-// resSet: res set frmr_pools dev DEV aging SECONDS
+// resSet: res set frmr_pools dev DEV aging SECONDS | pinned KEY N
 func (a *app) resSet(args *argv) error {
 	if _, err := args.Keyword("object", "", "frmr_pools"); err != nil {
 		return err

@@ -66,10 +66,11 @@ func findPrometheusBinary(self string, lookPath func(string) (string, error)) (s
 // exporterCommand hands every argument, flags included, to grdma-prometheus.
 func (a *app) exporterCommand() *cobra.Command {
 	return &cobra.Command{
-		Use:                exporterUse,
-		Short:              exporterShort,
-		Long:               exporterShort + ". Run by " + prometheusBinary + ", the build of grdma with the Prometheus packages: see grdma exporter --help there.",
-		DisableFlagParsing: true,
+		Use:                   exporterUse,
+		Short:                 exporterShort,
+		Long:                  exporterShort + ". Run by " + prometheusBinary + ", the build of grdma with the Prometheus packages: see grdma exporter --help there.",
+		DisableFlagParsing:    true,
+		DisableFlagsInUseLine: true,
 		RunE: func(*cobra.Command, []string) error {
 			return a.needPrometheus("grdma exporter")
 		},

@@ -11,7 +11,9 @@ import (
 	"testing"
 )
 
-// Run by make test: go test -tags grdma_noprometheus -run NoPrometheus.
+// Run by make test: go test -tags grdma_noprometheus ./cmd/grdma, with the
+// rest of the package (the tests of what this build hands over are tagged
+// !grdma_noprometheus).
 
 func TestNoPrometheusLinksNoPrometheus(t *testing.T) {
 	out, err := exec.Command("go", "list", "-tags", "grdma_noprometheus", "-deps", ".").Output()

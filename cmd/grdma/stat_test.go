@@ -121,10 +121,6 @@ func TestStatRatesJSONLines(t *testing.T) {
 	}
 }
 
-func nlfixtureGetDump() nlfixture.Request {
-	return nlfixture.Request{Cmd: nldev.CmdGet, Dump: true, Dev: -1, Port: -1}
-}
-
 // TestStatQPShowEmpty: the real (empty) QP counter dump prints nothing,
 // as rdma printed nothing (rxe cannot bind QPs to counters).
 func TestStatQPShowEmpty(t *testing.T) {

@@ -417,7 +417,7 @@ func compResShow() *compSyntax {
 	return s
 }
 
-// autoOnOff is the on|off after stat qp set ... auto CRITERIA (none after
+// compAutoOnOff is the on|off after stat qp set ... auto CRITERIA (none after
 // auto off).
 var compAutoOnOff compValues = func(_ *completer, done []string) []string {
 	if len(done) == 1 && done[0] == "off" {
