@@ -17,7 +17,7 @@ import (
 // response address.
 func newObjectKernel(t *testing.T) (*Context, *fakeKernel) {
 	c, k := newFakeContext(t)
-	c.write = func(b []byte) (int, error) {
+	kernelOf(t, c).write = func(b []byte) (int, error) {
 		if binary.NativeEndian.Uint16(b[6:]) != 0 {
 			return k.write(b)
 		}

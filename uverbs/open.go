@@ -143,14 +143,27 @@ func openContext(fsys sysfs.FS, ibdev string, vd sysfs.VerbsDevice, driver strin
 	if err != nil {
 		return nil, err
 	}
-	c, err := newContext(fmt.Sprintf("%s (%s)", vd.Name, ibdev), fd)
+	c, err := newContext(contextName(vd.Name, ibdev), deviceFile{fd})
 	if err != nil {
 		unix.Close(fd)
 		return nil, err
 	}
 	c.Verbs, c.Driver = vd, driver
+	if err := c.start(ibdev, driverID); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// contextName is a context's name in errors: "uverbs0 (rxe0)".
+func contextName(node, ibdev string) string { return fmt.Sprintf("%s (%s)", node, ibdev) }
+
+// start creates the user context with the request data of c.Driver;
+// driverID, when known (not 0), lets a driver without request data use the
+// ioctl GET_CONTEXT. On failure c is closed.
+func (c *Context) start(ibdev string, driverID uint32) error {
 	getContext := (*Context).getContext
-	if request, ok := contextRequests[driver]; ok {
+	if request, ok := contextRequests[c.Driver]; ok {
 		getContext = request
 	} else if driverID != 0 {
 		getContext = func(c *Context) error { return c.getContextIoctl(driverID) }
@@ -158,12 +171,12 @@ func openContext(fsys sysfs.FS, ibdev string, vd sysfs.VerbsDevice, driver strin
 	if err := getContext(c); err != nil {
 		c.Close()
 		if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOPNOTSUPP) {
-			return nil, &UnsupportedDriverError{Device: ibdev, Driver: driver,
+			return &UnsupportedDriverError{Device: ibdev, Driver: c.Driver,
 				Reason: fmt.Sprintf("the kernel refused GET_CONTEXT without driver data (%v)", errors.Unwrap(err))}
 		}
-		return nil, err
+		return err
 	}
-	return c, nil
+	return nil
 }
 
 // Node is a uverbs character device as RDMA netlink's GET_CHARDEV names

@@ -4,10 +4,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"sync/atomic"
 	"unsafe"
-
-	"golang.org/x/sys/unix"
 )
 
 // rxe (Soft-RoCE) user queues live in kernel memory that user space maps
@@ -161,18 +160,11 @@ type RecvWR struct {
 // rxeQueue is one mapped rxe queue: a work queue the user produces into,
 // or a completion queue the kernel produces into.
 type rxeQueue struct {
+	kernel    Kernel // what mapped it
 	buf       []byte
 	elemShift uint32
 	indexMask uint32
 }
-
-// mmapQueue maps a queue of the uverbs device; tests replace it.
-var mmapQueue = func(fd int, offset int64, size int) ([]byte, error) {
-	return unix.Mmap(fd, offset, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-}
-
-// munmapQueue unmaps what mmapQueue mapped.
-var munmapQueue = unix.Munmap
 
 // mapRxeQueue maps the queue mi describes and checks that its header
 // describes elements of at least minElem bytes within the mapping.
@@ -180,11 +172,18 @@ func (c *Context) mapRxeQueue(what string, mi mmapInfo, minElem uintptr) (*rxeQu
 	if mi.Size < uint32(rxeDataOffset) {
 		return nil, fmt.Errorf("%s: rxe %s queue of %d bytes is too small for its header", c.name, what, mi.Size)
 	}
-	buf, err := mmapQueue(c.fd, int64(mi.Offset), int(mi.Size))
+	c.mu.Lock()
+	k := c.kernel
+	c.mu.Unlock()
+	if k == nil {
+		return nil, fmt.Errorf("%s: mmap of the rxe %s queue: %w", c.name, what, os.ErrClosed)
+	}
+	buf, err := k.Mmap(int64(mi.Offset), int(mi.Size))
 	if err != nil {
 		return nil, fmt.Errorf("%s: mmap of the rxe %s queue (offset %#x, %d bytes): %w", c.name, what, mi.Offset, mi.Size, err)
 	}
 	q := &rxeQueue{
+		kernel:    k,
 		buf:       buf,
 		elemShift: binary.NativeEndian.Uint32(buf[unsafe.Offsetof(rxeQueueBuf{}.Log2ElemSize):]),
 		indexMask: binary.NativeEndian.Uint32(buf[unsafe.Offsetof(rxeQueueBuf{}.IndexMask):]),
@@ -192,7 +191,7 @@ func (c *Context) mapRxeQueue(what string, mi mmapInfo, minElem uintptr) (*rxeQu
 	slots := uint64(q.indexMask) + 1
 	if q.elemShift >= 32 || slots&(slots-1) != 0 || 1<<q.elemShift < uint64(minElem) ||
 		uint64(rxeDataOffset)+slots<<q.elemShift > uint64(len(buf)) {
-		munmapQueue(buf)
+		k.Munmap(buf)
 		return nil, fmt.Errorf("%s: rxe %s queue header makes no sense: %d slots of 2^%d bytes in %d bytes",
 			c.name, what, slots, q.elemShift, len(buf))
 	}
@@ -248,7 +247,7 @@ func (q *rxeQueue) unmap() error {
 	if q == nil || q.buf == nil {
 		return nil
 	}
-	err := munmapQueue(q.buf)
+	err := q.kernel.Munmap(q.buf)
 	q.buf = nil
 	return err
 }
