@@ -187,7 +187,9 @@ func TestPacketLoss(t *testing.T) {
 // A delayed packet arrives late, and whole.
 func TestPacketDelay(t *testing.T) {
 	a, b, fab := pair(t, defaultLink)
-	fab.Impair(func(uverbstest.Packet) uverbstest.Impairment { return uverbstest.Impairment{Delay: 20 * time.Millisecond} })
+	fab.Impair(func(uverbstest.Packet) uverbstest.Impairment {
+		return uverbstest.Impairment{Delay: 20 * time.Millisecond}
+	})
 	b.recv(1, 0, 64)
 	start := time.Now()
 	a.post(uverbs.SendWR{ID: 2, Opcode: uverbs.WRSend, SGL: []uverbs.SGE{a.sge(0, 16)}})

@@ -16,7 +16,9 @@ import (
 // DESTROY_CQ counts the events read.
 func TestCompletionEvent(t *testing.T) {
 	a, b, fab := pair(t, defaultLink)
-	fab.Impair(func(uverbstest.Packet) uverbstest.Impairment { return uverbstest.Impairment{Delay: 5 * time.Millisecond} })
+	fab.Impair(func(uverbstest.Packet) uverbstest.Impairment {
+		return uverbstest.Impairment{Delay: 5 * time.Millisecond}
+	})
 	if err := b.cq.Arm(false); err != nil {
 		t.Fatal(err)
 	}

@@ -95,15 +95,15 @@ func (e *end) close() {
 
 // link are the connection attributes both sides use.
 type link struct {
-	psn       uint32
-	mtu       uverbs.MTU
-	timeout   uint8
-	retry     uint8
-	rnrRetry  uint8
-	minRNR    uint8
-	rdAtomic  uint8
-	access    uverbs.Access
-	gidIndex  uint8
+	psn      uint32
+	mtu      uverbs.MTU
+	timeout  uint8
+	retry    uint8
+	rnrRetry uint8
+	minRNR   uint8
+	rdAtomic uint8
+	access   uverbs.Access
+	gidIndex uint8
 }
 
 var defaultLink = link{psn: 0x1234, mtu: uverbs.MTU1024, timeout: 14, retry: 7, rnrRetry: 3, minRNR: 1, rdAtomic: 1,
