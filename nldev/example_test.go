@@ -140,7 +140,7 @@ func ExampleClient_PortCountersOf() {
 		return
 	}
 	refs, _ := nldev.SelectPorts(devs, "", 0)
-	counters, err := c.PortCountersOf(refs, func(r nldev.PortRef) { fmt.Printf("%s/%d has no counters\n", r.Device.Name, r.Port) })
+	counters, err := c.PortCountersOf(refs, func(r nldev.DevicePort) { fmt.Printf("%s/%d has no counters\n", r.Device.Name, r.Port) })
 	for _, pc := range counters {
 		fmt.Printf("%s/%d: %d counters\n", pc.DevName, pc.Port, len(pc.Counters))
 	}

@@ -5,9 +5,10 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/grdma/grdma/cmdline"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/grdma/grdma/cmdline"
 )
 
 // FRMRPoolKey identifies a pool of fast-registration MRs the kernel keeps

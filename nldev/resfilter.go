@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/grdma/grdma/cmdline"
+	"github.com/grdma/grdma/ib"
 )
 
 // SyntaxError is a command line a parser of this package rejects before
@@ -94,7 +95,7 @@ var resFilterTables = map[ResType][]ResFilterSpec{
 		numFilter("rq-psn", AttrResRQPSN, func(q *QP) uint64 { return uint64(q.RQPSN) }),
 		strFilter("type", qpTypeFilterNames, func(q *QP) string { return q.Type.String() }),
 		strFilter("path-mig-state", PathMigStateNames, func(q *QP) string { return q.PathMigState.String() }),
-		strFilter("state", QPStateNames, func(q *QP) string { return q.State.String() }),
+		strFilter("state", ib.QPStateNames, func(q *QP) string { return q.State.String() }),
 		numFilter("pdn", AttrResPDN, func(q *QP) uint64 { return uint64(q.PDN) }),
 		{Name: "dev", Kind: FilterLocation, Extension: true},
 		commFilter,
@@ -173,7 +174,7 @@ var resFilterTables = map[ResType][]ResFilterSpec{
 func ResFilters(t ResType) []ResFilterSpec { return resFilterTables[t] }
 
 // qpTypeFilterNames are the QP type names a filter accepts.
-var qpTypeFilterNames = append(append([]string{}, QPTypeNames...), "DRIVER")
+var qpTypeFilterNames = append(append([]string{}, ib.QPTypeNames...), "DRIVER")
 
 // RdmaName is the port space name rdma prints: RDMA_PS_IB shows as
 // "IPoIB" there, and scripts match on it.

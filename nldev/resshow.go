@@ -2,13 +2,14 @@ package nldev
 
 import (
 	"errors"
-	"fmt"
 	"strconv"
 	"strings"
 
-	"github.com/grdma/grdma/cmdline"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/grdma/grdma/cmdline"
+	"github.com/grdma/grdma/ib"
 )
 
 // ParseResType resolves an object word of `res show` (abbreviable as in
@@ -190,7 +191,7 @@ func (c *Client) ResList(sel ResSelect, comm CommFunc, fn func(ResObject) error,
 		return err
 	}
 	if d := devs; sel.Dev != "" && sel.Port > d[0].NumPorts {
-		return fmt.Errorf("RDMA device %s has no port %d (it has %d)", d[0].Name, sel.Port, d[0].NumPorts)
+		return &ib.NotFoundError{Device: d[0].Name, Port: sel.Port, NumPorts: d[0].NumPorts}
 	}
 	if sel.Raw && !sel.Type.HasRaw() {
 		sel.Raw = false

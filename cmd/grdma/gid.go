@@ -4,12 +4,14 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/spf13/cobra"
+
 	"github.com/grdma/grdma/cmdline"
 	"github.com/grdma/grdma/gid"
+	"github.com/grdma/grdma/locator"
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/render"
 	"github.com/grdma/grdma/uverbs"
-	"github.com/spf13/cobra"
 )
 
 func (a *app) gidCommand() *cobra.Command {
@@ -132,6 +134,6 @@ func (a *app) uverbsNode() gid.NodeFunc {
 			return uverbs.Node{}, err
 		}
 		ch, err := c.Chardev(d.Index, "uverbs")
-		return uverbs.NodeOf(ch), err
+		return locator.FromNetlink(ch), err
 	}
 }
