@@ -2,6 +2,7 @@ package nldev
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
@@ -188,4 +189,13 @@ func (c *Client) UnbindQPCounterAll(devIndex, port, counterID uint32) ([]uint32,
 		}
 	}
 	return q.LQPNs, nil
+}
+
+func containsFold(list []string, s string) bool {
+	for _, v := range list {
+		if strings.EqualFold(v, s) {
+			return true
+		}
+	}
+	return false
 }

@@ -187,7 +187,6 @@ func TestCommandError(t *testing.T) {
 	}
 }
 
-
 // A regular file where the char device should be is refused before any
 // command is written to it.
 func TestOpenChecksTheDeviceNumber(t *testing.T) {
