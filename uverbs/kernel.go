@@ -6,8 +6,6 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/grdma/grdma/sysfs"
 )
 
 // Kernel is what a Context sends its commands to: the uverbs character
@@ -35,34 +33,18 @@ type Kernel interface {
 	Close() error
 }
 
-// ContextConfig names the device NewContext creates a context on.
-type ContextConfig struct {
-	// Device is the RDMA device ("rxe0") and Node its uverbs device
-	// ("uverbs0"), for errors.
-	Device string
-	Node   string
-	// Driver is the RDMA device's driver as sysfs names it ("rxe",
-	// "mlx5_core"): GET_CONTEXT carries the request data of the drivers
-	// that need some (mlx5).
-	Driver string
-	// DriverID is the device's enum rdma_driver_id (DriverIDRXE, ...), for
-	// the ioctl ABI; 0 when unknown, which makes GET_CONTEXT the write
-	// command.
-	DriverID uint32
-}
-
 // NewContext creates a user context (GET_CONTEXT, as Open does) on the
-// device k stands for, and owns k from then on: Close closes it, and so
-// does a failed NewContext. Errors are those of Open's GET_CONTEXT: an
-// *UnsupportedDriverError or a *CommandError.
-func NewContext(k Kernel, cfg ContextConfig) (*Context, error) {
-	c, err := newContext(contextName(cfg.Node, cfg.Device), k)
+// device k stands for: node says which (its Name and ibdev name it in
+// errors) and its driver, which chooses GET_CONTEXT's request data; its
+// device number is not used. The context owns k from then on: Close
+// closes it, and so does a failed NewContext. Errors are those of Open's
+// GET_CONTEXT: an *UnsupportedDriverError or a *CommandError.
+func NewContext(k Kernel, ibdev string, node Node) (*Context, error) {
+	c, err := newContext(contextName(node.Name, ibdev), k)
 	if err != nil {
 		return nil, errors.Join(err, k.Close())
 	}
-	c.Verbs = sysfs.VerbsDevice{Name: cfg.Node, IBDev: cfg.Device}
-	c.Driver = cfg.Driver
-	if err := c.start(cfg.Device, cfg.DriverID); err != nil {
+	if err := c.start(ibdev, node); err != nil {
 		return nil, err
 	}
 	return c, nil

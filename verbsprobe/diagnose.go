@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/grdma/grdma/gid"
+	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/sysfs"
 	"github.com/grdma/grdma/uverbs"
 )
@@ -51,7 +52,7 @@ func (p *prober) diagnose(step string, err error) *StepError {
 func (p *prober) likelyCause(step string, err error) string {
 	var (
 		errno     unix.Errno
-		notFound  *sysfs.NotFoundError
+		notFound  *ib.NotFoundError
 		inactive  *PortNotActiveError
 		noGID     *NoGIDError
 		badIndex  *GIDIndexError
@@ -139,7 +140,7 @@ func (p *prober) netdev() string {
 }
 
 func (p *prober) inactiveCause(e *PortNotActiveError) string {
-	if p.port.LinkLayer == uverbs.LinkLayerInfiniBand {
+	if p.port.LinkLayer == ib.LinkLayerInfiniBand {
 		if portStateName(e.State) == "INIT" {
 			return "the link is up but no subnet manager has configured the port (opensm)"
 		}

@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/uverbs"
 	"github.com/grdma/grdma/uverbs/uverbstest"
 )
@@ -19,9 +20,9 @@ import (
 func TestModifyQPChecks(t *testing.T) {
 	e := newEnd(t, uverbstest.NewDevice(uverbstest.Config{}))
 	qp := e.qp.QP()
-	initAttr := uverbs.QPAttr{State: uverbs.QPStateInit, PortNum: 1, AccessFlags: defaultLink.access}
+	initAttr := uverbs.QPAttr{State: ib.QPStateInit, PortNum: 1, AccessFlags: defaultLink.access}
 	av := uverbs.AddressVector{DGID: e.dev.GID(1), SGIDIndex: 1, HopLimit: 64, IsGlobal: 1, PortNum: 1}
-	rtr := uverbs.QPAttr{State: uverbs.QPStateRTR, PathMTU: uverbs.MTU1024, DestQPN: qp.QPN, MaxDestRdAtomic: 1, AV: av}
+	rtr := uverbs.QPAttr{State: ib.QPStateRTR, PathMTU: ib.MTU1024, DestQPN: qp.QPN, MaxDestRdAtomic: 1, AV: av}
 	modify := func(a uverbs.QPAttr, mask uverbs.QPAttrMask) error { return e.c.ModifyQP(qp, &a, mask) }
 	for _, tt := range []struct {
 		name string
@@ -32,25 +33,25 @@ func TestModifyQPChecks(t *testing.T) {
 		{"RESET to RTR", rtr, uverbs.QPAttrsInitToRTR, unix.EINVAL},
 		{"RESET to INIT without the port", initAttr, uverbs.QPAttrsResetToInit &^ uverbs.QPAttrPort, unix.EINVAL},
 		{"RESET to INIT with a path MTU", initAttr, uverbs.QPAttrsResetToInit | uverbs.QPAttrPathMTU, unix.EINVAL},
-		{"RESET to INIT on port 2", uverbs.QPAttr{State: uverbs.QPStateInit, PortNum: 2}, uverbs.QPAttrsResetToInit, unix.EINVAL},
+		{"RESET to INIT on port 2", uverbs.QPAttr{State: ib.QPStateInit, PortNum: 2}, uverbs.QPAttrsResetToInit, unix.EINVAL},
 		{"state 9", uverbs.QPAttr{State: 9}, uverbs.QPAttrState, unix.EINVAL},
 		{"a mask bit beyond the standard ones", initAttr, uverbs.QPAttrsResetToInit | 1<<25, unix.EOPNOTSUPP},
 		{"RESET to INIT", initAttr, uverbs.QPAttrsResetToInit, nil},
-		{"INIT to RTS", uverbs.QPAttr{State: uverbs.QPStateRTS}, uverbs.QPAttrsRTRToRTS, unix.EINVAL},
+		{"INIT to RTS", uverbs.QPAttr{State: ib.QPStateRTS}, uverbs.QPAttrsRTRToRTS, unix.EINVAL},
 		{"INIT to RTR without the address", rtr, uverbs.QPAttrsInitToRTR &^ uverbs.QPAttrAV, unix.EINVAL},
 		{"INIT to RTR without a GRH on RoCE", func() uverbs.QPAttr { a := rtr; a.AV.IsGlobal = 0; return a }(), uverbs.QPAttrsInitToRTR, unix.EINVAL},
 		{"INIT to RTR from an empty GID slot", func() uverbs.QPAttr { a := rtr; a.AV.SGIDIndex = 9; return a }(), uverbs.QPAttrsInitToRTR, unix.EINVAL},
 		{"INIT to RTR on another port than INIT's", func() uverbs.QPAttr { a := rtr; a.AV.PortNum = 2; return a }(), uverbs.QPAttrsInitToRTR, unix.EINVAL},
-		{"INIT to RTR beyond the port's MTU", func() uverbs.QPAttr { a := rtr; a.PathMTU = uverbs.MTU8192; return a }(), uverbs.QPAttrsInitToRTR, unix.EINVAL},
+		{"INIT to RTR beyond the port's MTU", func() uverbs.QPAttr { a := rtr; a.PathMTU = ib.MTU8192; return a }(), uverbs.QPAttrsInitToRTR, unix.EINVAL},
 		{"INIT to RTR", rtr, uverbs.QPAttrsInitToRTR, nil},
-		{"RTR to RTS with a timeout of 32", uverbs.QPAttr{State: uverbs.QPStateRTS, Timeout: 32}, uverbs.QPAttrsRTRToRTS, unix.EINVAL},
-		{"RTR to RTS with an address", uverbs.QPAttr{State: uverbs.QPStateRTS, AV: av}, uverbs.QPAttrsRTRToRTS | uverbs.QPAttrAV, unix.EINVAL},
-		{"RTR to RTS", uverbs.QPAttr{State: uverbs.QPStateRTS, Timeout: 14, RetryCnt: 7, RNRRetry: 7}, uverbs.QPAttrsRTRToRTS, nil},
-		{"RTS to RTS with a new RNR timer", uverbs.QPAttr{State: uverbs.QPStateRTS, MinRNRTimer: 3}, uverbs.QPAttrState | uverbs.QPAttrMinRNRTimer, nil},
+		{"RTR to RTS with a timeout of 32", uverbs.QPAttr{State: ib.QPStateRTS, Timeout: 32}, uverbs.QPAttrsRTRToRTS, unix.EINVAL},
+		{"RTR to RTS with an address", uverbs.QPAttr{State: ib.QPStateRTS, AV: av}, uverbs.QPAttrsRTRToRTS | uverbs.QPAttrAV, unix.EINVAL},
+		{"RTR to RTS", uverbs.QPAttr{State: ib.QPStateRTS, Timeout: 14, RetryCnt: 7, RNRRetry: 7}, uverbs.QPAttrsRTRToRTS, nil},
+		{"RTS to RTS with a new RNR timer", uverbs.QPAttr{State: ib.QPStateRTS, MinRNRTimer: 3}, uverbs.QPAttrState | uverbs.QPAttrMinRNRTimer, nil},
 		{"RTS to INIT", initAttr, uverbs.QPAttrState, unix.EINVAL},
-		{"RTS to ERR", uverbs.QPAttr{State: uverbs.QPStateErr}, uverbs.QPAttrState, nil},
-		{"ERR to RTS", uverbs.QPAttr{State: uverbs.QPStateRTS}, uverbs.QPAttrState, unix.EINVAL},
-		{"ERR to RESET", uverbs.QPAttr{State: uverbs.QPStateReset}, uverbs.QPAttrState, nil},
+		{"RTS to ERR", uverbs.QPAttr{State: ib.QPStateErr}, uverbs.QPAttrState, nil},
+		{"ERR to RTS", uverbs.QPAttr{State: ib.QPStateRTS}, uverbs.QPAttrState, unix.EINVAL},
+		{"ERR to RESET", uverbs.QPAttr{State: ib.QPStateReset}, uverbs.QPAttrState, nil},
 	} {
 		err := modify(tt.attr, tt.mask)
 		if tt.want == nil && err != nil || tt.want != nil && !errors.Is(err, tt.want) {
@@ -68,7 +69,7 @@ func TestQueryQP(t *testing.T) {
 		t.Fatal(err)
 	}
 	qp := e.qp.QP()
-	if a.State != uverbs.QPStateRTS || a.PathMTU != uverbs.MTU1024 || a.DestQPN != qp.QPN || a.RQPSN != defaultLink.psn ||
+	if a.State != ib.QPStateRTS || a.PathMTU != ib.MTU1024 || a.DestQPN != qp.QPN || a.RQPSN != defaultLink.psn ||
 		a.SQPSN != defaultLink.psn || a.AV.SGIDIndex != 1 || a.AV.DGID != e.dev.GID(1) || a.Timeout != 14 ||
 		a.RetryCnt != 7 || a.RNRRetry != 3 || a.MaxRdAtomic != 1 || a.MaxDestRdAtomic != 1 || a.PortNum != 1 ||
 		a.AccessFlags != defaultLink.access || a.SQSigAll != 1 || a.Cap != qp.Cap {
@@ -90,12 +91,12 @@ func TestObjectChecks(t *testing.T) {
 	wantErrno(t, "a CQ of 0 entries", err, unix.EINVAL)
 	_, err = c.CreateRxeCQWith(uverbs.CQInit{CQE: 8, CompVector: 1})
 	wantErrno(t, "a CQ on vector 1 of 1", err, unix.EINVAL)
-	_, err = c.CreateRxeQP(uverbs.QPInit{PD: e.pd, SendCQ: e.cq.CQ(), RecvCQ: e.cq.CQ(), Type: uverbs.QPTypeRC,
+	_, err = c.CreateRxeQP(uverbs.QPInit{PD: e.pd, SendCQ: e.cq.CQ(), RecvCQ: e.cq.CQ(), Type: ib.QPTypeRC,
 		Cap: uverbs.QPCap{MaxSendWR: 1 << 30}})
 	wantErrno(t, "a QP beyond max_qp_wr", err, unix.EINVAL)
-	_, err = c.CreateRxeQP(uverbs.QPInit{PD: uverbs.PD{Handle: 77}, SendCQ: e.cq.CQ(), RecvCQ: e.cq.CQ(), Type: uverbs.QPTypeRC})
+	_, err = c.CreateRxeQP(uverbs.QPInit{PD: uverbs.PD{Handle: 77}, SendCQ: e.cq.CQ(), RecvCQ: e.cq.CQ(), Type: ib.QPTypeRC})
 	wantErrno(t, "a QP in no PD", err, unix.EINVAL)
-	_, err = c.CreateRxeQP(uverbs.QPInit{PD: e.pd, SendCQ: e.cq.CQ(), RecvCQ: e.cq.CQ(), Type: uverbs.QPTypeUD})
+	_, err = c.CreateRxeQP(uverbs.QPInit{PD: e.pd, SendCQ: e.cq.CQ(), RecvCQ: e.cq.CQ(), Type: ib.QPTypeUD})
 	wantErrno(t, "a UD QP (not emulated)", err, unix.EOPNOTSUPP)
 
 	buf, err := uverbs.AllocBuffer(3 * bufSize)
@@ -129,7 +130,7 @@ func TestFaults(t *testing.T) {
 	e := newEnd(t, dev)
 	dev.Inject(uverbstest.Fault{Op: uverbstest.OpModifyQP, Nth: 2, Err: unix.ENOMEM})
 	qp := e.qp.QP()
-	init := uverbs.QPAttr{State: uverbs.QPStateInit, PortNum: 1, AccessFlags: defaultLink.access}
+	init := uverbs.QPAttr{State: ib.QPStateInit, PortNum: 1, AccessFlags: defaultLink.access}
 	if err := e.c.ModifyQP(qp, &init, uverbs.QPAttrsResetToInit); err != nil {
 		t.Fatalf("first MODIFY_QP: %v", err)
 	}
@@ -169,7 +170,7 @@ func TestFaults(t *testing.T) {
 		{uverbstest.OpMmap, func() error { _, err := e.c.CreateRxeCQ(4); return err }},
 		{uverbstest.OpReqNotifyCQ, func() error { return e.cq.Arm(false) }},
 		{uverbstest.OpCreateQP, func() error {
-			_, err := e.c.CreateRxeQP(uverbs.QPInit{PD: e.pd, SendCQ: e.cq.CQ(), RecvCQ: e.cq.CQ(), Type: uverbs.QPTypeRC})
+			_, err := e.c.CreateRxeQP(uverbs.QPInit{PD: e.pd, SendCQ: e.cq.CQ(), RecvCQ: e.cq.CQ(), Type: ib.QPTypeRC})
 			return err
 		}},
 		{uverbstest.OpQueryQP, func() error { _, err := e.c.QueryQP(qp, uverbs.QPAttrAll); return err }},
@@ -206,8 +207,8 @@ func TestUnsupportedDriver(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if c.Driver != "efa" || other.Calls(uverbstest.OpGetContext) != 1 || other.Calls(uverbstest.OpGetContextIoctl) != 0 {
-		t.Errorf("driver %q, GET_CONTEXT write %d, ioctl %d; want efa through the write command", c.Driver,
+	if c.Node.Driver != "efa" || other.Calls(uverbstest.OpGetContext) != 1 || other.Calls(uverbstest.OpGetContextIoctl) != 0 {
+		t.Errorf("driver %q, GET_CONTEXT write %d, ioctl %d; want efa through the write command", c.Node.Driver,
 			other.Calls(uverbstest.OpGetContext), other.Calls(uverbstest.OpGetContextIoctl))
 	}
 	if _, err := c.AllocPD(); err != nil {
@@ -259,9 +260,9 @@ func TestDeviceRemoved(t *testing.T) {
 // The queries: QUERY_DEVICE and its extended form (the recorded rxe), the
 // port in both forms, the GID table, GET_CONTEXT through the ioctl.
 func TestQueries(t *testing.T) {
-	ib := uverbstest.Port{LinkLayer: uverbs.LinkLayerInfiniBand, LID: 7, ActiveMTU: uverbs.MTU4096}
+	ibPort := uverbstest.Port{LinkLayer: ib.LinkLayerInfiniBand, LID: 7, ActiveMTU: ib.MTU4096}
 	dev := uverbstest.NewDevice(uverbstest.Config{Name: "rxe3", IPv4: netip.MustParseAddr("192.0.2.9"),
-		Ports: []uverbstest.Port{{}, ib}, CompVectors: 2})
+		Ports: []uverbstest.Port{{}, ibPort}, CompVectors: 2})
 	c, err := dev.Open()
 	if err != nil {
 		t.Fatal(err)
@@ -290,8 +291,8 @@ func TestQueries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p1.State != 4 || p1.LinkLayer != uverbs.LinkLayerEthernet || p1.ActiveMTU != uverbs.MTU1024 || p1.GIDTblLen == 0 ||
-		p2.LinkLayer != uverbs.LinkLayerInfiniBand || p2.LID != 7 || p2.ActiveMTU != uverbs.MTU4096 || p2.Flags != 0 {
+	if p1.State != 4 || p1.LinkLayer != ib.LinkLayerEthernet || p1.ActiveMTU != ib.MTU1024 || p1.GIDTblLen == 0 ||
+		p2.LinkLayer != ib.LinkLayerInfiniBand || p2.LID != 7 || p2.ActiveMTU != ib.MTU4096 || p2.Flags != 0 {
 		t.Errorf("port 1 %+v\nport 2 %+v", p1, p2)
 	}
 	_, err = c.QueryPort(3)
@@ -316,7 +317,7 @@ func TestQueries(t *testing.T) {
 func TestInfiniBandByLID(t *testing.T) {
 	fab := uverbstest.NewFabric()
 	port := func(lid uint16) []uverbstest.Port {
-		return []uverbstest.Port{{LinkLayer: uverbs.LinkLayerInfiniBand, LID: lid}}
+		return []uverbstest.Port{{LinkLayer: ib.LinkLayerInfiniBand, LID: lid}}
 	}
 	a, b := newEnd(t, fab.NewDevice(uverbstest.Config{Ports: port(1)})), newEnd(t, fab.NewDevice(uverbstest.Config{Ports: port(2)}))
 	for _, s := range []struct {
@@ -325,16 +326,16 @@ func TestInfiniBandByLID(t *testing.T) {
 		lid  uint16
 	}{{a, b, 2}, {b, a, 1}} {
 		qp := s.e.qp.QP()
-		if err := s.e.c.ModifyQP(qp, &uverbs.QPAttr{State: uverbs.QPStateInit, PortNum: 1, AccessFlags: defaultLink.access},
+		if err := s.e.c.ModifyQP(qp, &uverbs.QPAttr{State: ib.QPStateInit, PortNum: 1, AccessFlags: defaultLink.access},
 			uverbs.QPAttrsResetToInit); err != nil {
 			t.Fatal(err)
 		}
-		rtr := uverbs.QPAttr{State: uverbs.QPStateRTR, PathMTU: uverbs.MTU2048, DestQPN: s.peer.qp.QP().QPN, RQPSN: 1,
+		rtr := uverbs.QPAttr{State: ib.QPStateRTR, PathMTU: ib.MTU2048, DestQPN: s.peer.qp.QP().QPN, RQPSN: 1,
 			MaxDestRdAtomic: 1, MinRNRTimer: 1, AV: uverbs.AddressVector{DLID: s.lid, PortNum: 1}}
 		if err := s.e.c.ModifyQP(qp, &rtr, uverbs.QPAttrsInitToRTR); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.e.c.ModifyQP(qp, &uverbs.QPAttr{State: uverbs.QPStateRTS, Timeout: 14, RetryCnt: 7, RNRRetry: 7, SQPSN: 1,
+		if err := s.e.c.ModifyQP(qp, &uverbs.QPAttr{State: ib.QPStateRTS, Timeout: 14, RetryCnt: 7, RNRRetry: 7, SQPSN: 1,
 			MaxRdAtomic: 1}, uverbs.QPAttrsRTRToRTS); err != nil {
 			t.Fatal(err)
 		}

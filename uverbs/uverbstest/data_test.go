@@ -3,6 +3,7 @@ package uverbstest_test
 import (
 	"testing"
 
+	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/uverbs"
 	"github.com/grdma/grdma/uverbs/uverbstest"
 )
@@ -46,7 +47,7 @@ func TestSendWriteReadBetweenHosts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if attr.State != uverbs.QPStateRTS || attr.SQPSN != defaultLink.psn+15 || attr.DestQPN != b.qp.QP().QPN {
+	if attr.State != ib.QPStateRTS || attr.SQPSN != defaultLink.psn+15 || attr.DestQPN != b.qp.QP().QPN {
 		t.Errorf("QUERY_QP after traffic: %+v", attr)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/uverbs"
 )
 
@@ -26,30 +27,18 @@ var (
 	recordedCompVectors string
 )
 
-// Port states (enum ib_port_state) and physical states (enum
-// ib_port_phys_state) a Port may have.
-const (
-	PortDown   uint8 = 1
-	PortInit   uint8 = 2
-	PortArmed  uint8 = 3
-	PortActive uint8 = 4
-
-	PhysDisabled uint8 = 3
-	PhysLinkUp   uint8 = 5
-)
-
 // Port is a fake device's port: what QUERY_PORT answers and how packets
 // find it.
 type Port struct {
 	// State is PortActive unless set; PhysState follows it (LinkUp when
 	// ACTIVE, Disabled otherwise) unless set.
-	State     uint8
-	PhysState uint8
+	State     ib.PortState
+	PhysState ib.PhysState
 	// LinkLayer is Ethernet (RoCE) unless set.
-	LinkLayer uverbs.LinkLayer
+	LinkLayer ib.LinkLayer
 	// ActiveMTU is 1024 and MaxMTU 4096 unless set.
-	ActiveMTU uverbs.MTU
-	MaxMTU    uverbs.MTU
+	ActiveMTU ib.MTU
+	MaxMTU    ib.MTU
 	// LID addresses the port on InfiniBand (packets without a GRH).
 	LID uint16
 	// GIDs is the populated GID table (Index, Type and GID of each entry;
@@ -239,19 +228,19 @@ func (d *Device) eui64() [8]byte {
 
 func (d *Device) portDefaults(p Port, num uint32, ipv4 netip.Addr) Port {
 	if p.State == 0 {
-		p.State = PortActive
+		p.State = ib.PortActive
 	}
 	if p.PhysState == 0 {
 		p.PhysState = physState(p.State)
 	}
-	if p.LinkLayer == uverbs.LinkLayerUnspecified {
-		p.LinkLayer = uverbs.LinkLayerEthernet
+	if p.LinkLayer == ib.LinkLayerUnspecified {
+		p.LinkLayer = ib.LinkLayerEthernet
 	}
 	if p.ActiveMTU == 0 {
-		p.ActiveMTU = uverbs.MTU1024
+		p.ActiveMTU = ib.MTU1024
 	}
 	if p.MaxMTU == 0 {
-		p.MaxMTU = uverbs.MTU4096
+		p.MaxMTU = ib.MTU4096
 	}
 	if p.GIDs == nil {
 		var ll [16]byte
@@ -259,7 +248,7 @@ func (d *Device) portDefaults(p Port, num uint32, ipv4 netip.Addr) Port {
 		eui := d.eui64()
 		copy(ll[8:], eui[:])
 		p.GIDs = []uverbs.GIDEntry{{GID: ll, Index: 0, Type: uverbs.GIDTypeRoCEv2}}
-		if p.LinkLayer == uverbs.LinkLayerInfiniBand {
+		if p.LinkLayer == ib.LinkLayerInfiniBand {
 			p.GIDs[0].Type = uverbs.GIDTypeIB
 		} else {
 			mapped := netip.AddrFrom16(ipv4.As16()).As16()
@@ -272,7 +261,7 @@ func (d *Device) portDefaults(p Port, num uint32, ipv4 netip.Addr) Port {
 	gids := make([]uverbs.GIDEntry, len(p.GIDs))
 	for i, g := range p.GIDs {
 		g.Port = num
-		if g.NetdevIfindex == 0 && p.LinkLayer == uverbs.LinkLayerEthernet {
+		if g.NetdevIfindex == 0 && p.LinkLayer == ib.LinkLayerEthernet {
 			g.NetdevIfindex = 3 // the recorded rxe0's netdev
 		}
 		gids[i] = g
@@ -281,11 +270,11 @@ func (d *Device) portDefaults(p Port, num uint32, ipv4 netip.Addr) Port {
 	return p
 }
 
-func physState(state uint8) uint8 {
-	if state == PortActive {
-		return PhysLinkUp
+func physState(state ib.PortState) ib.PhysState {
+	if state == ib.PortActive {
+		return ib.PhysLinkUp
 	}
-	return PhysDisabled
+	return ib.PhysDisabled
 }
 
 // Name returns the device's RDMA name.
@@ -310,7 +299,13 @@ func (d *Device) Open() (*uverbs.Context, error) {
 	if err != nil {
 		return nil, err
 	}
-	return uverbs.NewContext(f, uverbs.ContextConfig{Device: d.cfg.Name, Node: d.cfg.Node, Driver: d.cfg.Driver, DriverID: d.cfg.DriverID})
+	return uverbs.NewContext(f, d.cfg.Name, d.Node())
+}
+
+// Node returns the device's uverbs node, as package locator would find it
+// (the fake has no device number).
+func (d *Device) Node() uverbs.Node {
+	return uverbs.Node{Name: d.cfg.Node, Driver: d.cfg.Driver, DriverID: d.cfg.DriverID}
 }
 
 // Kernel opens the device without creating a context: what
@@ -320,7 +315,7 @@ func (d *Device) Kernel() (uverbs.Kernel, error) { return d.openFile() }
 // SetPortState changes a port's state (and its physical state with it),
 // as a netdev going down or up does: QUERY_PORT reports it, and packets to
 // or from a port that is not ACTIVE are lost.
-func (d *Device) SetPortState(port uint8, state uint8) {
+func (d *Device) SetPortState(port uint8, state ib.PortState) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.tab.Lock()
@@ -512,5 +507,5 @@ func (d *Device) portActive(num uint8) bool {
 	d.tab.RLock()
 	defer d.tab.RUnlock()
 	p, ok := d.port(num)
-	return ok && p.State == PortActive
+	return ok && p.State == ib.PortActive
 }

@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/uverbs"
 	"github.com/grdma/grdma/uverbs/uverbstest"
 )
@@ -56,7 +57,7 @@ func TestRemoteAccessErrors(t *testing.T) {
 			wantWC(t, wcs[0], 5, tt.want, 0, 0)
 			wantWC(t, wcs[1], 6, uverbs.WCWRFlushErr, 0, 0)
 			wantWC(t, b.wait(1)[0], 1, uverbs.WCWRFlushErr, 0, 0)
-			if a.state() != uverbs.QPStateErr || b.state() != uverbs.QPStateErr {
+			if a.state() != ib.QPStateErr || b.state() != ib.QPStateErr {
 				t.Errorf("states %v and %v, want ERR and ERR", a.state(), b.state())
 			}
 		})
@@ -102,7 +103,7 @@ func TestReceiveErrors(t *testing.T) {
 		fab := uverbstest.NewFabric()
 		a, b := newEnd(t, fab.NewDevice(uverbstest.Config{})), newEnd(t, fab.NewDevice(uverbstest.Config{}))
 		la, lb := defaultLink, defaultLink
-		la.mtu, lb.mtu = uverbs.MTU4096, uverbs.MTU1024
+		la.mtu, lb.mtu = ib.MTU4096, ib.MTU1024
 		a.connect(b, la)
 		b.connect(a, lb)
 		b.recv(1, 0, 8192)
@@ -135,7 +136,7 @@ func TestReceiverNotReady(t *testing.T) {
 		t.Errorf("attempts %v, want the first and 2 retries", attempts)
 	}
 	mu.Unlock()
-	if b.state() != uverbs.QPStateRTS {
+	if b.state() != ib.QPStateRTS {
 		t.Errorf("receiver in %v, want RTS: RNR is no error there", b.state())
 	}
 
@@ -206,12 +207,12 @@ func TestPortDown(t *testing.T) {
 	l := defaultLink
 	l.timeout, l.retry = 1, 1
 	a, b, _ := pair(t, l)
-	b.dev.SetPortState(1, uverbstest.PortDown)
+	b.dev.SetPortState(1, ib.PortDown)
 	attr, err := b.c.QueryPort(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if attr.State != uverbstest.PortDown || attr.PhysState != uverbstest.PhysDisabled {
+	if attr.State != ib.PortDown || attr.PhysState != ib.PhysDisabled {
 		t.Errorf("QUERY_PORT state %d, physical %d; want DOWN, Disabled", attr.State, attr.PhysState)
 	}
 	b.recv(1, 0, 8)
@@ -255,7 +256,7 @@ func TestPSNMismatch(t *testing.T) {
 // moving it to RESET drops them and lets it connect again.
 func TestErrorStateAndReset(t *testing.T) {
 	a, b, _ := pair(t, defaultLink)
-	if err := a.c.ModifyQP(a.qp.QP(), &uverbs.QPAttr{State: uverbs.QPStateErr}, uverbs.QPAttrState); err != nil {
+	if err := a.c.ModifyQP(a.qp.QP(), &uverbs.QPAttr{State: ib.QPStateErr}, uverbs.QPAttrState); err != nil {
 		t.Fatal(err)
 	}
 	a.recv(1, 0, 8)
@@ -266,7 +267,7 @@ func TestErrorStateAndReset(t *testing.T) {
 			t.Errorf("%+v, want a flush", wc)
 		}
 	}
-	if err := a.c.ModifyQP(a.qp.QP(), &uverbs.QPAttr{State: uverbs.QPStateReset}, uverbs.QPAttrState); err != nil {
+	if err := a.c.ModifyQP(a.qp.QP(), &uverbs.QPAttr{State: ib.QPStateReset}, uverbs.QPAttrState); err != nil {
 		t.Fatal(err)
 	}
 	a.connect(b, defaultLink)

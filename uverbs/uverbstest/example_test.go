@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log"
 
+	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/uverbs"
 	"github.com/grdma/grdma/uverbs/uverbstest"
 )
@@ -34,7 +35,7 @@ func Example() {
 		ch, _ := c.CreateCompChannel()
 		defer ch.Close()
 		cq, _ := c.CreateRxeCQWith(uverbs.CQInit{CQE: 16, Channel: ch})
-		qp, err := c.CreateRxeQP(uverbs.QPInit{PD: pd, SendCQ: cq.CQ(), RecvCQ: cq.CQ(), Type: uverbs.QPTypeRC,
+		qp, err := c.CreateRxeQP(uverbs.QPInit{PD: pd, SendCQ: cq.CQ(), RecvCQ: cq.CQ(), Type: ib.QPTypeRC,
 			SignalAll: true, Cap: uverbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})
 		if err != nil {
 			log.Fatal(err)
@@ -48,12 +49,12 @@ func Example() {
 	for i := range s {
 		me, peer := s[i], s[1-i]
 		qp := me.qp.QP()
-		me.c.ModifyQP(qp, &uverbs.QPAttr{State: uverbs.QPStateInit, PortNum: 1, AccessFlags: uverbs.AccessLocalWrite},
+		me.c.ModifyQP(qp, &uverbs.QPAttr{State: ib.QPStateInit, PortNum: 1, AccessFlags: uverbs.AccessLocalWrite},
 			uverbs.QPAttrsResetToInit)
-		me.c.ModifyQP(qp, &uverbs.QPAttr{State: uverbs.QPStateRTR, PathMTU: uverbs.MTU1024, DestQPN: peer.qp.QP().QPN,
+		me.c.ModifyQP(qp, &uverbs.QPAttr{State: ib.QPStateRTR, PathMTU: ib.MTU1024, DestQPN: peer.qp.QP().QPN,
 			RQPSN: 1, MaxDestRdAtomic: 1, MinRNRTimer: 12, AV: uverbs.AddressVector{DGID: hosts[1-i].GID(1), SGIDIndex: 1,
 				HopLimit: 64, IsGlobal: 1, PortNum: 1}}, uverbs.QPAttrsInitToRTR)
-		if err := me.c.ModifyQP(qp, &uverbs.QPAttr{State: uverbs.QPStateRTS, Timeout: 14, RetryCnt: 7, RNRRetry: 7,
+		if err := me.c.ModifyQP(qp, &uverbs.QPAttr{State: ib.QPStateRTS, Timeout: 14, RetryCnt: 7, RNRRetry: 7,
 			SQPSN: 1, MaxRdAtomic: 1}, uverbs.QPAttrsRTRToRTS); err != nil {
 			log.Fatal(err)
 		}

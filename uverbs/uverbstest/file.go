@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/uverbs"
 )
 
@@ -249,7 +250,7 @@ func (d *Device) portAttr(p *Port) uverbs.PortAttrEx {
 	}
 	a.State, a.PhysState, a.LinkLayer = p.State, p.PhysState, p.LinkLayer
 	a.ActiveMTU, a.MaxMTU, a.LID = p.ActiveMTU, p.MaxMTU, p.LID
-	if p.LinkLayer == uverbs.LinkLayerInfiniBand {
+	if p.LinkLayer == ib.LinkLayerInfiniBand {
 		a.Flags = 0 // no GRH required
 	}
 	return a

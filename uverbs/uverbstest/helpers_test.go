@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/uverbs"
 	"github.com/grdma/grdma/uverbs/uverbstest"
 )
@@ -51,7 +52,7 @@ func newEndSignalling(t *testing.T, dev *uverbstest.Device, signalAll bool) *end
 		t.Fatal(err)
 	}
 	cq := e.cq.CQ()
-	if e.qp, err = e.c.CreateRxeQP(uverbs.QPInit{PD: e.pd, SendCQ: cq, RecvCQ: cq, Type: uverbs.QPTypeRC, SignalAll: signalAll,
+	if e.qp, err = e.c.CreateRxeQP(uverbs.QPInit{PD: e.pd, SendCQ: cq, RecvCQ: cq, Type: ib.QPTypeRC, SignalAll: signalAll,
 		Cap: uverbs.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 2, MaxRecvSGE: 2}}); err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +97,7 @@ func (e *end) close() {
 // link are the connection attributes both sides use.
 type link struct {
 	psn      uint32
-	mtu      uverbs.MTU
+	mtu      ib.MTU
 	timeout  uint8
 	retry    uint8
 	rnrRetry uint8
@@ -106,7 +107,7 @@ type link struct {
 	gidIndex uint8
 }
 
-var defaultLink = link{psn: 0x1234, mtu: uverbs.MTU1024, timeout: 14, retry: 7, rnrRetry: 3, minRNR: 1, rdAtomic: 1,
+var defaultLink = link{psn: 0x1234, mtu: ib.MTU1024, timeout: 14, retry: 7, rnrRetry: 3, minRNR: 1, rdAtomic: 1,
 	access: uverbs.AccessLocalWrite | uverbs.AccessRemoteWrite | uverbs.AccessRemoteRead, gidIndex: 1}
 
 // connect brings e's queue pair to RTS, connected to peer's (itself when
@@ -114,17 +115,17 @@ var defaultLink = link{psn: 0x1234, mtu: uverbs.MTU1024, timeout: 14, retry: 7, 
 func (e *end) connect(peer *end, l link) {
 	e.t.Helper()
 	qp := e.qp.QP()
-	if err := e.c.ModifyQP(qp, &uverbs.QPAttr{State: uverbs.QPStateInit, PortNum: 1, AccessFlags: l.access},
+	if err := e.c.ModifyQP(qp, &uverbs.QPAttr{State: ib.QPStateInit, PortNum: 1, AccessFlags: l.access},
 		uverbs.QPAttrsResetToInit); err != nil {
 		e.t.Fatalf("INIT: %v", err)
 	}
-	rtr := uverbs.QPAttr{State: uverbs.QPStateRTR, PathMTU: l.mtu, DestQPN: peer.qp.QP().QPN, RQPSN: l.psn,
+	rtr := uverbs.QPAttr{State: ib.QPStateRTR, PathMTU: l.mtu, DestQPN: peer.qp.QP().QPN, RQPSN: l.psn,
 		MaxDestRdAtomic: l.rdAtomic, MinRNRTimer: l.minRNR,
 		AV: uverbs.AddressVector{DGID: peer.dev.GID(int(l.gidIndex)), SGIDIndex: l.gidIndex, HopLimit: 64, IsGlobal: 1, PortNum: 1}}
 	if err := e.c.ModifyQP(qp, &rtr, uverbs.QPAttrsInitToRTR); err != nil {
 		e.t.Fatalf("RTR: %v", err)
 	}
-	rts := uverbs.QPAttr{State: uverbs.QPStateRTS, Timeout: l.timeout, RetryCnt: l.retry, RNRRetry: l.rnrRetry,
+	rts := uverbs.QPAttr{State: ib.QPStateRTS, Timeout: l.timeout, RetryCnt: l.retry, RNRRetry: l.rnrRetry,
 		SQPSN: l.psn, MaxRdAtomic: l.rdAtomic}
 	if err := e.c.ModifyQP(qp, &rts, uverbs.QPAttrsRTRToRTS); err != nil {
 		e.t.Fatalf("RTS: %v", err)
@@ -177,7 +178,7 @@ func (e *end) wait(n int) []uverbs.WC {
 }
 
 // state returns the queue pair's state.
-func (e *end) state() uverbs.QPState {
+func (e *end) state() ib.QPState {
 	e.t.Helper()
 	a, err := e.c.QueryQP(e.qp.QP(), uverbs.QPAttrAll)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/uverbs"
 )
 
@@ -15,7 +16,7 @@ type qp struct {
 	file   *file
 	handle uint32
 	qpn    uint32
-	typ    uverbs.QPType
+	typ    ib.QPType
 	pd     *pd
 	scq    *cq
 	rcq    *cq
@@ -50,11 +51,11 @@ func (f *file) createQP(req []byte, out response) error {
 	if len(req) > 56 || out.driverLen < 2*mmapInfoSize {
 		return syscall.EINVAL
 	}
-	typ := uverbs.QPType(r.QPType)
+	typ := ib.QPType(r.QPType)
 	switch {
-	case typ == uverbs.QPTypeUD:
+	case typ == ib.QPTypeUD:
 		return syscall.EOPNOTSUPP // not emulated (yet)
-	case typ != uverbs.QPTypeRC && typ != uverbs.QPTypeUC:
+	case typ != ib.QPTypeRC && typ != ib.QPTypeUC:
 		return syscall.EINVAL
 	case r.IsSRQ != 0:
 		return syscall.EOPNOTSUPP // shared receive queues are not emulated
@@ -88,7 +89,7 @@ func (f *file) createQP(req []byte, out response) error {
 	_, _ = rqSlots, sqSlots
 	q := &qp{d: d, file: f, typ: typ, pd: p, scq: scq, rcq: rcq, sq: sq, rq: rq, caps: caps, sigAll: r.SQSigAll != 0,
 		wake: make(chan struct{})}
-	q.attr.PathMTU = uverbs.MTU256
+	q.attr.PathMTU = ib.MTU256
 	q.handle = f.newHandle(q)
 	d.offerMmap(rq)
 	d.offerMmap(sq)
@@ -191,7 +192,7 @@ func (f *file) queryQP(req []byte, out response) error {
 // and queue pair type (drivers/infiniband/core/verbs.c qp_state_table),
 // for the types the fake knows.
 type transition struct {
-	req, opt map[uverbs.QPType]uverbs.QPAttrMask
+	req, opt map[ib.QPType]uverbs.QPAttrMask
 }
 
 const (
@@ -215,18 +216,18 @@ const (
 	aDestRd  = uverbs.QPAttrMaxDestRdAtomic
 	aMig     = uverbs.QPAttrPathMigState
 	aDestQPN = uverbs.QPAttrDestQPN
-	rc, uc   = uverbs.QPTypeRC, uverbs.QPTypeUC
-	ud       = uverbs.QPTypeUD
+	rc, uc   = ib.QPTypeRC, ib.QPTypeUC
+	ud       = ib.QPTypeUD
 )
 
-type states = [2]uverbs.QPState
+type states = [2]ib.QPState
 
 var (
-	reset, initS, rtr, rts = uverbs.QPStateReset, uverbs.QPStateInit, uverbs.QPStateRTR, uverbs.QPStateRTS
-	sqd, sqe, errS         = uverbs.QPStateSQD, uverbs.QPStateSQE, uverbs.QPStateErr
+	reset, initS, rtr, rts = ib.QPStateReset, ib.QPStateInit, ib.QPStateRTR, ib.QPStateRTS
+	sqd, sqe, errS         = ib.QPStateSQD, ib.QPStateSQE, ib.QPStateErr
 )
 
-type masks = map[uverbs.QPType]uverbs.QPAttrMask
+type masks = map[ib.QPType]uverbs.QPAttrMask
 
 var qpStateTable = map[states]transition{
 	{reset, reset}: {},
@@ -261,7 +262,7 @@ var qpStateTable = map[states]transition{
 }
 
 // modifyQPIsOK is ib_modify_qp_is_ok.
-func modifyQPIsOK(cur, next uverbs.QPState, typ uverbs.QPType, mask uverbs.QPAttrMask) bool {
+func modifyQPIsOK(cur, next ib.QPState, typ ib.QPType, mask uverbs.QPAttrMask) bool {
 	if mask&aCur != 0 && cur != rtr && cur != rts && cur != sqd && cur != sqe {
 		return false
 	}
@@ -294,14 +295,14 @@ func (f *file) modifyQP(req []byte, _ response) error {
 			return syscall.EINVAL
 		}
 	}
-	if (mask&aCur != 0 && uverbs.QPState(r.CurState) > errS) || (mask&aState != 0 && uverbs.QPState(r.State) > errS) {
+	if (mask&aCur != 0 && ib.QPState(r.CurState) > errS) || (mask&aState != 0 && ib.QPState(r.State) > errS) {
 		return syscall.EINVAL
 	}
 	if mask&aAV != 0 {
 		if _, ok := d.port(r.Dest.PortNum); !ok {
 			return syscall.EINVAL
 		}
-		if mask&aState != 0 && uverbs.QPState(r.State) == rtr && mask&aPort == 0 && q.attr.PortNum != r.Dest.PortNum {
+		if mask&aState != 0 && ib.QPState(r.State) == rtr && mask&aPort == 0 && q.attr.PortNum != r.Dest.PortNum {
 			return syscall.EINVAL
 		}
 		if err := d.checkAV(r.Dest); err != nil {
@@ -314,11 +315,11 @@ func (f *file) modifyQP(req []byte, _ response) error {
 	// rxe_qp_chk_attr.
 	cur := q.attr.State
 	if mask&aCur != 0 {
-		cur = uverbs.QPState(r.CurState)
+		cur = ib.QPState(r.CurState)
 	}
 	next := cur
 	if mask&aState != 0 {
-		next = uverbs.QPState(r.State)
+		next = ib.QPState(r.State)
 	}
 	port := q.attr.PortNum
 	if mask&aPort != 0 {
@@ -328,7 +329,7 @@ func (f *file) modifyQP(req []byte, _ response) error {
 	switch {
 	case !modifyQPIsOK(cur, next, q.typ, mask):
 		return syscall.EINVAL
-	case mask&aMTU != 0 && (uverbs.MTU(r.PathMTU) > p.MaxMTU || r.PathMTU == 0):
+	case mask&aMTU != 0 && (ib.MTU(r.PathMTU) > p.MaxMTU || r.PathMTU == 0):
 		return syscall.EINVAL
 	case mask&aRdAtom != 0 && uint32(r.MaxRdAtomic) > d.attr.Base.MaxQPRdAtom:
 		return syscall.EINVAL
@@ -346,14 +347,14 @@ func (f *file) modifyQP(req []byte, _ response) error {
 func (d *Device) checkAV(av uverbs.AddressVector) error {
 	p, _ := d.port(av.PortNum)
 	if av.IsGlobal == 0 {
-		if p.LinkLayer == uverbs.LinkLayerEthernet {
+		if p.LinkLayer == ib.LinkLayerEthernet {
 			return syscall.EINVAL
 		}
 		return nil
 	}
 	for _, g := range p.GIDs {
 		if g.Index == uint32(av.SGIDIndex) {
-			if p.LinkLayer == uverbs.LinkLayerEthernet && g.Type != uverbs.GIDTypeRoCEv2 {
+			if p.LinkLayer == ib.LinkLayerEthernet && g.Type != uverbs.GIDTypeRoCEv2 {
 				return syscall.EINVAL // rxe_av_chk_attr: RoCE v2 only
 			}
 			return nil
@@ -382,7 +383,7 @@ func (q *qp) apply(r *modifyQPReq, mask uverbs.QPAttrMask) {
 		a.MaxDestRdAtomic = pow2(r.MaxDestRdAtomic)
 	}
 	if mask&aCur != 0 {
-		a.CurState = uverbs.QPState(r.State)
+		a.CurState = ib.QPState(r.State)
 	}
 	if mask&aSQD != 0 {
 		a.EnSQDAsyncNotify = r.EnSQDAsyncNotify
@@ -403,7 +404,7 @@ func (q *qp) apply(r *modifyQPReq, mask uverbs.QPAttrMask) {
 		a.AV = r.Dest
 	}
 	if mask&aMTU != 0 {
-		a.PathMTU = uverbs.MTU(r.PathMTU)
+		a.PathMTU = ib.MTU(r.PathMTU)
 	}
 	if mask&aTimeout != 0 {
 		a.Timeout = r.Timeout
@@ -433,7 +434,7 @@ func (q *qp) apply(r *modifyQPReq, mask uverbs.QPAttrMask) {
 		return
 	}
 	prev := a.State
-	a.State = uverbs.QPState(r.State)
+	a.State = ib.QPState(r.State)
 	switch a.State {
 	case reset:
 		// Work requests are dropped without completions.

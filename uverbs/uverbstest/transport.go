@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"time"
 
+	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/uverbs"
 )
 
@@ -186,7 +187,7 @@ func (q *qp) prepare(w *sendWQE) (*request, uverbs.WCStatus) {
 	default:
 		return nil, uverbs.WCLocQPOpErr // atomics and the rest are not emulated
 	}
-	if q.typ == uverbs.QPTypeUC && w.opcode == uverbs.WRRDMARead {
+	if q.typ == ib.QPTypeUC && w.opcode == uverbs.WRRDMARead {
 		return nil, uverbs.WCLocQPOpErr
 	}
 	req.packets = max(1, (req.length+uint32(mtu)-1)/uint32(mtu))
@@ -309,7 +310,7 @@ func (q *qp) transmit(req *request, wake chan struct{}) (rep reply, status uverb
 			return false
 		}
 	}
-	if q.typ == uverbs.QPTypeUC {
+	if q.typ == ib.QPTypeUC {
 		// No acknowledgements: sent is done, arrived or not.
 		q.d.fab.deliver(q, req, av, port, destQPN, 0, wake)
 		q.mu.Lock()
@@ -555,7 +556,7 @@ func (q *qp) respond(req *request, port uint8) reply {
 		}
 		return reply{ans: ansACK}
 	}
-	if q.typ == uverbs.QPTypeUC {
+	if q.typ == ib.QPTypeUC {
 		return q.respondUC(req)
 	}
 	return q.respondRC(req)
