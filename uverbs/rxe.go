@@ -320,7 +320,7 @@ func (cq *RxeCQ) Poll(wcs []WC) int {
 
 // Arm asks for an event at the queue's next completion, or its next
 // solicited one (ReqNotifyCQ). Wait arms as needed; Arm is for programs
-// that run their own loop of Arm, Poll and CompChannel.WaitCQ.
+// that run their own loop of Arm, Poll and WaitEvent.
 func (cq *RxeCQ) Arm(solicitedOnly bool) error {
 	if solicitedOnly {
 		return cq.arm(armedSolicited)
@@ -374,12 +374,25 @@ func (cq *RxeCQ) wait(ctx context.Context, wcs []WC, mode armMode) (int, error) 
 				return n, nil
 			}
 		}
-		if err := cq.cq.channel.WaitCQ(ctx, cq.cq); err != nil {
+		if err := cq.WaitEvent(ctx); err != nil {
 			return 0, err
 		}
-		// The event disarmed the queue.
-		cq.armed = disarmed
 	}
+}
+
+// WaitEvent waits for the queue's next event on its channel
+// (CompChannel.WaitCQ): the queue was armed and got a completion, which
+// disarmed it. Use it with Arm and Poll, not CompChannel.WaitCQ, so that
+// Wait knows the queue needs arming again.
+func (cq *RxeCQ) WaitEvent(ctx context.Context) error {
+	if cq.cq.channel == nil {
+		return errNoChannel
+	}
+	if err := cq.cq.channel.WaitCQ(ctx, cq.cq); err != nil {
+		return err
+	}
+	cq.armed = disarmed
+	return nil
 }
 
 // Destroy destroys the completion queue and unmaps it. The kernel keeps

@@ -229,7 +229,7 @@ func TestDeviceRemoved(t *testing.T) {
 		t.Fatal(err)
 	}
 	waited := make(chan error)
-	go func() { waited <- b.ch.WaitCQ(context.Background(), b.cq.CQ()) }()
+	go func() { waited <- b.cq.WaitEvent(context.Background()) }()
 	b.dev.Remove()
 	select {
 	case err := <-waited:

@@ -29,7 +29,7 @@ func TestCompletionEvent(t *testing.T) {
 	a.post(uverbs.SendWR{ID: 2, Opcode: uverbs.WRSend, SGL: []uverbs.SGE{a.sge(0, 8)}})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := b.ch.WaitCQ(ctx, b.cq.CQ()); err != nil {
+	if err := b.cq.WaitEvent(ctx); err != nil {
 		t.Fatal(err)
 	}
 	wcs := make([]uverbs.WC, 2)
