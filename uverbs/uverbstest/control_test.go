@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"os"
 	"testing"
 	"time"
 
@@ -346,8 +347,10 @@ func TestInfiniBandByLID(t *testing.T) {
 }
 
 // Closing a context without destroying anything releases everything, as
-// closing the device does, and a failed open leaves nothing.
+// closing the device does: objects, mapped queues once unmapped, and
+// descriptors.
 func TestCloseReleasesEverything(t *testing.T) {
+	fds := openFDs(t)
 	dev := uverbstest.NewDevice(uverbstest.Config{})
 	e := newEnd(t, dev)
 	e.connect(e, defaultLink)
@@ -372,4 +375,16 @@ func TestCloseReleasesEverything(t *testing.T) {
 		t.Errorf("after unmapping: %+v", r)
 	}
 	uverbs.FreeBuffer(e.buf)
+	if n := openFDs(t); n != fds {
+		t.Errorf("%d descriptors open, %d before", n, fds)
+	}
+}
+
+func openFDs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skip(err)
+	}
+	return len(ents)
 }

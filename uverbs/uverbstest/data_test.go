@@ -1,6 +1,8 @@
 package uverbstest_test
 
 import (
+	"encoding/binary"
+	"sync"
 	"testing"
 
 	"github.com/grdma/grdma/ib"
@@ -74,5 +76,39 @@ func TestLoopbackToSelf(t *testing.T) {
 	}
 	if !equal(e.buf[4096:4196], e.buf[:100]) || !equal(e.buf[8192:8392], e.buf[100:300]) {
 		t.Fatal("the scatter list got other bytes")
+	}
+}
+
+// Many connections at once between two hosts, each its own goroutine
+// waiting with events: every message arrives whole, in order.
+func TestManyConnections(t *testing.T) {
+	fab := uverbstest.NewFabric()
+	da, db := fab.NewDevice(uverbstest.Config{}), fab.NewDevice(uverbstest.Config{})
+	const conns, msgs = 16, 50
+	var wg sync.WaitGroup
+	for i := range conns {
+		a, b := newEnd(t, da), newEnd(t, db)
+		a.connect(b, defaultLink)
+		b.connect(a, defaultLink)
+		wg.Go(func() {
+			for m := range msgs {
+				b.recv(uint64(m), 0, 64)
+				binary.LittleEndian.PutUint64(a.buf, uint64(i*1000+m))
+				if err := a.qp.PostSend(uverbs.SendWR{ID: uint64(m), Opcode: uverbs.WRSend, SGL: []uverbs.SGE{a.sge(0, 8)}}); err != nil {
+					t.Error(err)
+					return
+				}
+				wc := b.wait(1)[0]
+				if wc.Status != uverbs.WCSuccess || wc.WRID != uint64(m) || binary.LittleEndian.Uint64(b.buf) != uint64(i*1000+m) {
+					t.Errorf("connection %d message %d: %+v, payload %d", i, m, wc, binary.LittleEndian.Uint64(b.buf))
+					return
+				}
+				a.wait(1)
+			}
+		})
+	}
+	wg.Wait()
+	if r := da.Resources(); r.QPs != conns || r.Contexts != conns {
+		t.Errorf("host a: %+v", r)
 	}
 }
