@@ -560,7 +560,7 @@ func verbsScript(t *testing.T, open func() *uverbs.Context) []string {
 	init := uverbs.QPAttr{State: ib.QPStateInit, PortNum: 1, AccessFlags: goodLink.access}
 	say("RESET->RTR: %s", errno(c.ModifyQP(qp, &uverbs.QPAttr{State: ib.QPStateRTR}, uverbs.QPAttrsInitToRTR)))
 	say("RESET->ERR: %s", errno(c.ModifyQP(qp, &uverbs.QPAttr{State: ib.QPStateErr}, uverbs.QPAttrState)))
-	say("RESET->RESET: %s", errno(c.ModifyQP(qp, &uverbs.QPAttr{State: ib.QPStateReset}, uverbs.QPAttrState)))
+	say("RESET->RESET (or back from ERR): %s", errno(c.ModifyQP(qp, &uverbs.QPAttr{State: ib.QPStateReset}, uverbs.QPAttrState)))
 	say("RESET->INIT without port: %s", errno(c.ModifyQP(qp, &init, uverbs.QPAttrsResetToInit&^uverbs.QPAttrPort)))
 	say("RESET->INIT: %s", errno(c.ModifyQP(qp, &init, uverbs.QPAttrsResetToInit)))
 	rtr := uverbs.QPAttr{State: ib.QPStateRTR, PathMTU: ib.MTU1024, DestQPN: qp.QPN, RQPSN: 1, MaxDestRdAtomic: 1,
