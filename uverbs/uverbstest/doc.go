@@ -32,6 +32,16 @@
 // driver whose data the fake does not know; Remove makes the device
 // vanish (EIO). Resources counts what is left, for teardown tests.
 //
+// Extending: a command is an entry of the commands table (file.go) or of
+// the ioctl methods (ioctl.go) with a handler on the file's objects; a
+// queue pair type is a case of the requester's prepare and transmit and
+// of the responder's respond (transport.go). Unreliable datagram fits
+// there: CREATE_AH an object of the file, the send WQE's ud member read in
+// prepare, delivery by remote QPN and Q_Key without acknowledgement, and
+// the 40-byte GRH written ahead of the payload in receive. A connection
+// made by the RDMA CM is a queue pair whose MODIFY_QP attributes come from
+// INIT_QP_ATTR; a fake CM device would share the Device and its QPN table.
+//
 // Not emulated: unreliable datagram queue pairs and address handles
 // (CREATE_QP of type UD fails with EOPNOTSUPP), shared receive queues,
 // atomics, memory windows, alternate paths, asynchronous events (the
