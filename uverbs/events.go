@@ -75,12 +75,17 @@ func (c *Context) CreateCompChannel() (*CompChannel, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	return &CompChannel{c: c, fd: fd, f: os.NewFile(uintptr(fd), name), name: name,
-		cqs: map[uint64]uint32{}, wake: make(chan struct{})}, nil
+	ch := &CompChannel{c: c, fd: fd, f: os.NewFile(uintptr(fd), name), name: name,
+		cqs: map[uint64]uint32{}, wake: make(chan struct{})}
+	c.mu.Lock()
+	c.channels = append(c.channels, ch)
+	c.mu.Unlock()
+	return ch, nil
 }
 
 // Close closes the channel: waiters return os.ErrClosed. The kernel keeps
-// the channel until the queues using it are destroyed.
+// the channel until the queues using it are destroyed. Closing the context
+// closes its channels too.
 func (ch *CompChannel) Close() error {
 	ch.mu.Lock()
 	if ch.closed {

@@ -51,6 +51,9 @@ type Context struct {
 	arenaAddr uint64
 	// userHandles numbers the objects whose events name them (CQs).
 	userHandles atomic.Uint64
+	// channels are the completion channels made on the context, which
+	// Close closes.
+	channels []*CompChannel
 }
 
 // The response half of the arena. A driver that copies more response data
@@ -108,12 +111,16 @@ func (p *arenaPool) put(b []byte) error {
 	return unix.Munmap(b)
 }
 
-// Close releases the context and everything created in it, and closes the
-// device.
+// Close releases the context and everything created in it, closes its
+// completion channels, and closes the device.
 func (c *Context) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var errs []error
+	for _, ch := range c.channels {
+		errs = append(errs, ch.Close())
+	}
+	c.channels = nil
 	if c.asyncFD >= 0 {
 		errs = append(errs, unix.Close(c.asyncFD))
 		c.asyncFD = -1
