@@ -336,8 +336,7 @@ func (r *CheckResults) Collect(ch chan<- prometheus.Metric) {
 }
 
 // WriteTextfile writes the results alone to path for node_exporter's
-// textfile collector (WriteTextfile: atomically, keeping the file's mode
-// and owner).
+// textfile collector (see the function WriteTextfile).
 func (r *CheckResults) WriteTextfile(path string) error {
 	reg := prometheus.NewRegistry()
 	if err := reg.Register(r); err != nil {

@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -157,43 +156,6 @@ func TestChecksCached(t *testing.T) {
 	now = now.Add(time.Second)
 	if got := ranAt(); got != first+60 {
 		t.Errorf("checks not run again after 60 s: %v, first %v", got, first)
-	}
-}
-
-// TestWriteTextfileKeepsModeAndOwner: replacing an exported file keeps its
-// mode and (as root) its owner, which client_golang's writer alone would
-// make 0644 and the caller's. A new file is 0644. Nothing is left beside
-// it.
-func TestWriteTextfileKeepsModeAndOwner(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "rdma.prom")
-	g := gaugeGatherer(1)
-	if err := WriteTextfile(path, g); err != nil {
-		t.Fatal(err)
-	}
-	if st, _ := os.Stat(path); st.Mode().Perm() != 0o644 {
-		t.Errorf("new file mode %v, want 0644", st.Mode().Perm())
-	}
-	os.Chmod(path, 0o640)
-	root := os.Geteuid() == 0
-	if root {
-		os.Chown(path, 65534, 65534)
-	}
-	if err := WriteTextfile(path, gaugeGatherer(2)); err != nil {
-		t.Fatal(err)
-	}
-	st, _ := os.Stat(path)
-	if st.Mode().Perm() != 0o640 {
-		t.Errorf("mode %v after replacing a 0640 file, want 0640", st.Mode().Perm())
-	}
-	if sys := st.Sys().(*syscall.Stat_t); root && (sys.Uid != 65534 || sys.Gid != 65534) {
-		t.Errorf("owner %d:%d after replacing a 65534:65534 file", sys.Uid, sys.Gid)
-	}
-	if b, _ := os.ReadFile(path); !strings.Contains(string(b), "\ntest_value 2\n") {
-		t.Errorf("content %q", b)
-	}
-	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
-		t.Errorf("leftovers: %v", entries)
 	}
 }
 

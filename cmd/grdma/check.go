@@ -63,6 +63,9 @@ func (a *app) check(args []string, quiet bool, textfile string) error {
 		if err := a.needPrometheus("grdma check --textfile"); err != nil {
 			return err
 		}
+		if err := checkTextfileDir(textfile); err != nil {
+			return err
+		}
 	}
 	names, exp, err := health.ParseArgs(args)
 	if err != nil {

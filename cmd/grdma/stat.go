@@ -316,6 +316,9 @@ func (a *app) statExport(args *argv, path string) error {
 	if err := a.needPrometheus("grdma stat export"); err != nil {
 		return err
 	}
+	if err := checkTextfileDir(path); err != nil {
+		return err
+	}
 	sys, err := a.sysfs("stat export")
 	if err != nil {
 		return err
