@@ -96,7 +96,9 @@ func TestEveryFamilyCollected(t *testing.T) {
 // error, counted across collections; the scrape itself succeeds.
 func TestCollectNeverFails(t *testing.T) {
 	fsys, _ := sysfs.NewFS(t.TempDir())
-	col := New(Options{Sysfs: fsys, Dial: func() (*nldev.Client, error) { return nil, errors.New("no netlink here") }})
+	now := time.Unix(1700000000, 0)
+	col := New(Options{Sysfs: fsys, Dial: func() (*nldev.Client, error) { return nil, errors.New("no netlink here") },
+		Now: func() time.Time { now = now.Add(DefaultReuseFor); return now }}) // each scrape reads anew
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(col)
 	for range 2 {
@@ -105,7 +107,7 @@ func TestCollectNeverFails(t *testing.T) {
 		}
 	}
 	want := `
-# HELP grdma_exporter_read_errors_total Parts of devices and ports that could not be read, summed over every collection since the collector was made.
+# HELP grdma_exporter_read_errors_total ` + famScrapeErrors.Help + `
 # TYPE grdma_exporter_read_errors_total counter
 grdma_exporter_read_errors_total{what="counters"} 0
 grdma_exporter_read_errors_total{what="device"} 0
@@ -320,7 +322,7 @@ func startServer(t *testing.T, cfg string) (addr string, stop func(), served <-c
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := Handler(reg, "/metrics", "test")
+	h, err := Handler(reg, "/metrics", "test", DefaultMaxRequests)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -418,20 +420,5 @@ func TestEmitInvalidUTF8(t *testing.T) {
 		if l.GetName() == "netdev" && l.GetValue() != "eth\uFFFD0" {
 			t.Errorf("netdev label %q", l.GetValue())
 		}
-	}
-}
-
-// TestPMAValue: the 64-bit data counter wins over the 32-bit one, which
-// saturates within seconds on a fast link; none is none.
-func TestPMAValue(t *testing.T) {
-	pma := []sysfs.PMACounter{{Name: "port_rcv_data", Value: 4 * 0xffffffff}, {Name: "port_rcv_data_64", Value: 1 << 40}, {Name: "port_xmit_data", Value: 400}}
-	if v, ok := pmaValue(pma, "port_rcv_data"); !ok || v != 1<<40 {
-		t.Errorf("rcv: %d %v", v, ok)
-	}
-	if v, ok := pmaValue(pma, "port_xmit_data"); !ok || v != 400 {
-		t.Errorf("xmit: %d %v", v, ok)
-	}
-	if _, ok := pmaValue(nil, "port_rcv_data"); ok {
-		t.Error("a port without PMA counters has a value")
 	}
 }
