@@ -302,21 +302,39 @@ func TestServe(t *testing.T) {
 	if slices.ContainsFunc(codes, func(c int) bool { return c != 200 }) {
 		t.Errorf("20 parallel scrapes answered %v (negative: body incomplete)", codes)
 	}
-	cancel()
-	select {
-	case err := <-served:
-		if err != nil {
-			t.Errorf("Serve after its context ended: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Serve did not return after its context ended")
-	}
+	stopServer(t, cancel, served, 10*time.Second)
 }
 
 // startServer serves the recorded metrics on a free loopback port with web
 // configuration file cfg ("" for none): its address, what ends it, and
 // what Serve returned.
 func startServer(t *testing.T, cfg string) (addr string, stop func(), served <-chan error) {
+	t.Helper()
+	addrs, stop, served, err := serveRecorded(t, ServerOptions{ListenAddresses: []string{"127.0.0.1:0"}, ConfigFile: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return addrs[0].String(), stop, served
+}
+
+// stopServer ends a server and checks that Serve returns nil within d.
+func stopServer(t *testing.T, stop func(), served <-chan error, d time.Duration) {
+	t.Helper()
+	stop()
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Errorf("Serve after its context ended: %v", err)
+		}
+	case <-time.After(d):
+		t.Fatal("Serve did not return after its context ended")
+	}
+}
+
+// serveRecorded serves the recorded metrics with o (Listening set here):
+// the addresses listened on, what ends it, and what Serve returned; or why
+// it could not listen.
+func serveRecorded(t *testing.T, o ServerOptions) (addrs []net.Addr, stop func(), served <-chan error, err error) {
 	t.Helper()
 	reg, err := NewRegistry(recorded(t, Options{}))
 	if err != nil {
@@ -328,19 +346,16 @@ func startServer(t *testing.T, cfg string) (addr string, stop func(), served <-c
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	addrs := make(chan []net.Addr, 1)
+	listening := make(chan []net.Addr, 1)
 	done := make(chan error, 1)
-	go func() {
-		done <- Serve(ctx, h, ServerOptions{ListenAddresses: []string{"127.0.0.1:0"}, ConfigFile: cfg,
-			Listening: func(a []net.Addr) { addrs <- a }})
-	}()
+	o.Listening = func(a []net.Addr) { listening <- a }
+	go func() { done <- Serve(ctx, h, o) }()
 	select {
-	case a := <-addrs:
-		return a[0].String(), cancel, done
+	case a := <-listening:
+		return a, cancel, done, nil
 	case err := <-done:
-		t.Fatal(err)
+		return nil, nil, nil, err
 	}
-	return "", nil, nil
 }
 
 // TestServeShutdownWithSilentConnection: a connection that never sent a
@@ -356,15 +371,7 @@ func TestServeShutdownWithSilentConnection(t *testing.T) {
 	}
 	defer conn.Close()
 	time.Sleep(50 * time.Millisecond) // let the server accept it
-	cancel()
-	select {
-	case err := <-served:
-		if err != nil {
-			t.Errorf("Serve after its context ended: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("Serve did not return after its context ended")
-	}
+	stopServer(t, cancel, served, 30*time.Second)
 }
 
 // TestCheckServerOptions: a bad telemetry path or web configuration file

@@ -2,7 +2,6 @@ package exporter
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"net"
@@ -46,29 +45,11 @@ func basicAuthConfig(t *testing.T) string {
 // serve, and the shutdown ends both.
 func TestServeSeveralAddresses(t *testing.T) {
 	cfg := basicAuthConfig(t)
-	reg, err := NewRegistry(recorded(t, Options{}))
-	if err != nil {
-		t.Fatal(err)
+	listening, cancel, served, err := serveRecorded(t, ServerOptions{ListenAddresses: []string{"127.0.0.1:0", "127.0.0.1:0", "[::1]:0"}, ConfigFile: cfg})
+	if strings.Contains(fmt.Sprint(err), "::1") {
+		t.Skip("no IPv6 loopback")
 	}
-	h, err := Handler(reg, "/metrics", "test", DefaultMaxRequests)
 	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	addrs := make(chan []net.Addr, 1)
-	served := make(chan error, 1)
-	go func() {
-		served <- Serve(ctx, h, ServerOptions{ListenAddresses: []string{"127.0.0.1:0", "127.0.0.1:0", "[::1]:0"}, ConfigFile: cfg,
-			Listening: func(a []net.Addr) { addrs <- a }})
-	}()
-	var listening []net.Addr
-	select {
-	case listening = <-addrs:
-	case err := <-served:
-		if strings.Contains(fmt.Sprint(err), "::1") {
-			t.Skip("no IPv6 loopback")
-		}
 		t.Fatal(err)
 	}
 	for _, a := range listening {
@@ -91,15 +72,7 @@ func TestServeSeveralAddresses(t *testing.T) {
 			}
 		}
 	}
-	cancel()
-	select {
-	case err := <-served:
-		if err != nil {
-			t.Errorf("Serve after its context ended: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Serve did not return after its context ended")
-	}
+	stopServer(t, cancel, served, 10*time.Second)
 }
 
 // blockingRegistry is the recorded node behind a Dial that waits for
@@ -179,27 +152,16 @@ func countOf(s []int, v int) int {
 // the exporter used to hold every one for ever, a goroutine and a
 // descriptor each (15,000 held: fds exhausted). Now at most
 // MaxConnections are open at once (the rest wait in the kernel's listen
-// queue, costing the exporter nothing), each is closed IdleTimeout after
-// its answer, and every scrape is answered in turn.
+// queue, costing the exporter nothing), each is closed once answered and
+// idle (when a new one needs its place, or after IdleTimeout), and every
+// scrape is answered in turn.
 func TestServeIdleConnectionsBounded(t *testing.T) {
 	const conns, maxConns = 500, 20
-	reg, err := NewRegistry(recorded(t, Options{}))
+	listening, cancel, served, err := serveRecorded(t, ServerOptions{ListenAddresses: []string{"127.0.0.1:0"}, MaxConnections: maxConns, IdleTimeout: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := Handler(reg, "/metrics", "test", DefaultMaxRequests)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	addrs := make(chan []net.Addr, 1)
-	served := make(chan error, 1)
-	go func() {
-		served <- Serve(ctx, h, ServerOptions{ListenAddresses: []string{"127.0.0.1:0"}, MaxConnections: maxConns, IdleTimeout: 100 * time.Millisecond,
-			Listening: func(a []net.Addr) { addrs <- a }})
-	}()
-	addr := (<-addrs)[0].String()
+	addr := listening[0].String()
 	time.Sleep(50 * time.Millisecond)
 	baseG, baseFD := runtime.NumGoroutine(), openFDs()
 
@@ -268,10 +230,7 @@ func TestServeIdleConnectionsBounded(t *testing.T) {
 	} else {
 		t.Logf("%d connections held: at most %d more goroutines, %d more descriptors in the exporter", conns, g, fd)
 	}
-	cancel()
-	if err := <-served; err != nil {
-		t.Error(err)
-	}
+	stopServer(t, cancel, served, 10*time.Second)
 }
 
 // openFDs counts the process's open descriptors one number at a time:
