@@ -66,13 +66,15 @@ func (a *app) check(args []string, quiet bool, textfile string) error {
 		if err := a.needPrometheus("grdma check --textfile"); err != nil {
 			return err
 		}
-		if err := checkTextfileDir(textfile); err != nil {
-			return err
-		}
 	}
 	names, exp, err := health.ParseArgs(args)
 	if err != nil {
 		return cmdline.WithHelp(err, "grdma check --help")
+	}
+	if textfile != "" {
+		if err := checkTextfileDir(textfile); err != nil {
+			return err
+		}
 	}
 	sys, err := a.sysfs("check")
 	if ue := (*usageError)(nil); errors.As(err, &ue) {

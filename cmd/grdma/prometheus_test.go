@@ -100,5 +100,9 @@ func TestTextfileDirRefused(t *testing.T) {
 				t.Errorf("stderr %q", stderr)
 			}
 		}
+		// A wrong command line is still exit 2, whatever the directory.
+		if _, stderr, code := runGrdma(t, exportKernel(), "check", "bogus", "--textfile", filepath.Join(dir, "check.prom")); code != exitUsage {
+			t.Errorf("%04o: check bogus: exit %d, stderr %q; want 2", c.mode, code, stderr)
+		}
 	}
 }
