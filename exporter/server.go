@@ -210,7 +210,7 @@ func Serve(ctx context.Context, h http.Handler, o ServerOptions) error {
 			IdleTimeout:       o.IdleTimeout,
 			MaxHeaderBytes:    maxHeaderBytes,
 			ConnState:         conns.track,
-			ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
+			ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 		}
 		// Shutdown counts a connection that has not sent a request yet (a
 		// client that dialled ahead, a port scan) as busy for 5 s: it has
