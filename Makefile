@@ -17,7 +17,7 @@ BINPROM  := bin/grdma-prometheus
 # the complete build, for exporter, stat export and check --textfile.
 NOPROM   := grdma_noprometheus
 
-.PHONY: all build test test-arm64 lint uapi-headers e2e fuzz bench check man install uninstall clean
+.PHONY: all build test test-race test-arm64 lint uapi-headers e2e fuzz bench check man install uninstall clean
 
 all: build
 
@@ -46,7 +46,16 @@ test: uapi-headers
 	$(GO) mod tidy -diff
 	CGO_ENABLED=0 $(GO) test ./...
 	CGO_ENABLED=0 $(GO) test -tags $(NOPROM) ./cmd/grdma
-	@$(MAKE) --no-print-directory test-arm64
+	@$(MAKE) --no-print-directory test-race test-arm64
+
+# The exporter under the race detector (it serves scrapes concurrently,
+# one server per listen address): needs cgo and a C compiler.
+test-race:
+	@if command -v $$($(GO) env CC) >/dev/null; then \
+		echo "CGO_ENABLED=1 $(GO) test -race ./exporter/..."; CGO_ENABLED=1 $(GO) test -race ./exporter/...; \
+	else \
+		echo "race tests SKIPPED: no C compiler ($$($(GO) env CC)) for go test -race"; \
+	fi
 
 # The unit tests of every package with unsafe or sync/atomic code, built
 # for arm64 (Grace, Graviton) and run by qemu-user, which faults on an
