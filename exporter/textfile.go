@@ -9,11 +9,12 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/grdma/grdma/health"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/grdma/grdma/node"
 )
 
 // WriteTextfile writes what g gathers to path for node_exporter's textfile
@@ -100,7 +101,7 @@ func (c *Collector) WriteTextfile(path string) error {
 	if err := reg.Register(c); err != nil {
 		return err
 	}
-	var partial []health.ReadError
+	var partial []node.ReadError
 	g := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
 		mfs, err := reg.Gather()
 		if err != nil {
@@ -126,7 +127,7 @@ func (c *Collector) WriteTextfile(path string) error {
 // PartialError is a textfile written without what could not be read.
 type PartialError struct {
 	Path   string
-	Errors []health.ReadError
+	Errors []node.ReadError
 }
 
 func (e *PartialError) Error() string {
