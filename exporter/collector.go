@@ -269,11 +269,11 @@ func (s *scrape) export(e *emitter) {
 		known[d.Name] = true
 	}
 	for _, r := range s.res {
-		if !known[r.DevName] {
+		if !known[r.Device] {
 			continue // vanished (or appeared) between the two listings
 		}
 		for _, cnt := range r.Counts {
-			e.emit(famResources, float64(cnt.Curr), r.DevName, cnt.Name)
+			e.emit(famResources, float64(cnt.Curr), r.Device, cnt.Name)
 		}
 	}
 }

@@ -149,11 +149,11 @@ func (a *app) resSummary(dev string) error {
 		return err
 	}
 	if dev != "" {
-		i := slices.IndexFunc(sums, func(s nldev.ResSummary) bool { return s.DevName == dev })
+		i := slices.IndexFunc(sums, func(s nldev.ResSummary) bool { return s.Device == dev })
 		if i < 0 {
 			var names, objects []string
 			for _, s := range sums {
-				names = append(names, s.DevName)
+				names = append(names, s.Device)
 			}
 			objects = grammar.ResTypeNames()
 			return usagef("grdma res help", "%q is neither an object (%s) nor an RDMA device (%s)",
