@@ -98,7 +98,7 @@ func (a *app) devSet(args *argv) error {
 		return usagef(args.Help, "dev set needs a device name")
 	}
 	name := args.Next()
-	attr, err := args.Keyword("attribute", "", "name", "netns", "adaptive-moderation")
+	attr, err := args.Keyword("attribute", "", grammar.Dev.Verb("set").Next.KeywordNames()...)
 	if err != nil {
 		return err
 	}

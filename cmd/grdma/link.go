@@ -107,7 +107,7 @@ func (a *app) linkAdd(args *argv) error {
 	name := args.Next()
 	var linkType, netdev string
 	for !args.Empty() {
-		kw, err := args.Keyword("link add parameter", "", "type", "netdev")
+		kw, err := args.Keyword("link add parameter", "", grammar.Link.Verb("add").Next.KeywordNames()...)
 		if err != nil {
 			return err
 		}

@@ -7,7 +7,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/grdma/grdma/cmdline"
 	"github.com/grdma/grdma/grammar"
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/output"
@@ -93,7 +92,7 @@ func (a *app) res(cmd *cobra.Command, args *argv) error {
 		// res_show), so a device named like an object abbreviation wins.
 		return a.resSummary(word)
 	}
-	if full, ok := cmdline.Abbrev(word, append(grammar.ResTypeNames(), "frmr_pools")); ok && full == "frmr_pools" {
+	if v := grammar.Res.Verb("show").Next.Verb(word); v != nil && v.Name == "frmr_pools" {
 		return a.resFRMRPools(args)
 	}
 	t, ok := grammar.ParseResType(word)

@@ -135,7 +135,7 @@ func (a *app) readCounters(c *nldev.Client, refs []portRef) ([]nldev.PortCounter
 func (a *app) statShow(args *argv, so *statOptions) error {
 	if !args.Empty() {
 		// rdma: stat show link ... | stat show mr ... | stat show help.
-		w, err := args.Sub(args.Words[:1]).Keyword("parameter", "", "link", "mr", "help")
+		w, err := args.Sub(args.Words[:1]).Keyword("parameter", "", grammar.Stat.Verb("show").Next.KeywordNames()...)
 		if err != nil {
 			return err
 		}
