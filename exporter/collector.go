@@ -22,8 +22,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/grdma/grdma/gid"
 	"github.com/grdma/grdma/health"
 	"github.com/grdma/grdma/ib"
@@ -31,6 +29,7 @@ import (
 	"github.com/grdma/grdma/node"
 	"github.com/grdma/grdma/ports"
 	"github.com/grdma/grdma/sysfs"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Options configure a Collector.

@@ -18,14 +18,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/grdma/grdma/internal/nlfixture"
+	"github.com/grdma/grdma/nldev"
+	"github.com/grdma/grdma/sysfs"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 	"golang.org/x/crypto/bcrypt"
-
-	"github.com/grdma/grdma/internal/nlfixture"
-	"github.com/grdma/grdma/nldev"
-	"github.com/grdma/grdma/sysfs"
 )
 
 // recorded returns a collector over the recorded 6.12 kernel (after RC

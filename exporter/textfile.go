@@ -9,12 +9,11 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/grdma/grdma/node"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
-
-	"github.com/grdma/grdma/node"
 )
 
 // WriteTextfile writes what g gathers to path for node_exporter's textfile

@@ -10,11 +10,10 @@ import (
 	"strings"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/internal/nlfixture"
 	"github.com/grdma/grdma/nldev"
+	"golang.org/x/sys/unix"
 )
 
 var kernels = []string{"6.1", "6.12"}

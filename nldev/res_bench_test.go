@@ -7,12 +7,11 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/mdlayher/netlink"
-	"github.com/mdlayher/netlink/nltest"
-
 	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/internal/nlfixture"
 	"github.com/grdma/grdma/nldev"
+	"github.com/mdlayher/netlink"
+	"github.com/mdlayher/netlink/nltest"
 )
 
 // dumpMessageSize is how much of a dump the kernel packs into one message

@@ -3,10 +3,9 @@ package nldev
 import (
 	"errors"
 
+	"github.com/grdma/grdma/ib"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
-
-	"github.com/grdma/grdma/ib"
 )
 
 // ResSelect is what a `res show OBJECT ...` command line asks for: which

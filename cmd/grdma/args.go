@@ -1,10 +1,9 @@
 package main
 
 import (
-	"github.com/spf13/cobra"
-
 	"github.com/grdma/grdma/cmdline"
 	"github.com/grdma/grdma/grammar"
+	"github.com/spf13/cobra"
 )
 
 // argv walks the words after an object (cmdline.Args).

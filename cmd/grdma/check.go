@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/spf13/cobra"
-
 	"github.com/grdma/grdma/cmdline"
 	"github.com/grdma/grdma/gpudirect"
 	"github.com/grdma/grdma/grammar"
@@ -15,6 +13,7 @@ import (
 	"github.com/grdma/grdma/node"
 	"github.com/grdma/grdma/output"
 	"github.com/grdma/grdma/render"
+	"github.com/spf13/cobra"
 )
 
 func (a *app) checkCommand() *cobra.Command {

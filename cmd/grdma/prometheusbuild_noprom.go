@@ -13,10 +13,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/spf13/cobra"
-
 	"github.com/grdma/grdma/health"
 	"github.com/grdma/grdma/sysfs"
+	"github.com/spf13/cobra"
 )
 
 // prometheusBinary is the name of the complete build, looked up next to

@@ -5,14 +5,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spf13/cobra"
-
 	"github.com/grdma/grdma/grammar"
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/output"
 	"github.com/grdma/grdma/ports"
 	"github.com/grdma/grdma/render"
 	"github.com/grdma/grdma/sysfs"
+	"github.com/spf13/cobra"
 )
 
 // statOptions are the options only stat takes.
