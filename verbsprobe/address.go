@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/grdma/grdma/gid"
+	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/sysfs"
-	"github.com/grdma/grdma/uverbs"
 )
 
 // NoGIDError means the port's GID table has no GID the queue pair can
@@ -80,7 +80,7 @@ var addressPreference = []gid.Criteria{
 // index is given.
 func (p *prober) chooseAddress() (string, error) {
 	dev, port := p.opts.Device, p.opts.Port
-	ib := p.port.LinkLayer == uverbs.LinkLayerInfiniBand
+	ib := p.port.LinkLayer == ib.LinkLayerInfiniBand
 	if ib {
 		if p.port.LID == 0 || p.port.LID >= 0xc000 { // unassigned, or multicast/permissive
 			return "", &NoLIDError{Device: dev, Port: port, LID: p.port.LID}
@@ -249,7 +249,7 @@ func (p *prober) readGID(index int) (gid.Entry, bool, error) {
 	if err != nil || g.IsEmpty() {
 		return gid.Entry{}, false, err
 	}
-	typ, err := gid.ParseSysfsType(a.Type, p.port.LinkLayer.String())
+	typ, err := gid.ParseSysfsType(a.Type, p.port.LinkLayer)
 	if err != nil {
 		return gid.Entry{}, false, err
 	}

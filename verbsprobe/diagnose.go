@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/grdma/grdma/gid"
+	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/sysfs"
 	"github.com/grdma/grdma/uverbs"
 )
@@ -51,7 +52,7 @@ func (p *prober) diagnose(step string, err error) *StepError {
 func (p *prober) likelyCause(step string, err error) string {
 	var (
 		errno     unix.Errno
-		notFound  *sysfs.NotFoundError
+		notFound  *ib.NotFoundError
 		inactive  *PortNotActiveError
 		noGID     *NoGIDError
 		badIndex  *GIDIndexError
@@ -123,8 +124,8 @@ func (p *prober) knownDevices() string {
 // netdev names the network device of a RoCE port: the parent of a
 // software device, or the netdev of its GIDs.
 func (p *prober) netdev() string {
-	if dev, err := p.device(); err == nil && dev.Parent != "" {
-		return dev.Parent
+	if dev, err := p.device(); err == nil && dev.Netdev != "" {
+		return dev.Netdev
 	}
 	attrs, err := p.opts.Sysfs.GIDAttrs(p.opts.Device, p.opts.Port)
 	if err != nil {
@@ -139,7 +140,7 @@ func (p *prober) netdev() string {
 }
 
 func (p *prober) inactiveCause(e *PortNotActiveError) string {
-	if p.port.LinkLayer == uverbs.LinkLayerInfiniBand {
+	if p.port.LinkLayer == ib.LinkLayerInfiniBand {
 		if portStateName(e.State) == "INIT" {
 			return "the link is up but no subnet manager has configured the port (opensm)"
 		}

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/grdma/grdma/gid"
-	"github.com/grdma/grdma/uverbs"
+	"github.com/grdma/grdma/ib"
 )
 
 // A probe between two hosts: Serve on one (`grdma probe DEV listen`),
@@ -212,7 +212,7 @@ func compatible(local, remote Endpoint) error {
 	if local.LinkLayer != remote.LinkLayer {
 		return &IncompatibleError{What: "link layers", Local: side(local, local.LinkLayer), Remote: side(remote, remote.LinkLayer)}
 	}
-	if local.LinkLayer == uverbs.LinkLayerInfiniBand.String() {
+	if local.LinkLayer == ib.LinkLayerInfiniBand.String() {
 		if remote.GIDIndex < 0 && (remote.LID == 0 || remote.LID >= 0xc000) {
 			return fmt.Errorf("the peer's %s has no usable LID (%#x): is a subnet manager running?", remote.Name(), remote.LID)
 		}
@@ -229,7 +229,7 @@ func compatible(local, remote Endpoint) error {
 }
 
 // pathMTU is the smaller of the two ports' active MTUs.
-func pathMTU(local uverbs.MTU, remoteBytes int) uverbs.MTU {
+func pathMTU(local ib.MTU, remoteBytes int) ib.MTU {
 	if remote := mtuOf(remoteBytes); remote != 0 && remote < local {
 		return remote
 	}
@@ -237,8 +237,8 @@ func pathMTU(local uverbs.MTU, remoteBytes int) uverbs.MTU {
 }
 
 // mtuOf returns the MTU code of a size in bytes, or 0.
-func mtuOf(bytes int) uverbs.MTU {
-	for m := uverbs.MTU256; m <= uverbs.MTU4096; m++ {
+func mtuOf(bytes int) ib.MTU {
+	for m := ib.MTU256; m <= ib.MTU4096; m++ {
 		if m.Bytes() == bytes {
 			return m
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/grdma/grdma/gid"
+	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/uverbs"
 )
 
@@ -83,7 +84,7 @@ func (p *prober) takePingpong(b []byte) (string, error) {
 	if err := a.UnmarshalBinary(b); err != nil {
 		return "", p.session.peerError("reading the address of", err)
 	}
-	if p.port.LinkLayer == uverbs.LinkLayerEthernet && a.GID.InterfaceID() == 0 {
+	if p.port.LinkLayer == ib.LinkLayerEthernet && a.GID.InterfaceID() == 0 {
 		return "", p.session.peerError("connecting to", errors.New(
 			"the ibv_rc_pingpong peer sent no GID: on RoCE run it with -g INDEX (`grdma gid show DEV type v2 ipv4 -q` gives one)"))
 	}

@@ -33,6 +33,8 @@ import (
 	"time"
 
 	"github.com/grdma/grdma/gid"
+	"github.com/grdma/grdma/ib"
+	"github.com/grdma/grdma/locator"
 	"github.com/grdma/grdma/sysfs"
 	"github.com/grdma/grdma/uverbs"
 )
@@ -107,7 +109,7 @@ type Result struct {
 	Port        uint32
 	Driver      string // as sysfs names it: "rxe", "mlx5_core", ...
 	VerbsDevice string // "uverbs0"
-	LinkLayer   uverbs.LinkLayer
+	LinkLayer   ib.LinkLayer
 	// GIDIndex is the source GID of the queue pair's address, -1 when
 	// the address has none (InfiniBand by LID) or none was chosen yet.
 	GIDIndex int
@@ -127,7 +129,7 @@ type Result struct {
 	Role         string
 	Test         *Test
 	Peer         *Peer
-	PathMTU      uverbs.MTU
+	PathMTU      ib.MTU
 	Measurements []Measurement
 }
 
@@ -217,7 +219,7 @@ type connection struct {
 	destPSN  uint32 // the peer's first send PSN: the receive PSN
 	dgid     gid.GID
 	dlid     uint16
-	pathMTU  uverbs.MTU
+	pathMTU  ib.MTU
 	rdAtomic uint8 // RDMA READs outstanding each way
 	rnrRetry uint8
 }
@@ -387,16 +389,16 @@ func (p *prober) teardown() {
 }
 
 func (p *prober) open() (string, error) {
-	c, err := uverbs.Open(p.opts.Sysfs, p.opts.Device)
+	c, err := locator.OpenSysfs(p.opts.Sysfs, p.opts.Device)
 	if err != nil {
 		return "", p.openError(err)
 	}
 	p.c = c
-	p.res.Driver, p.res.VerbsDevice = c.Driver, c.Verbs.Name
-	if d, ok := drivers[c.Driver]; ok {
+	p.res.Driver, p.res.VerbsDevice = c.Node.Driver, c.Node.Name
+	if d, ok := drivers[c.Node.Driver]; ok {
 		p.driver = &d
 	}
-	return fmt.Sprintf("/dev/infiniband/%s, driver %s", c.Verbs.Name, c.Driver), nil
+	return fmt.Sprintf("/dev/infiniband/%s, driver %s", c.Node.Name, c.Node.Driver), nil
 }
 
 // openError says what could not be opened: a device that does not exist,
@@ -404,7 +406,7 @@ func (p *prober) open() (string, error) {
 func (p *prober) openError(err error) error {
 	dev, devErr := p.device()
 	if sysfs.IsGone(devErr) {
-		return &sysfs.NotFoundError{Device: p.opts.Device}
+		return &ib.NotFoundError{Device: p.opts.Device}
 	}
 	p.res.Driver = dev.Driver
 	if vd, err := p.opts.Sysfs.VerbsDeviceFor(p.opts.Device); err == nil {
@@ -437,7 +439,7 @@ func (p *prober) queryDevice() (string, error) {
 	}
 	p.deviceAttr = attr
 	if p.opts.Port > uint32(attr.PhysPortCnt) {
-		return "", &sysfs.NotFoundError{Device: p.opts.Device, Port: p.opts.Port}
+		return "", &ib.NotFoundError{Device: p.opts.Device, Port: p.opts.Port}
 	}
 	return fmt.Sprintf("vendor %#x, %d port(s), max_qp_wr %d, max_cqe %d", attr.VendorID, attr.PhysPortCnt, attr.MaxQPWr, attr.MaxCQE), nil
 }
@@ -470,7 +472,7 @@ func (p *prober) queryPort() (string, error) {
 	}
 	p.res.LinkLayer = p.port.LinkLayer
 	if p.port.State != portActive {
-		return "", &PortNotActiveError{Device: p.opts.Device, Port: p.opts.Port, State: p.port.State}
+		return "", &PortNotActiveError{Device: p.opts.Device, Port: p.opts.Port, State: uint8(p.port.State)}
 	}
 	return fmt.Sprintf("ACTIVE, %s, active MTU %s", p.port.LinkLayer, p.port.ActiveMTU), nil
 }
@@ -496,7 +498,7 @@ func (p *prober) createCQ() (string, error) {
 func (p *prober) createQP() (string, error) {
 	cq := p.cq.CQ()
 	_, qpCap := p.qpShape()
-	init := uverbs.QPInit{PD: *p.pd, SendCQ: cq, RecvCQ: cq, Type: uverbs.QPTypeRC, SignalAll: true, Cap: qpCap}
+	init := uverbs.QPInit{PD: *p.pd, SendCQ: cq, RecvCQ: cq, Type: ib.QPTypeRC, SignalAll: true, Cap: qpCap}
 	var err error
 	if p.qp, err = p.driver.createQP(p.c, init); err != nil {
 		return "", err
@@ -507,7 +509,7 @@ func (p *prober) createQP() (string, error) {
 }
 
 func (p *prober) toInit() (string, error) {
-	attr := uverbs.QPAttr{State: uverbs.QPStateInit, PKeyIndex: 0, PortNum: uint8(p.opts.Port), AccessFlags: qpAccess}
+	attr := uverbs.QPAttr{State: ib.QPStateInit, PKeyIndex: 0, PortNum: uint8(p.opts.Port), AccessFlags: qpAccess}
 	return "", p.c.ModifyQP(p.qp.QP(), &attr, uverbs.QPAttrsResetToInit)
 }
 
@@ -523,7 +525,7 @@ func (p *prober) addressVector(to connection) uverbs.AddressVector {
 
 func (p *prober) toRTR() (string, error) {
 	qp, to := p.qp.QP(), p.connection()
-	attr := uverbs.QPAttr{State: uverbs.QPStateRTR, PathMTU: to.pathMTU, DestQPN: to.destQPN, RQPSN: to.destPSN,
+	attr := uverbs.QPAttr{State: ib.QPStateRTR, PathMTU: to.pathMTU, DestQPN: to.destQPN, RQPSN: to.destPSN,
 		MaxDestRdAtomic: to.rdAtomic, MinRNRTimer: minRNRTimer, AV: p.addressVector(to)}
 	if err := p.c.ModifyQP(qp, &attr, uverbs.QPAttrsInitToRTR); err != nil {
 		return "", err
@@ -533,7 +535,7 @@ func (p *prober) toRTR() (string, error) {
 
 func (p *prober) toRTS() (string, error) {
 	to := p.connection()
-	attr := uverbs.QPAttr{State: uverbs.QPStateRTS, Timeout: ackTimeout, RetryCnt: retryCount, RNRRetry: to.rnrRetry,
+	attr := uverbs.QPAttr{State: ib.QPStateRTS, Timeout: ackTimeout, RetryCnt: retryCount, RNRRetry: to.rnrRetry,
 		SQPSN: p.startPSN, MaxRdAtomic: to.rdAtomic}
 	return "", p.c.ModifyQP(p.qp.QP(), &attr, uverbs.QPAttrsRTRToRTS)
 }
@@ -560,7 +562,7 @@ func (p *prober) queryQP() (string, error) {
 		name      string
 		got, want any
 	}{
-		{"state", attr.State, uverbs.QPStateRTS},
+		{"state", attr.State, ib.QPStateRTS},
 		{"dest_qp_num", attr.DestQPN, to.destQPN},
 		{"path_mtu", attr.PathMTU, to.pathMTU},
 		{"sq_psn", attr.SQPSN, p.startPSN},

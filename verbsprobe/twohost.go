@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/uverbs"
 )
 
@@ -190,8 +191,8 @@ func (s *session) connection(p *prober) connection {
 		pathMTU: pathMTU(p.port.ActiveMTU, s.remote.ActiveMTU), rdAtomic: min(p.rdAtomic(), max(s.remote.RdAtomic, 1)),
 		rnrRetry: rnrRetry}
 	if s.test.Kind == TestPingpong {
-		c.pathMTU = min(p.port.ActiveMTU, uverbs.MTU1024) // ibv_rc_pingpong's default -m
-		c.rnrRetry = 7                                    // as ibv_rc_pingpong
+		c.pathMTU = min(p.port.ActiveMTU, ib.MTU1024) // ibv_rc_pingpong's default -m
+		c.rnrRetry = 7                                // as ibv_rc_pingpong
 	}
 	if s.test.Op == OpSend {
 		c.rnrRetry = 7 // a receiver reposting may lag: retry forever, as perftest

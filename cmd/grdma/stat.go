@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/grdma/grdma/grammar"
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/output"
 	"github.com/grdma/grdma/ports"
@@ -73,7 +74,7 @@ Text and JSON of the commands rdma has match rdma statistic.`,
 }
 
 func (a *app) stat(cmd *cobra.Command, args *argv, so *statOptions) error {
-	verb, err := args.Keyword("command", "show", "show", "list", "help", "qp", "mr", "mode", "set", "unset", "export")
+	verb, err := args.Keyword("command", "show", verbs(grammar.Stat)...)
 	if err != nil {
 		return err
 	}
@@ -120,7 +121,7 @@ func (a *app) statPorts(args *argv) (*nldev.Client, []portRef, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	refs, err := nldev.SelectPorts(devs, want.Dev, want.Port)
+	refs, err := nldev.SelectPorts(devs, want.Device, want.Port)
 	return c, refs, err
 }
 
@@ -136,7 +137,7 @@ func (a *app) readCounters(c *nldev.Client, refs []portRef) ([]nldev.PortCounter
 func (a *app) statShow(args *argv, so *statOptions) error {
 	if !args.Empty() {
 		// rdma: stat show link ... | stat show mr ... | stat show help.
-		w, err := args.Sub(args.Words[:1]).Keyword("parameter", "", "link", "mr", "help")
+		w, err := args.Sub(args.Words[:1]).Keyword("parameter", "", grammar.Stat.Verb("show").Next.KeywordNames()...)
 		if err != nil {
 			return err
 		}
@@ -259,7 +260,7 @@ func (a *app) strictPort(args *argv, what string) (*nldev.Client, portRef, error
 	if err != nil {
 		return nil, portRef{}, err
 	}
-	refs, err := nldev.SelectPorts(devs, want.Dev, want.Port)
+	refs, err := nldev.SelectPorts(devs, want.Device, want.Port)
 	if err != nil {
 		return nil, portRef{}, err
 	}

@@ -1,10 +1,11 @@
-package uverbs
+package locator
 
 import (
 	"errors"
 	"testing"
 
 	"github.com/grdma/grdma/sysfs"
+	"github.com/grdma/grdma/uverbs"
 )
 
 // TestLiveDevices opens every uverbs device of the running kernel and
@@ -24,9 +25,9 @@ func TestLiveDevices(t *testing.T) {
 		t.Skip("no uverbs device on this machine")
 	}
 	for _, vd := range verbs {
-		t.Run(vd.IBDev, func(t *testing.T) {
-			c, err := Open(fsys, vd.IBDev)
-			var ud *UnsupportedDriverError
+		t.Run(vd.Device, func(t *testing.T) {
+			c, err := OpenSysfs(fsys, vd.Device)
+			var ud *uverbs.UnsupportedDriverError
 			if errors.As(err, &ud) {
 				t.Skip(err)
 			}
@@ -38,7 +39,7 @@ func TestLiveDevices(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			sys, err := fsys.Device(vd.IBDev)
+			sys, err := fsys.Device(vd.Device)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -52,16 +53,16 @@ func TestLiveDevices(t *testing.T) {
 					t.Fatal(err)
 				}
 				t.Logf("port %d: %+v", n, attr)
-				p, err := fsys.Port(vd.IBDev, n)
+				p, err := fsys.Port(vd.Device, n)
 				if err != nil {
 					t.Fatal(err)
 				}
-				gids, err := fsys.GIDAttrs(vd.IBDev, n)
+				gids, err := fsys.GIDAttrs(vd.Device, n)
 				if err != nil {
 					t.Fatal(err)
 				}
-				if uint8(p.State) != attr.State || uint8(p.PhysState) != attr.PhysState ||
-					p.LinkLayer != attr.LinkLayer.String() || p.LID != uint32(attr.LID) ||
+				if p.State != attr.State || p.PhysState != attr.PhysState ||
+					p.LinkLayer != attr.LinkLayer || p.LID != uint32(attr.LID) ||
 					int(attr.GIDTblLen) != len(gids) || attr.ActiveMTU.Bytes() == 0 || attr.MaxMTU < attr.ActiveMTU {
 					t.Errorf("port %d: QUERY_PORT %+v disagrees with sysfs %+v (%d GID slots)", n, attr, p, len(gids))
 				}

@@ -1,4 +1,4 @@
-package verbsprobe_test
+package grammar_test
 
 import (
 	"errors"
@@ -7,42 +7,43 @@ import (
 	"time"
 
 	"github.com/grdma/grdma/cmdline"
+	"github.com/grdma/grdma/grammar"
 	"github.com/grdma/grdma/verbsprobe"
 )
 
 // The words of grdma probe, and the usage errors of words that are wrong
 // or do not go together (grdma exits 2 with them).
 
-func TestParseArgs(t *testing.T) {
-	req, err := verbsprobe.ParseArgs(strings.Fields("mlx5_0/2 gid 3 tr co 5"))
+func TestParseProbe(t *testing.T) {
+	req, err := grammar.ParseProbe(strings.Fields("mlx5_0/2 gid 3 tr co 5"))
 	o := req.Options
 	if err != nil || o.Device != "mlx5_0" || o.Port != 2 || o.GIDIndex != 3 || !o.Traffic || req.Count != 5 {
-		t.Errorf("ParseArgs = %+v, %v", req, err)
+		t.Errorf("ParseProbe = %+v, %v", req, err)
 	}
-	req, err = verbsprobe.ParseArgs([]string{"rxe0"})
+	req, err = grammar.ParseProbe([]string{"rxe0"})
 	if err != nil || req.Options.GIDIndex != verbsprobe.AutoGID || req.Options.Port != 0 || req.Count != 1 || req.Options.Traffic {
-		t.Errorf("ParseArgs(rxe0) = %+v, %v", req, err)
+		t.Errorf("ParseProbe(rxe0) = %+v, %v", req, err)
 	}
 }
 
-func TestParseArgsPeer(t *testing.T) {
+func TestParseProbePeer(t *testing.T) {
 	for _, tt := range []struct {
 		line string
-		want verbsprobe.Request
+		want grammar.ProbeRequest
 	}{
-		{"rxe0 listen", verbsprobe.Request{Listen: true, ListenAddr: ":18515"}},
-		{"rxe0 listen :18600 pingpong iters 10", verbsprobe.Request{Listen: true, ListenAddr: "0.0.0.0:18600",
+		{"rxe0 listen", grammar.ProbeRequest{Listen: true, ListenAddr: ":18515"}},
+		{"rxe0 listen :18600 pingpong iters 10", grammar.ProbeRequest{Listen: true, ListenAddr: "0.0.0.0:18600",
 			Test: verbsprobe.Test{Kind: verbsprobe.TestPingpong, Iters: 10}}},
-		{"rxe0 gid-index 1 peer hosta", verbsprobe.Request{PeerAddr: "hosta:18515"}},
-		{"rxe0 peer 10.0.0.1:9 bw", verbsprobe.Request{PeerAddr: "10.0.0.1:9", Test: verbsprobe.Test{Kind: verbsprobe.TestBandwidth}}},
-		{"rxe0 peer h bw read size 4096 duration 2s timeout 3s", verbsprobe.Request{PeerAddr: "h:18515", Timeout: 3 * time.Second,
+		{"rxe0 gid-index 1 peer hosta", grammar.ProbeRequest{PeerAddr: "hosta:18515"}},
+		{"rxe0 peer 10.0.0.1:9 bw", grammar.ProbeRequest{PeerAddr: "10.0.0.1:9", Test: verbsprobe.Test{Kind: verbsprobe.TestBandwidth}}},
+		{"rxe0 peer h bw read size 4096 duration 2s timeout 3s", grammar.ProbeRequest{PeerAddr: "h:18515", Timeout: 3 * time.Second,
 			Test: verbsprobe.Test{Kind: verbsprobe.TestBandwidth, Op: verbsprobe.OpRead, Size: 4096, Duration: 2 * time.Second}}},
-		{"rxe0 peer h lat send iters 10", verbsprobe.Request{PeerAddr: "h:18515", Test: verbsprobe.Test{Kind: verbsprobe.TestLatency, Op: verbsprobe.OpSend, Iters: 10}}},
-		{"rxe0 peer h traffic", verbsprobe.Request{PeerAddr: "h:18515", Test: verbsprobe.Test{Kind: verbsprobe.TestTraffic}}},
-		{"rxe0 peer h pingpong size 64", verbsprobe.Request{PeerAddr: "h:18515", Test: verbsprobe.Test{Kind: verbsprobe.TestPingpong, Size: 64}}},
+		{"rxe0 peer h lat send iters 10", grammar.ProbeRequest{PeerAddr: "h:18515", Test: verbsprobe.Test{Kind: verbsprobe.TestLatency, Op: verbsprobe.OpSend, Iters: 10}}},
+		{"rxe0 peer h traffic", grammar.ProbeRequest{PeerAddr: "h:18515", Test: verbsprobe.Test{Kind: verbsprobe.TestTraffic}}},
+		{"rxe0 peer h pingpong size 64", grammar.ProbeRequest{PeerAddr: "h:18515", Test: verbsprobe.Test{Kind: verbsprobe.TestPingpong, Size: 64}}},
 	} {
-		req, err := verbsprobe.ParseArgs(strings.Fields(tt.line))
-		got := verbsprobe.Request{Listen: req.Listen, ListenAddr: req.ListenAddr, PeerAddr: req.PeerAddr, Test: req.Test, Timeout: req.Timeout}
+		req, err := grammar.ParseProbe(strings.Fields(tt.line))
+		got := grammar.ProbeRequest{Listen: req.Listen, ListenAddr: req.ListenAddr, PeerAddr: req.PeerAddr, Test: req.Test, Timeout: req.Timeout}
 		if err != nil || got.Listen != tt.want.Listen || got.ListenAddr != tt.want.ListenAddr || got.PeerAddr != tt.want.PeerAddr ||
 			got.Test != tt.want.Test || got.Timeout != tt.want.Timeout {
 			t.Errorf("%s: %+v, %v; want %+v", tt.line, got, err, tt.want)
@@ -62,7 +63,7 @@ func TestParseArgsPeer(t *testing.T) {
 		"rxe0 peer h traffic duration 1s":     "traffic takes no duration",
 		"rxe0 peer":                           "missing peer address HOST[:PORT]",
 	} {
-		_, err := verbsprobe.ParseArgs(strings.Fields(line))
+		_, err := grammar.ParseProbe(strings.Fields(line))
 		var usage *cmdline.UsageError
 		if !errors.As(err, &usage) || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v; want a usage error saying %q", line, err, want)
