@@ -25,16 +25,18 @@ func ProbeResult(p *output.Printer, r *verbsprobe.Result, series *verbsprobe.Ser
 }
 
 // probeText prints the steps of r as a checklist, and with count the
-// timing summary of all runs.
+// timing summary of all runs. Every string passes through output.Escape:
+// between hosts, names, details and failure messages come from the peer,
+// and a peer's terminal controls must not rewrite a FAIL as a PASS.
 func probeText(p *output.Printer, r *verbsprobe.Result, series *verbsprobe.Series, count int) {
 	var b strings.Builder
-	fmt.Fprintf(&b, "probe %s/%d", r.Device, r.Port)
+	fmt.Fprintf(&b, "probe %s/%d", esc(r.Device), r.Port)
 	var about []string
 	if r.Driver != "" {
-		about = append(about, "driver "+r.Driver)
+		about = append(about, "driver "+esc(r.Driver))
 	}
 	if r.VerbsDevice != "" {
-		about = append(about, r.VerbsDevice)
+		about = append(about, esc(r.VerbsDevice))
 	}
 	if r.GIDIndex >= 0 {
 		about = append(about, fmt.Sprintf("GID %d %s", r.GIDIndex, r.GID))
@@ -59,26 +61,26 @@ func probeText(p *output.Printer, r *verbsprobe.Result, series *verbsprobe.Serie
 		if !s.OK {
 			mark = "FAIL"
 		}
-		fmt.Fprintf(&b, "  [%-4s] %-15s %9s", mark, s.Name, Duration(s.Duration))
+		fmt.Fprintf(&b, "  [%-4s] %-15s %9s", mark, esc(s.Name), Duration(s.Duration))
 		switch {
 		case s.Err != nil:
-			fmt.Fprintf(&b, "  %v", s.Err.Err)
+			fmt.Fprintf(&b, "  %s", esc(s.Err.Err.Error()))
 			if name := s.Err.ErrnoName(); name != "" {
 				fmt.Fprintf(&b, " (%s)", name)
 			}
 			if s.Err.Cause != "" {
-				fmt.Fprintf(&b, "\n  %-23s likely cause: %s", "", s.Err.Cause)
+				fmt.Fprintf(&b, "\n  %-23s likely cause: %s", "", esc(s.Err.Cause))
 			}
 		case s.Detail != "":
-			fmt.Fprintf(&b, "  %s", s.Detail)
+			fmt.Fprintf(&b, "  %s", esc(s.Detail))
 		}
 		b.WriteString("\n")
 	}
 	switch {
 	case r.Failed() != nil:
-		fmt.Fprintf(&b, "FAIL at %s\n", r.Failed().Name)
+		fmt.Fprintf(&b, "FAIL at %s\n", esc(r.Failed().Name))
 	case r.Unsupported != "":
-		fmt.Fprintf(&b, "NOT SUPPORTED: %s\n", r.Unsupported)
+		fmt.Fprintf(&b, "NOT SUPPORTED: %s\n", esc(r.Unsupported))
 	case r.Role != "":
 		fmt.Fprintf(&b, "%s (%s)\n", passLine(r), Duration(r.Duration()))
 	case r.Traffic:
@@ -91,7 +93,7 @@ func probeText(p *output.Printer, r *verbsprobe.Result, series *verbsprobe.Serie
 		fmt.Fprintf(&b, "\n%d runs of %d, %d passed\n", series.Runs, count, series.Passed)
 		fmt.Fprintf(&b, "  %-15s %9s %9s %9s\n", "step", "min", "median", "max")
 		for _, t := range append(steps, total) {
-			fmt.Fprintf(&b, "  %-15s %9s %9s %9s\n", t.Name, Duration(t.Min), Duration(t.Median), Duration(t.Max))
+			fmt.Fprintf(&b, "  %-15s %9s %9s %9s\n", esc(t.Name), Duration(t.Min), Duration(t.Median), Duration(t.Max))
 		}
 	}
 	p.Text(b.String())
@@ -114,16 +116,17 @@ func usec(d time.Duration) float64 { return math.Round(float64(d)/100) / 10 }
 
 // probeJSON prints r as one object: ifname, port, gid_index, ok and
 // steps, what the probe found, and with count the timing summary of all
-// runs.
+// runs. Strings are printed with Untrusted, escaped as in text (they may
+// come from the peer).
 func probeJSON(p *output.Printer, r *verbsprobe.Result, series *verbsprobe.Series, count int) {
 	p.OpenObject("")
-	p.String(output.JSONOnly, "ifname", "", r.Device)
+	p.Untrusted(output.JSONOnly, "ifname", "", r.Device)
 	p.Uint(output.JSONOnly, "port", "", uint64(r.Port))
-	p.String(output.JSONOnly, "driver", "", r.Driver)
-	p.String(output.JSONOnly, "uverbs", "", r.VerbsDevice)
+	p.Untrusted(output.JSONOnly, "driver", "", r.Driver)
+	p.Untrusted(output.JSONOnly, "uverbs", "", r.VerbsDevice)
 	p.Int(output.JSONOnly, "gid_index", "", int64(r.GIDIndex))
 	if r.GIDIndex >= 0 {
-		p.String(output.JSONOnly, "gid", "", r.GID.String())
+		p.Untrusted(output.JSONOnly, "gid", "", r.GID.String())
 	}
 	if r.LID != 0 {
 		p.Uint(output.JSONOnly, "lid", "", uint64(r.LID))
@@ -135,24 +138,24 @@ func probeJSON(p *output.Printer, r *verbsprobe.Result, series *verbsprobe.Serie
 	// Not ok either when interrupted before count runs.
 	p.OnOff(output.JSONOnly, "ok", "", r.OK() && series.Runs == count)
 	if r.Unsupported != "" {
-		p.String(output.JSONOnly, "unsupported", "", r.Unsupported)
+		p.Untrusted(output.JSONOnly, "unsupported", "", r.Unsupported)
 	}
 	p.Float(output.JSONOnly, "usec", "", usec(r.Duration()), 1)
 	p.OpenArray(output.JSONOnly, "steps", "")
 	for _, s := range r.Steps {
 		p.OpenObject("")
-		p.String(output.JSONOnly, "name", "", s.Name)
+		p.Untrusted(output.JSONOnly, "name", "", s.Name)
 		p.OnOff(output.JSONOnly, "ok", "", s.OK)
 		p.Float(output.JSONOnly, "usec", "", usec(s.Duration), 1)
-		p.String(output.JSONOnly, "detail", "", s.Detail)
+		p.Untrusted(output.JSONOnly, "detail", "", s.Detail)
 		errText := ""
 		if s.Err != nil {
 			errText = s.Err.Err.Error()
 		}
-		p.String(output.JSONOnly, "error", "", errText)
+		p.Untrusted(output.JSONOnly, "error", "", errText)
 		if s.Err != nil {
-			p.String(output.JSONOnly, "errno", "", s.Err.ErrnoName())
-			p.String(output.JSONOnly, "cause", "", s.Err.Cause)
+			p.Untrusted(output.JSONOnly, "errno", "", s.Err.ErrnoName())
+			p.Untrusted(output.JSONOnly, "cause", "", s.Err.Cause)
 		}
 		p.CloseObject()
 	}
@@ -170,7 +173,7 @@ func probeJSON(p *output.Printer, r *verbsprobe.Result, series *verbsprobe.Serie
 		p.OpenArray(output.JSONOnly, "steps", "")
 		for _, t := range steps {
 			p.OpenObject("")
-			p.String(output.JSONOnly, "name", "", t.Name)
+			p.Untrusted(output.JSONOnly, "name", "", t.Name)
 			timingJSON(p, t)
 			p.CloseObject()
 		}
@@ -201,11 +204,11 @@ func peerSummary(r *verbsprobe.Result) string {
 	case pe == nil:
 		return rel + ": none connected"
 	case pe.QPN == 0:
-		return rel + " " + pe.Host
+		return rel + " " + esc(pe.Host)
 	}
 	var about []string
 	if !pe.Pingpong {
-		about = append(about, pe.Name())
+		about = append(about, esc(pe.Name()))
 	} else {
 		about = append(about, "ibv_rc_pingpong")
 	}
@@ -219,7 +222,7 @@ func peerSummary(r *verbsprobe.Result) string {
 		about = append(about, fmt.Sprintf("LID %#x", pe.LID))
 	}
 	about = append(about, fmt.Sprintf("qpn %d", pe.QPN))
-	s := fmt.Sprintf("%s %s (%s)", rel, pe.Host, strings.Join(about, ", "))
+	s := fmt.Sprintf("%s %s (%s)", rel, esc(pe.Host), strings.Join(about, ", "))
 	if r.PathMTU != 0 {
 		s += fmt.Sprintf(", path MTU %d", r.PathMTU.Bytes())
 	}
@@ -234,7 +237,7 @@ func passLine(r *verbsprobe.Result) string {
 	}
 	with := "the peer"
 	if r.Peer != nil {
-		with = r.Peer.Host
+		with = esc(r.Peer.Host)
 	}
 	switch test {
 	case verbsprobe.TestConnect:
@@ -246,7 +249,7 @@ func passLine(r *verbsprobe.Result) string {
 	for _, m := range r.Measurements {
 		parts = append(parts, measurementText(m))
 	}
-	return fmt.Sprintf("PASS: %s with %s: %s", r.Test, with, strings.Join(parts, "; "))
+	return fmt.Sprintf("PASS: %s with %s: %s", esc(r.Test.String()), with, strings.Join(parts, "; "))
 }
 
 func measurementText(m verbsprobe.Measurement) string {
@@ -258,6 +261,9 @@ func measurementText(m verbsprobe.Measurement) string {
 	return fmt.Sprintf("%d × %d bytes in %s, %.3f Gb/s, %.4f Mmsg/s", m.Iters, m.Size, Duration(m.Elapsed), m.BWGbps(), m.MsgRateMpps())
 }
 
+// esc is output.Escape, for text put together here.
+var esc = output.Escape
+
 // us is d in microseconds.
 func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
@@ -267,12 +273,12 @@ func peerJSON(p *output.Printer, r *verbsprobe.Result) {
 	if r.Role == "" {
 		return
 	}
-	p.String(output.JSONOnly, "role", "", r.Role)
+	p.Untrusted(output.JSONOnly, "role", "", r.Role)
 	if r.Test != nil {
 		p.OpenObject("test")
-		p.String(output.JSONOnly, "kind", "", string(r.Test.Kind))
+		p.Untrusted(output.JSONOnly, "kind", "", string(r.Test.Kind))
 		if r.Test.Op != "" {
-			p.String(output.JSONOnly, "op", "", string(r.Test.Op))
+			p.Untrusted(output.JSONOnly, "op", "", string(r.Test.Op))
 		}
 		p.Uint(output.JSONOnly, "size", "", uint64(r.Test.Size))
 		if r.Test.Iters != 0 && r.Test.Duration == 0 {
@@ -288,21 +294,21 @@ func peerJSON(p *output.Printer, r *verbsprobe.Result) {
 	}
 	if pe := r.Peer; pe != nil {
 		p.OpenObject("peer")
-		p.String(output.JSONOnly, "host", "", pe.Host)
+		p.Untrusted(output.JSONOnly, "host", "", pe.Host)
 		if pe.Pingpong {
 			p.String(output.JSONOnly, "tool", "", "ibv_rc_pingpong")
 		} else {
-			p.String(output.JSONOnly, "ifname", "", pe.Ifname)
+			p.Untrusted(output.JSONOnly, "ifname", "", pe.Ifname)
 			p.Uint(output.JSONOnly, "port", "", uint64(pe.Port))
-			p.String(output.JSONOnly, "driver", "", pe.Driver)
-			p.String(output.JSONOnly, "link_layer", "", pe.LinkLayer)
+			p.Untrusted(output.JSONOnly, "driver", "", pe.Driver)
+			p.Untrusted(output.JSONOnly, "link_layer", "", pe.LinkLayer)
 			p.Int(output.JSONOnly, "gid_index", "", int64(pe.GIDIndex))
 		}
 		if !pe.GID.IsZero() {
-			p.String(output.JSONOnly, "gid", "", pe.GID.String())
+			p.Untrusted(output.JSONOnly, "gid", "", pe.GID.String())
 		}
 		if pe.GIDType != "" {
-			p.String(output.JSONOnly, "gid_type", "", pe.GIDType)
+			p.Untrusted(output.JSONOnly, "gid_type", "", pe.GIDType)
 		}
 		p.Uint(output.JSONOnly, "lid", "", uint64(pe.LID))
 		p.Uint(output.JSONOnly, "qpn", "", uint64(pe.QPN))
@@ -315,9 +321,9 @@ func peerJSON(p *output.Printer, r *verbsprobe.Result) {
 	p.OpenArray(output.JSONOnly, "results", "")
 	for _, m := range r.Measurements {
 		p.OpenObject("")
-		p.String(output.JSONOnly, "test", "", string(m.Test))
+		p.Untrusted(output.JSONOnly, "test", "", string(m.Test))
 		if m.Op != "" {
-			p.String(output.JSONOnly, "op", "", string(m.Op))
+			p.Untrusted(output.JSONOnly, "op", "", string(m.Op))
 		}
 		p.Uint(output.JSONOnly, "size", "", uint64(m.Size))
 		p.Uint(output.JSONOnly, "iters", "", uint64(m.Iters))
