@@ -286,6 +286,7 @@ func peerJSON(p *output.Printer, r *verbsprobe.Result) {
 	if r.PathMTU != 0 {
 		p.Uint(output.JSONOnly, "path_mtu", "", uint64(r.PathMTU.Bytes()))
 	}
+	p.Uint(output.JSONOnly, "pinned_bytes", "", uint64(r.Pinned))
 	if pe := r.Peer; pe != nil {
 		p.OpenObject("peer")
 		p.String(output.JSONOnly, "host", "", pe.Host)

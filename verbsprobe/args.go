@@ -24,6 +24,9 @@ type Request struct {
 	PeerAddr   string
 	Test       Test
 	Timeout    time.Duration // 0: DefaultPeerTimeout
+	// From are the peers a listener allows ("from"): addresses,
+	// networks (ADDR/PREFIX) and host names, for ResolveAllow.
+	From []string
 }
 
 // TwoHost reports whether the request is a probe between two hosts.
@@ -34,13 +37,13 @@ const MaxCount = 1_000_000
 
 // Keywords are the words of a probe after DEV[/PORT], in the order that
 // decides abbreviations.
-var Keywords = []string{"gid-index", "traffic", "count", "listen", "peer", "bw", "lat", "pingpong", "size", "iters", "duration", "timeout"}
+var Keywords = []string{"gid-index", "traffic", "count", "listen", "peer", "bw", "lat", "pingpong", "size", "iters", "duration", "timeout", "from"}
 
 // ParseArgs reads the words of `grdma probe` (DEV[/PORT] then keywords,
 // abbreviated as rdma abbreviates them) into a Request:
 //
 //	DEV[/PORT] [gid-index N] [traffic] [count N]
-//	DEV[/PORT] [gid-index N] listen [[ADDR]:PORT] [pingpong] [size BYTES] [iters N] [timeout D]
+//	DEV[/PORT] [gid-index N] listen [[ADDR]:PORT] [pingpong] [size BYTES] [iters N] [timeout D] [from HOST[/PREFIX]...]
 //	DEV[/PORT] [gid-index N] peer HOST[:PORT] [traffic | bw [OP] | lat [OP] | pingpong] [size BYTES] [iters N] [duration D] [timeout D]
 //
 // Words that are wrong or do not go together are a *cmdline.UsageError
@@ -120,6 +123,17 @@ func (req *Request) parseKeyword(args *cmdline.Args, kw string) (err error) {
 		req.Test.Duration, err = args.Duration("duration", MaxTestDuration)
 	case "timeout":
 		req.Timeout, err = args.Duration("timeout", time.Hour)
+	case "from":
+		for first := true; !args.Empty() && (first || !isKeyword(args.Words[0])); first = false {
+			w := args.Next()
+			if _, err := ParseFrom(w); err != nil {
+				return cmdline.Usagef("", "from: %v", err)
+			}
+			req.From = append(req.From, w)
+		}
+		if len(req.From) == 0 {
+			return cmdline.Usagef("", "from needs HOST[/PREFIX]: the addresses or networks peers may connect from")
+		}
 	}
 	return err
 }
@@ -129,6 +143,8 @@ func (req *Request) check(seen map[string]bool) error {
 	switch {
 	case req.Listen && req.PeerAddr != "":
 		return cmdline.Usagef("", "listen or peer, not both")
+	case seen["from"] && !req.Listen:
+		return cmdline.Usagef("", "from restricts who may connect to a listener: give it to probe DEV listen")
 	case !req.TwoHost():
 		for _, kw := range []string{"bw", "lat", "pingpong", "size", "iters", "duration", "timeout"} {
 			if seen[kw] {

@@ -117,19 +117,11 @@ func (p *prober) connectPingpongServer() (string, error) {
 }
 
 // acceptPingpong is the server's first half of ibv_rc_pingpong's
-// exchange: the client's address.
-func (p *prober) acceptPingpong() (string, error) {
+// exchange: the client's address, theirs, read by acceptFirst.
+func (p *prober) acceptPingpong(test Test, theirs []byte) (string, error) {
 	s := p.session
-	test := Test{Kind: TestPingpong, Size: s.test.Size, Iters: s.test.Iters}.WithDefaults()
-	if err := test.Validate(); err != nil {
-		return "", err
-	}
 	s.test = test
 	p.res.Test = &test
-	theirs := make([]byte, pingpongAddressLen)
-	if err := s.readFull(theirs, "reading the address of"); err != nil {
-		return "", err
-	}
 	detail, err := p.takePingpong(theirs)
 	if err != nil {
 		return "", err
@@ -249,4 +241,26 @@ func (t *traffic) pingpong() (string, error) {
 	return fmt.Sprintf("%d bytes in %.2f seconds = %.2f Mbit/sec; %d iters in %.2f seconds = %.2f usec/iter",
 		meas.Bytes, elapsed.Seconds(), float64(meas.Bytes)*8/float64(elapsed.Microseconds()), test.Iters, elapsed.Seconds(),
 		float64(elapsed.Microseconds())/float64(test.Iters)), nil
+}
+
+// foreignAnswer recognises a server that answers a hello with something
+// other than the grdma protocol's JSON: an ibv_rc_pingpong server sends
+// its 52-byte address, which is named as such however its bytes arrive
+// (together, or in pieces). nil when the answer is JSON, or none came
+// (receive says why).
+func (s *session) foreignAnswer(doing string) error {
+	s.conn.SetReadDeadline(time.Now().Add(s.timeout))
+	first, err := s.rd.Peek(1)
+	if err != nil || first[0] == '{' {
+		return nil
+	}
+	b := make([]byte, pingpongAddressLen)
+	n, _ := io.ReadFull(s.rd, b)
+	var a PingpongAddress
+	if n == len(b) && a.UnmarshalBinary(b) == nil {
+		return &PeerError{Host: s.host, Doing: doing, Err: errors.New(
+			"the peer answered with an ibv_rc_pingpong address: it is an ibv_rc_pingpong server, not a grdma probe listener (give pingpong to talk to it)")}
+	}
+	return &PeerError{Host: s.host, Doing: doing, Err: fmt.Errorf(
+		"not a grdma probe listener: it answered %.60q (ibv_rc_pingpong and perftest servers use port %d too: give pingpong to talk to ibv_rc_pingpong)", b[:n], DefaultPeerPort)}
 }

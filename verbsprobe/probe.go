@@ -129,6 +129,9 @@ type Result struct {
 	Peer         *Peer
 	PathMTU      uverbs.MTU
 	Measurements []Measurement
+	// Pinned is the bytes of memory this side registered (pinned) for
+	// the test.
+	Pinned int
 }
 
 // OK reports whether the probe did everything it was asked and every
@@ -178,7 +181,6 @@ func (e *UnsupportedError) Error() string { return e.Device + ": " + e.Reason }
 const (
 	queueDepth   = 16
 	cqEntries    = 2 * queueDepth
-	qpAccess     = uverbs.AccessLocalWrite | uverbs.AccessRemoteWrite | uverbs.AccessRemoteRead
 	hopLimit     = 64
 	minRNRTimer  = 12 // 0.64 ms
 	ackTimeout   = 14 // 4.096 µs × 2^14 = 67 ms
@@ -208,6 +210,10 @@ type prober struct {
 	// pair is connected to itself.
 	session    *session
 	deviceAttr uverbs.DeviceAttr // QUERY_DEVICE's answer
+	// serve is a server's policy; cancel ends the budget accept gave its
+	// peer (ctx is then that budget's).
+	serve  ServeConfig
+	cancel context.CancelFunc
 }
 
 // connection is where the queue pair sends: to itself, or to a peer's
@@ -335,8 +341,8 @@ func (p *prober) steps(ctx context.Context, steps []stepFunc) bool {
 // step runs and records one step; it reports whether the step passed. A
 // cancelled ctx fails the step before it runs.
 func (p *prober) step(ctx context.Context, name string, fn func() (string, error)) bool {
-	if err := ctx.Err(); err != nil {
-		p.record(name, 0, "", fmt.Errorf("interrupted: %w", err))
+	if ctx.Err() != nil {
+		p.record(name, 0, "", interruption(ctx))
 		return false
 	}
 	start := time.Now()
@@ -383,6 +389,9 @@ func (p *prober) teardown() {
 	}
 	if p.session != nil {
 		p.session.close()
+	}
+	if p.cancel != nil {
+		p.cancel()
 	}
 }
 
@@ -507,8 +516,36 @@ func (p *prober) createQP() (string, error) {
 }
 
 func (p *prober) toInit() (string, error) {
-	attr := uverbs.QPAttr{State: uverbs.QPStateInit, PKeyIndex: 0, PortNum: uint8(p.opts.Port), AccessFlags: qpAccess}
+	attr := uverbs.QPAttr{State: uverbs.QPStateInit, PKeyIndex: 0, PortNum: uint8(p.opts.Port), AccessFlags: p.access()}
 	return "", p.c.ModifyQP(p.qp.QP(), &attr, uverbs.QPAttrsResetToInit)
+}
+
+// access is what the queue pair and memory region let the peer do: write
+// into them for write tests, read them for read tests, both for traffic
+// (and for traffic on this host alone, which writes and reads itself),
+// nothing remote otherwise (ibv_rc_pingpong's choice).
+func (p *prober) access() uverbs.Access {
+	if p.session == nil {
+		if p.opts.Traffic {
+			return uverbs.AccessLocalWrite | uverbs.AccessRemoteWrite | uverbs.AccessRemoteRead
+		}
+		return uverbs.AccessLocalWrite
+	}
+	return testAccess(p.session.test)
+}
+
+// testAccess is the access a test between two hosts needs.
+func testAccess(t Test) uverbs.Access {
+	a := uverbs.AccessLocalWrite
+	switch {
+	case t.Kind == TestTraffic:
+		a |= uverbs.AccessRemoteWrite | uverbs.AccessRemoteRead
+	case t.Op == OpWrite:
+		a |= uverbs.AccessRemoteWrite
+	case t.Op == OpRead:
+		a |= uverbs.AccessRemoteRead
+	}
+	return a
 }
 
 // addressVector addresses the queue pair's destination: a GID (with a

@@ -88,13 +88,19 @@ type received struct {
 // attach makes conn the session's connection; ctx's end unblocks a read
 // on it. Writes stay possible: an interrupted side still tells its peer.
 func (s *session) attach(ctx context.Context, conn net.Conn) {
-	s.ctx, s.conn, s.rd = ctx, conn, bufio.NewReaderSize(conn, 4096)
+	s.attachReader(ctx, conn, bufio.NewReaderSize(conn, 4096))
+}
+
+// attachReader is attach with the reader that already read from conn.
+func (s *session) attachReader(ctx context.Context, conn net.Conn, rd *bufio.Reader) {
+	s.ctx, s.conn, s.rd = ctx, conn, rd
 	s.stopCtx = context.AfterFunc(ctx, func() { conn.SetReadDeadline(time.Unix(1, 0)) })
 }
 
 func (s *session) close() {
 	if s.quit != nil {
 		close(s.quit)
+		s.quit = nil
 	}
 	if s.stopCtx != nil {
 		s.stopCtx()
@@ -149,7 +155,14 @@ func (s *session) readMessage() (wireMessage, error) {
 		return m, err
 	}
 	if err := json.Unmarshal(line, &m); err != nil {
-		return m, fmt.Errorf("not a grdma probe message (%v): %.60q", err, line)
+		return wireMessage{}, fmt.Errorf("not a grdma probe message (%v): %.60q", err, line)
+	}
+	// The peer's text, made safe to print before anything keeps it.
+	m.Step, m.Error, m.Detail = peerStep(m.Step), peerText(m.Error), peerText(m.Detail)
+	if m.Endpoint != nil {
+		if err := m.Endpoint.validate(); err != nil {
+			return wireMessage{}, err
+		}
 	}
 	if m.Type == msgFailed {
 		return m, &RemoteFailure{Step: m.Step, Message: m.Error}
@@ -183,6 +196,10 @@ func (s *session) peerError(doing string, err error) error {
 		return err
 	}
 	if s.ctx != nil && s.ctx.Err() != nil {
+		var over *OverstayError
+		if errors.As(context.Cause(s.ctx), &over) {
+			return over
+		}
 		return fmt.Errorf("interrupted %s %s: %w", doing, s.host, s.ctx.Err())
 	}
 	var ne net.Error
@@ -221,15 +238,16 @@ func (s *session) reportFailure(step string, err error) {
 // readInBackground starts delivering the peer's messages on s.incoming,
 // for a side that must watch the queues and the connection at once.
 func (s *session) readInBackground() {
-	s.incoming, s.quit = make(chan received, 16), make(chan struct{})
+	incoming, quit := make(chan received, 16), make(chan struct{})
+	s.incoming, s.quit = incoming, quit
 	s.conn.SetReadDeadline(time.Time{})
 	go func() {
-		defer close(s.incoming)
+		defer close(incoming)
 		for {
 			m, err := s.readMessage()
 			select {
-			case s.incoming <- received{m, err}:
-			case <-s.quit:
+			case incoming <- received{m, err}:
+			case <-quit:
 				return
 			}
 			if err != nil {

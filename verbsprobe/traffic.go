@@ -70,11 +70,12 @@ func (p *prober) regMR() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	mr, err := p.c.RegMR(*p.pd, buf, qpAccess)
+	mr, err := p.c.RegMR(*p.pd, buf, p.access())
 	if err != nil {
 		return "", errors.Join(err, uverbs.FreeBuffer(buf))
 	}
 	p.mr = &memoryRegion{buf: buf, mr: mr, part: part}
+	p.res.Pinned = len(buf)
 	return fmt.Sprintf("%d bytes, lkey %#x, rkey %#x", len(buf), mr.LKey, mr.RKey), nil
 }
 

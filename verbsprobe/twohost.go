@@ -81,13 +81,17 @@ func Connect(ctx context.Context, opts Options, addr string, test Test, timeout 
 
 // Serve waits on ln for one peer (Connect, or an ibv_rc_pingpong client),
 // brings its queue pair to RTS against the peer's and serves the test the
-// peer asks for. An ibv_rc_pingpong client is answered with pingpong's
-// Size and Iters (its defaults when zero). timeout (0:
-// DefaultPeerTimeout) bounds the wait for the peer and every wait after.
-// ln is not closed.
-func Serve(ctx context.Context, opts Options, ln net.Listener, pingpong Test, timeout time.Duration) *Result {
+// peer asks for, within cfg's limits. It accepts connections until one
+// sends a valid first message, a hello within the limits or an
+// ibv_rc_pingpong address; each other one is told why if it is a grdma
+// client, logged (cfg.Logf) and closed. Then ln is closed: the first
+// valid peer wins. The peer may stay for its test's budget
+// (Limits.Budget), then it is cut off (*OverstayError). An
+// ibv_rc_pingpong client is answered with cfg.Pingpong's Size and Iters.
+func Serve(ctx context.Context, opts Options, ln net.Listener, cfg ServeConfig) *Result {
 	p := newProber(ctx, opts)
-	p.session = newSession(RoleServer, "", pingpong, timeout)
+	p.serve = cfg
+	p.session = newSession(RoleServer, "", cfg.Pingpong, cfg.Timeout)
 	p.res.Role = RoleServer
 	defer p.teardown()
 	p.runServer(ctx, ln)
@@ -126,6 +130,7 @@ func (p *prober) runServer(ctx context.Context, ln net.Listener) {
 		}
 		return
 	}
+	ctx = p.ctx // the peer's budget, from its hello on
 	if p.connectQP(ctx, stepFunc{}, stepFunc{StepWelcome, func() (string, error) { return welcome() }}) {
 		p.finish(ctx, p.finishServer)
 	}
@@ -135,7 +140,11 @@ func (p *prober) runServer(ctx context.Context, ln net.Listener) {
 // client exchanges endpoints before RTR (before), the server after RTS
 // (after); an empty stepFunc is none.
 func (p *prober) connectQP(ctx context.Context, before, after stepFunc) bool {
-	steps := []stepFunc{{StepCreateCQ, p.createCQ}, {StepCreateQP, p.createQP}, {StepRegMR, p.regMR}, {StepInit, p.toInit}}
+	steps := []stepFunc{{StepCreateCQ, p.createCQ}, {StepCreateQP, p.createQP}}
+	if p.session.test.Pinned() > 0 { // connect moves no data: no memory
+		steps = append(steps, stepFunc{StepRegMR, p.regMR})
+	}
+	steps = append(steps, stepFunc{StepInit, p.toInit})
 	if before.fn != nil {
 		steps = append(steps, before)
 	}
@@ -223,8 +232,7 @@ func (s *session) qpShape() (uint32, uverbs.QPCap) {
 // regionShape sizes the memory region for the test: traffic's four parts
 // of Size bytes, else a source and a target of Size bytes.
 func (s *session) regionShape() (part, count int) {
-	switch s.test.Kind {
-	case TestTraffic, TestConnect, "":
+	if s.test.Kind == TestTraffic {
 		return max(s.test.Size, payloadSize), regionCount
 	}
 	return s.test.Size, 2
@@ -292,10 +300,13 @@ func (p *prober) connectPeer() (string, error) {
 	if err := s.send(wireMessage{Type: msgHello, Protocol: ProtocolVersion, Test: &s.test, Seed: s.seed, Endpoint: &local}); err != nil {
 		return "", err
 	}
+	if err := s.foreignAnswer("waiting for the queue pair of"); err != nil {
+		return "", err
+	}
 	m, err := s.receive("waiting for the queue pair of")
 	if errors.Is(err, errPeerClosed) || errors.Is(err, syscall.ECONNRESET) {
 		return "", &PeerError{Host: s.host, Doing: "waiting for the queue pair of", Err: fmt.Errorf(
-			"the peer closed the connection without answering: not a grdma probe listener? (ibv_rc_pingpong and perftest servers use port %d too: give pingpong to talk to ibv_rc_pingpong)", DefaultPeerPort)}
+			"the peer closed the connection without answering: not a grdma probe listener, or one whose from does not allow this host? (ibv_rc_pingpong and perftest servers use port %d too: give pingpong to talk to ibv_rc_pingpong)", DefaultPeerPort)}
 	}
 	var remote *RemoteFailure
 	if errors.As(err, &remote) && m.Endpoint != nil {
@@ -341,53 +352,33 @@ func addressOf(e Endpoint) string {
 // client's address).
 func (p *prober) accept(ln net.Listener) (string, error) {
 	s := p.session
-	type deadliner interface{ SetDeadline(time.Time) error }
-	if dl, ok := ln.(deadliner); ok {
-		dl.SetDeadline(time.Now().Add(s.timeout))
-		stop := context.AfterFunc(p.ctx, func() { dl.SetDeadline(time.Unix(1, 0)) })
-		defer stop()
-	}
-	conn, err := ln.Accept()
-	switch {
-	case p.ctx.Err() != nil:
-		return "", fmt.Errorf("interrupted waiting for a peer on %s: %w", ln.Addr(), p.ctx.Err())
-	case isTimeout(err):
-		return "", &PeerError{Host: ln.Addr().String(), Doing: "waiting for a peer on", Err: fmt.Errorf("no peer connected within %v (give a longer timeout)", s.timeout)}
-	case err != nil:
-		return "", &PeerError{Host: ln.Addr().String(), Doing: "waiting for a peer on", Err: err}
-	}
-	s.host = conn.RemoteAddr().String()
-	s.attach(p.ctx, conn)
-	conn.SetReadDeadline(time.Now().Add(s.timeout))
-	first, err := s.rd.Peek(1)
-	if err != nil {
-		return "", s.peerError("reading the hello of", err)
-	}
-	if first[0] != '{' {
-		return p.acceptPingpong()
-	}
-	m, err := s.expect(msgHello, "reading the hello of")
+	arr, refused, err := acceptFirst(p.ctx, ln, p.serve, s.timeout)
 	if err != nil {
 		return "", err
 	}
+	s.host = arr.conn.RemoteAddr().String()
+	test := arr.test
+	if arr.hello == nil {
+		test = Test{Kind: TestPingpong, Size: s.test.Size, Iters: s.test.Iters}.WithDefaults()
+	}
+	// The peer has its test's budget, from now to its verdict.
+	ctx, cancel := withBudget(p.ctx, p.serve.Limits, test, s.timeout)
+	p.ctx, p.cancel = ctx, cancel
+	s.attachReader(p.ctx, arr.conn, arr.rd)
+	note := ""
+	if refused > 0 {
+		note = refusedNote(refused)
+	}
+	if arr.hello == nil {
+		detail, err := p.acceptPingpong(test, arr.pingpong)
+		return detail + note, err
+	}
+	m := arr.hello
 	local := p.endpoint()
 	refuse := func(err error) (string, error) {
 		s.failedSent = true
 		s.send(wireMessage{Type: msgFailed, Step: StepAccept, Error: err.Error(), Endpoint: &local, Protocol: ProtocolVersion})
 		return "", err
-	}
-	if m.Protocol != ProtocolVersion {
-		return refuse(fmt.Errorf("the peer %s speaks grdma probe protocol %d, this side %d: use the same grdma on both", s.host, m.Protocol, ProtocolVersion))
-	}
-	if m.Test == nil || m.Endpoint == nil {
-		return refuse(fmt.Errorf("the hello of %s has no test or endpoint", s.host))
-	}
-	test := m.Test.WithDefaults()
-	if err := test.Validate(); err != nil || test.Kind == TestPingpong {
-		if err == nil {
-			err = errors.New("pingpong is ibv_rc_pingpong's exchange, not a grdma test")
-		}
-		return refuse(fmt.Errorf("the peer %s asks for a test this side cannot run: %w", s.host, err))
 	}
 	s.test, s.seed = test, m.Seed
 	p.res.Test = &test
@@ -398,7 +389,7 @@ func (p *prober) accept(ln net.Listener) (string, error) {
 	if err != nil {
 		return refuse(err)
 	}
-	return detail + ", test " + test.String(), nil
+	return detail + ", test " + test.String() + note, nil
 }
 
 // welcome prepares the test and sends this side's endpoint: the queue
@@ -411,6 +402,9 @@ func (p *prober) welcome() (string, error) {
 	local := p.endpoint()
 	if err := s.send(wireMessage{Type: msgWelcome, Protocol: ProtocolVersion, Endpoint: &local}); err != nil {
 		return "", err
+	}
+	if p.mr == nil {
+		return fmt.Sprintf("qpn %d, no memory region", local.QPN), nil
 	}
 	return fmt.Sprintf("qpn %d, rkey %#x, %d × %d bytes", local.QPN, local.RKey, 2, local.Part), nil
 }

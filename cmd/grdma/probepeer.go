@@ -15,13 +15,26 @@ import (
 func (a *app) probePeer(ctx context.Context, req verbsprobe.Request) error {
 	var r *verbsprobe.Result
 	if req.Listen {
+		allow, err := verbsprobe.ResolveAllow(ctx, req.From)
+		if err != nil {
+			return err
+		}
 		ln, err := net.Listen("tcp", req.ListenAddr)
 		if err != nil {
 			return fmt.Errorf("cannot listen on %s: %w (another grdma probe, or ibv_rc_pingpong, on that port?)", req.ListenAddr, unwrapOp(err))
 		}
 		defer ln.Close()
 		fmt.Fprintf(os.Stderr, "grdma: probe %s listening on %s for one peer\n", req.Options.Device, ln.Addr())
-		r = verbsprobe.Serve(ctx, req.Options, ln, req.Test, req.Timeout)
+		r = verbsprobe.Serve(ctx, req.Options, ln, verbsprobe.ServeConfig{
+			Pingpong: req.Test,
+			Timeout:  req.Timeout,
+			// The listener's size bounds what a peer may ask for.
+			Limits: verbsprobe.Limits{MaxSize: req.Test.Size},
+			Allow:  allow,
+			Logf: func(format string, args ...any) {
+				fmt.Fprintf(os.Stderr, "grdma: probe %s: %s\n", req.Options.Device, fmt.Sprintf(format, args...))
+			},
+		})
 	} else {
 		r = verbsprobe.Connect(ctx, req.Options, req.PeerAddr, req.Test, req.Timeout)
 	}

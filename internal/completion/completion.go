@@ -509,6 +509,7 @@ var grammars = map[string]*compSyntax{
 		{"iters", []compValues{compFree}},
 		{"duration", []compValues{compFree}},
 		{"timeout", []compValues{compFree}},
+		{"from", []compValues{compFree}},
 	}},
 	// exporter takes flags only; cobra completes them.
 	"exporter": {},
