@@ -94,8 +94,8 @@ func ExampleConnect() {
 		// ports that cannot talk, an *IncompatibleError naming both.
 		log.Fatal(err)
 	}
-	for _, m := range r.Measurements {
-		fmt.Printf("%s: %.2f Gb/s, %.3f Mmsg/s\n", r.Test, m.BWGbps(), m.MsgRateMpps())
+	for _, m := range r.Peer.Measurements {
+		fmt.Printf("%s: %.2f Gb/s, %.3f Mmsg/s\n", r.Peer.Test, m.BWGbps(), m.MsgRateMpps())
 	}
 }
 

@@ -70,14 +70,15 @@ type arrival struct {
 	hello    *wireMessage // nil: an ibv_rc_pingpong client
 	test     Test         // what the hello asks for, with defaults
 	pingpong []byte       // the ibv_rc_pingpong client's address
+	refused  int          // connections refused before it
 }
 
 // acceptFirst accepts connections on ln until one sends a valid first
 // message, and returns it; ln is closed when it returns. Every other
 // connection (not allowed, garbage, a hello over the limits, silence for
-// timeout) is logged and closed, and counted in refused. Their first
+// timeout) is logged and closed, and counted in the arrival's refused. Their first
 // messages are awaited concurrently, so a silent one holds up no other.
-func acceptFirst(ctx context.Context, ln net.Listener, cfg ServeConfig, timeout time.Duration) (*arrival, int, error) {
+func acceptFirst(ctx context.Context, ln net.Listener, cfg ServeConfig, timeout time.Duration) (*arrival, error) {
 	type outcome struct {
 		a    *arrival
 		from string
@@ -153,7 +154,8 @@ func acceptFirst(ctx context.Context, ln net.Listener, cfg ServeConfig, timeout 
 		case r := <-results:
 			if r.err == nil {
 				winner = r.a.conn
-				return r.a, int(refused.Load()), nil
+				r.a.refused = int(refused.Load())
+				return r.a, nil
 			}
 			mu.Lock()
 			delete(pending, r.a.conn)
@@ -161,12 +163,12 @@ func acceptFirst(ctx context.Context, ln net.Listener, cfg ServeConfig, timeout 
 			r.a.conn.Close()
 			refuse(r.from, r.err)
 		case err := <-acceptErr:
-			return nil, int(refused.Load()), &PeerError{Host: ln.Addr().String(), Doing: "waiting for a peer on", Err: err}
+			return nil, &PeerError{Host: ln.Addr().String(), Doing: "waiting for a peer on", Err: err}
 		case <-deadline.C:
-			return nil, int(refused.Load()), &PeerError{Host: ln.Addr().String(), Doing: "waiting for a peer on",
+			return nil, &PeerError{Host: ln.Addr().String(), Doing: "waiting for a peer on",
 				Err: fmt.Errorf("no peer connected within %v (give a longer timeout)%s", timeout, refusedNote(int(refused.Load())))}
 		case <-ctx.Done():
-			return nil, int(refused.Load()), fmt.Errorf("interrupted waiting for a peer on %s: %w", ln.Addr(), ctx.Err())
+			return nil, fmt.Errorf("interrupted waiting for a peer on %s: %w", ln.Addr(), ctx.Err())
 		}
 	}
 }

@@ -185,16 +185,6 @@ type Endpoint struct {
 // Name is "rxe0/1".
 func (e Endpoint) Name() string { return fmt.Sprintf("%s/%d", e.Ifname, e.Port) }
 
-// Peer is the other side of a probe between two hosts.
-type Peer struct {
-	// Host is the address of the TCP exchange, "10.0.0.2:18515".
-	Host string
-	Endpoint
-	// Pingpong is set when the peer speaks ibv_rc_pingpong's exchange,
-	// which carries only its LID, QPN, PSN and GID.
-	Pingpong bool
-}
-
 // IncompatibleError means two ports cannot reach each other whatever the
 // network does: it names both sides' values.
 type IncompatibleError struct {

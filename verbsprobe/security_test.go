@@ -104,9 +104,8 @@ func TestPinnedPerTest(t *testing.T) {
 		if tt.test.Kind == TestConnect {
 			continue
 		}
-		s := &session{test: tt.test}
-		if part, n := s.regionShape(); part*n != tt.want {
-			t.Errorf("%v: region %d × %d, Pinned says %d", tt.test, n, part, tt.want)
+		if sh := peerShape(&Device{}, tt.test); sh.Part*sh.Parts != tt.want {
+			t.Errorf("%v: region %d × %d, Pinned says %d", tt.test, sh.Parts, sh.Part, tt.want)
 		}
 	}
 }
@@ -155,7 +154,9 @@ func TestOverstayingClientCutOff(t *testing.T) {
 	server, client := pipeSessions(ctx, timeout, test)
 	defer server.close()
 	defer client.close()
-	p := &prober{ctx: ctx, res: &Result{}, session: server}
+	rec := newRecorder(ctx, &Result{}, nil)
+	rec.failed = server.reportFailure
+	env := &testEnv{ctx: ctx, rec: rec, test: test, role: RoleServer, link: server}
 
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -185,12 +186,12 @@ func TestOverstayingClientCutOff(t *testing.T) {
 	}()
 	server.readInBackground()
 	start := time.Now()
-	ok := p.step(ctx, test.stepName(), (&traffic{p: p}).serveBandwidth)
+	ok := rec.step(ctx, test.stepName(), (&traffic{e: env}).serveBandwidth)
 	took := time.Since(start)
 	close(stop)
 	var over *OverstayError
-	if ok || !errors.As(p.res.Steps[0].Err, &over) || took > 3*time.Second {
-		t.Fatalf("after %v: step %+v, want an *OverstayError within the budget", took, p.res.Steps[0])
+	if ok || !errors.As(rec.res.Steps[0].Err, &over) || took > 3*time.Second {
+		t.Fatalf("after %v: step %+v, want an *OverstayError within the budget", took, rec.res.Steps[0])
 	}
 	want := "cut off: bw write ran past the 500ms this side allows it (declared duration 100ms of 65536 bytes, and the timeout)"
 	if over.Error() != want {
@@ -327,14 +328,13 @@ func TestAcceptKeepsWaiting(t *testing.T) {
 	addr := ln.Addr().String()
 	var log logs
 	type got struct {
-		a       *arrival
-		refused int
-		err     error
+		a   *arrival
+		err error
 	}
 	done := make(chan got, 1)
 	go func() {
-		a, n, err := acceptFirst(context.Background(), ln, ServeConfig{Logf: log.logf}, 5*time.Second)
-		done <- got{a, n, err}
+		a, err := acceptFirst(context.Background(), ln, ServeConfig{Logf: log.logf}, 5*time.Second)
+		done <- got{a, err}
 	}()
 	dial := func() net.Conn {
 		c, err := net.Dial("tcp", addr)
@@ -376,8 +376,8 @@ func TestAcceptKeepsWaiting(t *testing.T) {
 		t.Fatalf("acceptFirst = %+v, %v\nlogged:\n%s", r.a, r.err, &log)
 	}
 	defer r.a.conn.Close()
-	if r.refused < 4 {
-		t.Errorf("%d refused, want at least the closed, garbage, not-a-hello and 256 MiB ones\n%s", r.refused, &log)
+	if r.a.refused < 4 {
+		t.Errorf("%d refused, want at least the closed, garbage, not-a-hello and 256 MiB ones\n%s", r.a.refused, &log)
 	}
 	for _, want := range []string{"closed before its first message", "neither a grdma hello nor an ibv_rc_pingpong address",
 		`a "done" message, not a hello`, "size 268435456 bytes"} {
@@ -410,7 +410,7 @@ func TestAcceptAllowList(t *testing.T) {
 	cfg := ServeConfig{Logf: log.logf, Allow: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}
 	done := make(chan error, 1)
 	go func() {
-		_, _, err := acceptFirst(context.Background(), ln, cfg, 500*time.Millisecond)
+		_, err := acceptFirst(context.Background(), ln, cfg, 500*time.Millisecond)
 		done <- err
 	}()
 	c, err := net.Dial("tcp", ln.Addr().String())
@@ -473,15 +473,14 @@ func TestAccessPerTest(t *testing.T) {
 		{Test{Kind: TestLatency, Op: OpSend}, local},
 		{Test{Kind: TestPingpong}, local},
 	} {
-		p := &prober{session: &session{test: tt.test}}
-		if got := p.access(); got != tt.want {
+		if got := testAccess(tt.test); got != tt.want {
 			t.Errorf("%v: access %#x, want %#x", tt.test, got, tt.want)
 		}
 	}
-	if got := (&prober{opts: Options{Traffic: true}}).access(); got != local|write|read {
+	if got := selfShape(nil, Test{Kind: TestTraffic}).Access; got != local|write|read {
 		t.Errorf("traffic on this host alone: %#x", got)
 	}
-	if got := (&prober{}).access(); got != local {
+	if got := selfShape(nil, Test{Kind: TestConnect}).Access; got != local {
 		t.Errorf("the probe without traffic: %#x", got)
 	}
 }

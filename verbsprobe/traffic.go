@@ -2,7 +2,6 @@ package verbsprobe
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"runtime"
 	"time"
@@ -31,73 +30,26 @@ const (
 	wrRead
 )
 
-// memoryRegion is the probe's registered buffer: anonymous memory outside
-// the Go heap.
-type memoryRegion struct {
-	buf  []byte
-	mr   uverbs.MR
-	part int // the bytes of each part
-}
-
-func (m *memoryRegion) region(i int) []byte {
-	return m.buf[i*m.part : (i+1)*m.part]
-}
-
-func (m *memoryRegion) sge(i int) uverbs.SGE {
-	return uverbs.SGE{Addr: m.mr.Addr + uint64(i*m.part), Length: uint32(m.part), LKey: m.mr.LKey}
-}
-
-// release deregisters the region, then unmaps it; it stays mapped when
-// DEREG_MR fails, as the device may still use it.
-func (m *memoryRegion) release(c *uverbs.Context) error {
-	if err := c.DeregMR(m.mr); err != nil {
-		return err
-	}
-	return uverbs.FreeBuffer(m.buf)
-}
-
-// regionShape returns the size and count of the memory region's parts.
-func (p *prober) regionShape() (part, count int) {
-	if p.session != nil {
-		return p.session.regionShape()
-	}
-	return payloadSize, regionCount
-}
-
-func (p *prober) regMR() (string, error) {
-	part, count := p.regionShape()
-	buf, err := uverbs.AllocBuffer(part * count)
-	if err != nil {
-		return "", err
-	}
-	mr, err := p.c.RegMR(*p.pd, buf, p.access())
-	if err != nil {
-		return "", errors.Join(err, uverbs.FreeBuffer(buf))
-	}
-	p.mr = &memoryRegion{buf: buf, mr: mr, part: part}
-	p.res.Pinned = len(buf)
-	return fmt.Sprintf("%d bytes, lkey %#x, rkey %#x", len(buf), mr.LKey, mr.RKey), nil
-}
-
-// traffic sends through the probe's queue pair to itself.
+// traffic is a test's data path: posting work requests, polling
+// completions.
 type traffic struct {
-	p  *prober
+	e  *testEnv
 	qp dataPath
 	cq completions
 }
 
-// newTraffic returns the probe's data path, or false when the driver has
+// newTraffic returns the Conn's data path, or false when the driver has
 // none grdma knows.
-func newTraffic(p *prober) (*traffic, bool) {
-	qp, ok := p.qp.(dataPath)
+func newTraffic(e *testEnv) (*traffic, bool) {
+	qp, ok := e.conn.qp.(dataPath)
 	if !ok {
 		return nil, false
 	}
-	cq, ok := p.cq.(completions)
+	cq, ok := e.conn.cq.(completions)
 	if !ok {
 		return nil, false
 	}
-	return &traffic{p: p, qp: qp, cq: cq}, true
+	return &traffic{e: e, qp: qp, cq: cq}, true
 }
 
 // WCError is a work completion with an error status.
@@ -181,7 +133,7 @@ func (t *traffic) run(op operation, payload []byte) (string, error) {
 
 // send posts a receive for a SEND of a fresh payload.
 func (t *traffic) send() (string, error) {
-	m := t.p.mr
+	m := t.e.conn.mr
 	randomPayload(m.region(regionSource))
 	clear(m.region(regionReceive))
 	return t.run(operation{
@@ -196,7 +148,7 @@ func (t *traffic) send() (string, error) {
 
 // rdmaWrite writes a fresh payload into the region's written part.
 func (t *traffic) rdmaWrite() (string, error) {
-	m := t.p.mr
+	m := t.e.conn.mr
 	randomPayload(m.region(regionSource))
 	clear(m.region(regionWritten))
 	return t.run(operation{
@@ -211,7 +163,7 @@ func (t *traffic) rdmaWrite() (string, error) {
 
 // rdmaRead reads back over the wire what rdmaWrite wrote.
 func (t *traffic) rdmaRead() (string, error) {
-	m := t.p.mr
+	m := t.e.conn.mr
 	clear(m.region(regionReadBack))
 	return t.run(operation{
 		name: "RDMA READ",
@@ -246,8 +198,8 @@ func (t *traffic) await(n int) ([]uverbs.WC, error) {
 			break
 		}
 		switch waited := time.Since(start); {
-		case waited > t.p.opts.CompletionTimeout:
-			return nil, &CompletionTimeoutError{Want: n, Got: got, Timeout: t.p.opts.CompletionTimeout}
+		case waited > t.e.conn.dev.opts.CompletionTimeout:
+			return nil, &CompletionTimeoutError{Want: n, Got: got, Timeout: t.e.conn.dev.opts.CompletionTimeout}
 		case waited < spinFor:
 			runtime.Gosched()
 		default:

@@ -20,46 +20,6 @@ const (
 	partTarget = 1 // where the peer's messages land
 )
 
-// peerTest runs the test on this side; false when a step did not pass.
-func (p *prober) peerTest(ctx context.Context) bool {
-	s := p.session
-	if s.test.Kind == TestConnect {
-		return true
-	}
-	t, ok := newTraffic(p)
-	if !ok {
-		p.res.Unsupported = fmt.Sprintf("%s needs driver %s's data path (WQE format, doorbells), which grdma does not have; the queue pair reached RTS against the peer",
-			s.test, p.res.Driver)
-		s.reportFailure(s.test.stepName(), fmt.Errorf("%s", p.res.Unsupported))
-		return false
-	}
-	client := s.role == RoleClient
-	switch s.test.Kind {
-	case TestTraffic:
-		if client {
-			return p.steps(ctx, []stepFunc{{StepSend, t.peerSend}, {StepRDMAWrite, t.peerWrite}, {StepRDMARead, t.peerRead}})
-		}
-		return p.steps(ctx, []stepFunc{{StepSend, t.checkSend}, {StepRDMAWrite, t.checkWrite}, {StepRDMARead, t.servedRead}})
-	case TestPingpong:
-		return p.step(ctx, s.test.stepName(), t.pingpong)
-	}
-	if client {
-		// The server says only that it failed until the verdict.
-		s.readInBackground()
-		switch s.test.Kind {
-		case TestBandwidth:
-			return p.step(ctx, s.test.stepName(), t.bandwidth)
-		case TestLatency:
-			return p.step(ctx, s.test.stepName(), t.latency)
-		}
-	}
-	s.readInBackground()
-	if s.test.Kind == TestBandwidth {
-		return p.step(ctx, s.test.stepName(), t.serveBandwidth)
-	}
-	return p.step(ctx, s.test.stepName(), t.serveLatency)
-}
-
 // pattern fills b with bytes that both sides compute from the session's
 // seed: salt 1 is the SEND, 2 the RDMA WRITE, 3 what the RDMA READ reads.
 func pattern(b []byte, seed uint64, salt uint64) {
@@ -89,57 +49,74 @@ func verifyPattern(operation string, got []byte, seed, salt uint64) error {
 
 // verify checks that got holds this session's pattern of salt.
 func (t *traffic) verify(operation string, got []byte, salt uint64) error {
-	return verifyPattern(operation, got, t.p.session.seed, salt)
+	return verifyPattern(operation, got, t.e.link.seed, salt)
 }
 
 // postReceives posts receives into the part peers' messages land in:
 // traffic's receive part, else the target part, as many as the queue
 // takes.
-func (p *prober) postReceives() error {
-	qp, ok := p.qp.(dataPath)
+func (e *testEnv) postReceives() error {
+	c := e.conn
+	qp, ok := c.qp.(dataPath)
 	if !ok {
 		return nil // no data path: the test step says so
 	}
-	part, n := partTarget, int(p.qp.QP().Cap.MaxRecvWR)
-	if p.session.test.Kind == TestTraffic {
+	part, n := partTarget, int(c.qp.QP().Cap.MaxRecvWR)
+	if e.test.Kind == TestTraffic {
 		part, n = regionReceive, 1
 	}
 	for range n {
-		if err := qp.PostRecv(uverbs.RecvWR{ID: wrRecv, SGL: []uverbs.SGE{p.mr.sge(part)}}); err != nil {
+		if err := qp.PostRecv(uverbs.RecvWR{ID: wrRecv, SGL: []uverbs.SGE{c.mr.sge(part)}}); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// prepareServer readies the server's memory and receives before it tells
+// armTraffic readies the server's memory and its receive before it tells
 // the client its endpoint.
-func (p *prober) prepareServer() error {
-	s, m := p.session, p.mr
-	switch {
-	case s.test.Kind == TestTraffic:
-		pattern(m.region(regionSource), s.seed, 3)
-		clear(m.region(regionReceive))
-		clear(m.region(regionWritten))
-	case s.test.Kind == TestLatency && s.test.Op == OpWrite:
-		clear(m.region(partTarget))
+func armTraffic(e *testEnv) error {
+	if e.role != RoleServer {
+		return nil
 	}
-	if s.test.Kind == TestTraffic || s.test.Op == OpSend {
-		return p.postReceives()
+	m := e.conn.mr
+	pattern(m.region(regionSource), e.link.seed, 3)
+	clear(m.region(regionReceive))
+	clear(m.region(regionWritten))
+	return e.postReceives()
+}
+
+// armMessages posts the receives the peer's first messages need before it
+// can send them: both sides of pingpong, the client of lat send, the
+// server of bw and lat send; a lat write server clears its target, whose
+// last byte it watches.
+func armMessages(e *testEnv) error {
+	t := e.test
+	switch {
+	case t.Kind == TestPingpong:
+		return e.postReceives()
+	case e.role == RoleClient:
+		if t.Kind == TestLatency && t.Op == OpSend {
+			return e.postReceives()
+		}
+	case t.Kind == TestLatency && t.Op == OpWrite:
+		clear(e.conn.mr.region(partTarget))
+	case t.Op == OpSend:
+		return e.postReceives()
 	}
 	return nil
 }
 
 // remotePart addresses part i of the peer's memory region.
 func (t *traffic) remotePart(i int) (uint64, uint32) {
-	r := t.p.session.remote
+	r := t.e.link.remote
 	return r.Addr + uint64(i*r.Part), r.RKey
 }
 
 // peerSend sends the SEND pattern into the server's posted receive.
 func (t *traffic) peerSend() (string, error) {
-	m := t.p.mr
-	pattern(m.region(regionSource), t.p.session.seed, 1)
+	m := t.e.conn.mr
+	pattern(m.region(regionSource), t.e.link.seed, 1)
 	return t.run(operation{
 		name:   "SEND",
 		send:   uverbs.SendWR{ID: wrSend, Opcode: uverbs.WRSend, SGL: []uverbs.SGE{m.sge(regionSource)}},
@@ -150,8 +127,8 @@ func (t *traffic) peerSend() (string, error) {
 
 // peerWrite writes the WRITE pattern into the server's written part.
 func (t *traffic) peerWrite() (string, error) {
-	m := t.p.mr
-	pattern(m.region(regionSource), t.p.session.seed, 2)
+	m := t.e.conn.mr
+	pattern(m.region(regionSource), t.e.link.seed, 2)
 	addr, rkey := t.remotePart(regionWritten)
 	return t.run(operation{
 		name:   "RDMA WRITE",
@@ -163,7 +140,7 @@ func (t *traffic) peerWrite() (string, error) {
 
 // peerRead reads the server's READ pattern and verifies it.
 func (t *traffic) peerRead() (string, error) {
-	m := t.p.mr
+	m := t.e.conn.mr
 	clear(m.region(regionReadBack))
 	addr, rkey := t.remotePart(regionSource)
 	detail, err := t.run(operation{
@@ -184,10 +161,10 @@ func (t *traffic) peerRead() (string, error) {
 // checkSend waits for the client's "done" (its SEND, WRITE and READ
 // completed), then verifies its SEND: the completion and the bytes.
 func (t *traffic) checkSend() (string, error) {
-	if _, err := t.p.session.expect(msgDone, "waiting for the test of"); err != nil {
+	if _, err := t.e.link.expect(msgDone, "waiting for the test of"); err != nil {
 		return "", err
 	}
-	m := t.p.mr
+	m := t.e.conn.mr
 	wcs, err := t.await(1)
 	if err != nil {
 		return "", err
@@ -203,7 +180,7 @@ func (t *traffic) checkSend() (string, error) {
 
 // checkWrite verifies what the client's RDMA WRITE put in memory.
 func (t *traffic) checkWrite() (string, error) {
-	m := t.p.mr
+	m := t.e.conn.mr
 	if err := t.verify("RDMA WRITE", m.region(regionWritten), 2); err != nil {
 		return "", err
 	}
@@ -212,12 +189,12 @@ func (t *traffic) checkWrite() (string, error) {
 
 // servedRead: the client verified its RDMA READ of this side's memory.
 func (t *traffic) servedRead() (string, error) {
-	return fmt.Sprintf("%d bytes served; the peer verified them", t.p.mr.part), nil
+	return fmt.Sprintf("%d bytes served; the peer verified them", t.e.conn.mr.part), nil
 }
 
 // request is the send work request a bw or lat test repeats.
 func (t *traffic) request(op Operation) uverbs.SendWR {
-	m := t.p.mr
+	m := t.e.conn.mr
 	switch op {
 	case OpSend:
 		return uverbs.SendWR{ID: wrSend, Opcode: uverbs.WRSend, SGL: []uverbs.SGE{m.sge(partSource)}}
@@ -246,7 +223,7 @@ type poller struct {
 
 func (t *traffic) newPoller() *poller {
 	pl := &poller{t: t, wcs: make([]uverbs.WC, 64), lastWC: time.Now()}
-	if s := t.p.session; s != nil && s.role == RoleClient && s.incoming != nil {
+	if s := t.e.link; s != nil && s.role == RoleClient && s.incoming != nil {
 		pl.watch = &watcher{s: s, lastHeard: time.Now(), quiet: true}
 	}
 	return pl
@@ -298,8 +275,8 @@ func firstError(wcs []uverbs.WC) error {
 // idle is called when nothing happened: it yields, and fails on a stall or
 // the end of ctx.
 func (pl *poller) idle(doing string, now time.Time) error {
-	s := pl.t.p.session
-	if ctx := pl.t.p.ctx; ctx.Err() != nil {
+	s := pl.t.e.link
+	if ctx := pl.t.e.ctx; ctx.Err() != nil {
 		return interruption(ctx)
 	}
 	if pl.watch != nil {
@@ -325,11 +302,11 @@ func (pl *poller) progress() { pl.lastWC = time.Now() }
 // bandwidth streams the test's operation with a window of outstanding
 // requests, for Iters messages or Duration.
 func (t *traffic) bandwidth() (string, error) {
-	s := t.p.session
-	test := s.test
+	s := t.e.link
+	test := t.e.test
 	wr := t.request(test.Op)
 	wr.Flags |= uverbs.SendSignaled
-	window := int(t.p.qp.QP().Cap.MaxSendWR)
+	window := int(t.e.conn.qp.QP().Cap.MaxSendWR)
 	target := test.Iters
 	if test.Duration > 0 {
 		target = math.MaxInt
@@ -361,7 +338,7 @@ func (t *traffic) bandwidth() (string, error) {
 	}
 	m := Measurement{Test: test.Kind, Op: test.Op, Size: test.Size, Iters: completed,
 		Bytes: uint64(completed) * uint64(test.Size), Elapsed: time.Since(start)}
-	t.p.res.Measurements = append(t.p.res.Measurements, m)
+	t.e.measured(m)
 	return fmt.Sprintf("%.3f Gb/s, %.4f Mmsg/s: %d × %d bytes in %v", m.BWGbps(), m.MsgRateMpps(), m.Iters, m.Size,
 		m.Elapsed.Round(time.Microsecond)), nil
 }
@@ -370,10 +347,10 @@ func (t *traffic) bandwidth() (string, error) {
 // and counts what arrives; WRITE and READ need nothing of this side's
 // CPU, which watches the connection until the peer is done.
 func (t *traffic) serveBandwidth() (string, error) {
-	s := t.p.session
+	s := t.e.link
 	w := watcher{s: s, lastHeard: time.Now()}
-	doing := "serving " + s.test.String() + " to"
-	if s.test.Op != OpSend {
+	doing := "serving " + t.e.test.String() + " to"
+	if t.e.test.Op != OpSend {
 		for w.done == nil {
 			if err := w.check(doing); err != nil {
 				return "", err
@@ -381,22 +358,22 @@ func (t *traffic) serveBandwidth() (string, error) {
 			if w.done == nil {
 				select {
 				case <-time.After(10 * time.Millisecond):
-				case <-t.p.ctx.Done():
-					if err := interruption(t.p.ctx); !errors.Is(err, context.Canceled) {
+				case <-t.e.ctx.Done():
+					if err := interruption(t.e.ctx); !errors.Is(err, context.Canceled) {
 						return "", err
 					}
-					return "", fmt.Errorf("interrupted %s the peer: %w", doing, t.p.ctx.Err())
+					return "", fmt.Errorf("interrupted %s the peer: %w", doing, t.e.ctx.Err())
 				}
 			}
 		}
-		verb := map[Operation]string{OpWrite: "wrote into", OpRead: "read from"}[s.test.Op]
+		verb := map[Operation]string{OpWrite: "wrote into", OpRead: "read from"}[t.e.test.Op]
 		return fmt.Sprintf("the peer %s this side's memory; no CPU work here", verb), nil
 	}
 	pl := t.newPoller()
 	pl.passive = true
 	var received int
 	var first, last time.Time
-	recv := uverbs.RecvWR{ID: wrRecv, SGL: []uverbs.SGE{t.p.mr.sge(partTarget)}}
+	recv := uverbs.RecvWR{ID: wrRecv, SGL: []uverbs.SGE{t.e.conn.mr.sge(partTarget)}}
 	pl.watch = &w
 	for {
 		wcs, err := pl.poll(doing)
@@ -422,10 +399,10 @@ func (t *traffic) serveBandwidth() (string, error) {
 			break // the client's sends all completed: every SEND is here
 		}
 	}
-	m := Measurement{Test: s.test.Kind, Op: s.test.Op, Size: s.test.Size, Iters: received,
-		Bytes: uint64(received) * uint64(s.test.Size), Elapsed: last.Sub(first)}
-	t.p.res.Measurements = append(t.p.res.Measurements, m)
-	return fmt.Sprintf("received %d × %d bytes, %.3f Gb/s", received, s.test.Size, m.BWGbps()), nil
+	m := Measurement{Test: t.e.test.Kind, Op: t.e.test.Op, Size: t.e.test.Size, Iters: received,
+		Bytes: uint64(received) * uint64(t.e.test.Size), Elapsed: last.Sub(first)}
+	t.e.measured(m)
+	return fmt.Sprintf("received %d × %d bytes, %.3f Gb/s", received, t.e.test.Size, m.BWGbps()), nil
 }
 
 // seqByte is the marker of exchange i in a latency test's last byte:
@@ -450,9 +427,9 @@ func lastByte(b []byte, i int) byte {
 
 // latency runs the ping-pong of a lat test and records each exchange.
 func (t *traffic) latency() (string, error) {
-	s := t.p.session
-	test := s.test
-	m := t.p.mr
+	s := t.e.link
+	test := t.e.test
+	m := t.e.conn.mr
 	src, dst := m.region(partSource), m.region(partTarget)
 	wr := t.request(test.Op)
 	wr.Flags |= uverbs.SendSignaled
@@ -517,7 +494,7 @@ func (t *traffic) latency() (string, error) {
 	st := rec.stats()
 	meas := Measurement{Test: test.Kind, Op: test.Op, Size: test.Size, Iters: st.Samples,
 		Bytes: uint64(st.Samples) * uint64(test.Size), Elapsed: time.Since(start), Latency: st}
-	t.p.res.Measurements = append(t.p.res.Measurements, meas)
+	t.e.measured(meas)
 	return fmt.Sprintf("%d exchanges of %d bytes: median %.2f µs, p99 %.2f µs", st.Samples, test.Size,
 		float64(st.Median)/1e3, float64(st.P99)/1e3), nil
 }
@@ -525,18 +502,18 @@ func (t *traffic) latency() (string, error) {
 // serveLatency answers a lat test: it returns each ping (WRITE, SEND);
 // an RDMA READ needs no CPU work here.
 func (t *traffic) serveLatency() (string, error) {
-	s := t.p.session
-	if s.test.Op == OpRead {
+	s := t.e.link
+	if t.e.test.Op == OpRead {
 		return t.serveBandwidth()
 	}
-	m := t.p.mr
+	m := t.e.conn.mr
 	src, dst := m.region(partSource), m.region(partTarget)
-	wr := t.request(s.test.Op)
+	wr := t.request(t.e.test.Op)
 	wr.Flags |= uverbs.SendSignaled
 	w := watcher{s: s, lastHeard: time.Now()}
 	pl := t.newPoller()
 	pl.passive = true
-	doing := "answering " + s.test.String() + " of"
+	doing := "answering " + t.e.test.String() + " of"
 	unreaped := 0
 	n := 0
 	for i := 0; ; i++ {
@@ -559,7 +536,7 @@ func (t *traffic) serveLatency() (string, error) {
 					return "", err
 				}
 			}
-			if b := lastByte(dst, len(dst)-1); s.test.Op == OpWrite && b&^stopBit == want {
+			if b := lastByte(dst, len(dst)-1); t.e.test.Op == OpWrite && b&^stopBit == want {
 				got, arrived = b, true
 			}
 			if arrived {
@@ -572,7 +549,7 @@ func (t *traffic) serveLatency() (string, error) {
 			return "", &PayloadMismatchError{Operation: "ping", Offset: len(dst) - 1, Got: got, Want: want}
 		}
 		src[len(src)-1] = got
-		for unreaped >= int(t.p.qp.QP().Cap.MaxSendWR)-1 {
+		for unreaped >= int(t.e.conn.qp.QP().Cap.MaxSendWR)-1 {
 			wcs, err := pl.poll(doing)
 			if err != nil {
 				return "", err
@@ -595,5 +572,5 @@ func (t *traffic) serveLatency() (string, error) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	return fmt.Sprintf("answered %d exchanges of %d bytes", n, s.test.Size), nil
+	return fmt.Sprintf("answered %d exchanges of %d bytes", n, t.e.test.Size), nil
 }
