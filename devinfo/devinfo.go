@@ -26,6 +26,7 @@ import (
 
 	"github.com/grdma/grdma/gid"
 	"github.com/grdma/grdma/ib"
+	"github.com/grdma/grdma/locator"
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/ports"
 	"github.com/grdma/grdma/sysfs"
@@ -140,7 +141,7 @@ type Reader struct {
 	Sysfs   sysfs.FS
 	Netlink Netlink
 	// OpenVerbs opens the uverbs device node of RDMA device dev; nil
-	// means uverbs.OpenNode on Sysfs.
+	// means uverbs.Open below the root of Sysfs.
 	OpenVerbs func(dev string, node uverbs.Node) (Verbs, error)
 
 	// unserved are the character device types whose module is not
@@ -232,7 +233,7 @@ func (r *Reader) readDevice(nd nldev.Device) (Device, error) {
 		if d.Driver == "" {
 			d.Driver = uverbs.DriverName(ch.DriverID)
 		}
-		verbs, err = r.open(nd.Name, uverbs.NodeOf(ch))
+		verbs, err = r.open(nd.Name, locator.FromNetlink(ch))
 	}
 	if err != nil {
 		if nldev.DeviceGone(r.Netlink, nd.Index, err) {
@@ -253,7 +254,7 @@ func (r *Reader) open(dev string, node uverbs.Node) (Verbs, error) {
 	if r.OpenVerbs != nil {
 		return r.OpenVerbs(dev, node)
 	}
-	c, err := uverbs.OpenNode(r.Sysfs, dev, node)
+	c, err := uverbs.Open(r.Sysfs.Root(), dev, node)
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/grdma/grdma/devinfo"
+	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/internal/devinfofixture"
 	"github.com/grdma/grdma/internal/ibvdevinfo"
 	"github.com/grdma/grdma/internal/nlfixture"
@@ -115,7 +116,7 @@ func TestExtras(t *testing.T) {
 func TestUnknownDevice(t *testing.T) {
 	r, _ := recordedReader(t, "6.12")
 	_, err := r.Read("mlx5_9")
-	var nf *nldev.NotFoundError
+	var nf *ib.NotFoundError
 	if !errors.As(err, &nf) {
 		t.Fatalf("Read(mlx5_9) = %v, want an *nldev.NotFoundError", err)
 	}

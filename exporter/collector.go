@@ -22,13 +22,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/grdma/grdma/gid"
 	"github.com/grdma/grdma/health"
 	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/ports"
 	"github.com/grdma/grdma/sysfs"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Options configure a Collector.
@@ -244,8 +245,8 @@ func (s *scrape) export(e *emitter) {
 		if l := p.Width.Lanes(); l > 0 {
 			e.emit(famPortWidth, float64(l), dev, num)
 		}
-		e.emit(famPortInfo, 1, dev, num, p.LinkLayer, p.Netdev)
-		if p.LinkLayer == sysfs.LinkLayerEthernet {
+		e.emit(famPortInfo, 1, dev, num, p.LinkLayer.String(), p.Netdev)
+		if p.LinkLayer == ib.LinkLayerEthernet {
 			if g, err := gid.Select(pi.GIDs, roceV2IPv4); err == nil {
 				e.emit(famGIDInfo, 1, dev, num, strconv.Itoa(g.Index), g.GID.String(), g.Netdev)
 				e.emit(famGIDIndex, float64(g.Index), dev, num)

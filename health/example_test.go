@@ -37,16 +37,3 @@ func ExampleReadNode() {
 	// FAIL devices rxe0
 	// FAIL devices rxe1
 }
-
-// Accept the words of `grdma check` in a Go program: the checks to run
-// and what the ports must meet, with the same abbreviations and usage
-// errors.
-func ExampleParseArgs() {
-	checks, exp, err := health.ParseArgs([]string{"ports", "min-rate", "100", "mtu", "4096"})
-	fmt.Println(checks, exp.MinRateGbps, exp.ActiveMTU, err)
-	_, _, err = health.ParseArgs([]string{"ports", "mtu", "1000"})
-	fmt.Println(err)
-	// Output:
-	// [ports] 100 4096 <nil>
-	// mtu must be an IB MTU (256, 512, 1024, 2048, 4096), not 1000
-}

@@ -11,13 +11,12 @@ import (
 	"github.com/grdma/grdma/gpudirect"
 	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/ports"
-	"github.com/grdma/grdma/uverbs"
 )
 
 // edrPort is a healthy 4X EDR RoCE port.
 func edrPort() ports.Port {
 	return ports.Port{Device: "mlx5_0", Port: 1, State: ib.PortActive, PhysState: ib.PhysLinkUp,
-		LinkLayer: "Ethernet", RateDeciGbps: 1000, ActiveMTU: uverbs.MTU4096, MTUSource: ports.MTUFromVerbs,
+		LinkLayer: ib.LinkLayerEthernet, RateDeciGbps: 1000, ActiveMTU: ib.MTU4096, MTUSource: ports.MTUFromVerbs,
 		Netdev: "eth2", NetdevMTU: 9000}
 }
 

@@ -4,13 +4,15 @@ import (
 	"errors"
 	"fmt"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/grdma/grdma/gid"
 	"github.com/grdma/grdma/ib"
+	"github.com/grdma/grdma/locator"
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/ports"
 	"github.com/grdma/grdma/sysfs"
 	"github.com/grdma/grdma/uverbs"
-	"golang.org/x/sys/unix"
 )
 
 // Node is what the checks look at, read once: every RDMA device with its
@@ -173,7 +175,7 @@ func (n *Node) readGIDs(src Source) {
 			if !ok {
 				return uverbs.Node{}, fmt.Errorf("%s: %w", dev, sysfs.ErrNoVerbsDevice)
 			}
-			return uverbs.NodeOf(ch), nil
+			return locator.FromNetlink(ch), nil
 		}
 	}
 	read := func(dev string) ([]gid.Table, error) {
@@ -221,7 +223,7 @@ func (n *Node) readGIDs(src Source) {
 }
 
 func isNotFound(err error) bool {
-	var nf *sysfs.NotFoundError
+	var nf *ib.NotFoundError
 	return errors.As(err, &nf)
 }
 

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/grdma/grdma/gpudirect"
+	"github.com/grdma/grdma/locator"
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/sysfs"
 	"github.com/grdma/grdma/uverbs"
@@ -75,7 +76,7 @@ func DMABufProbe(sys sysfs.FS, nl func() (*nldev.Client, error)) gpudirect.DMABu
 			if err != nil {
 				continue
 			}
-			ctx, err := uverbs.Open(sys, d.Name)
+			ctx, err := uverbs.Open(sys.Root(), d.Name, locator.FromNetlink(ch))
 			if err != nil {
 				continue
 			}

@@ -5,8 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/grdma/grdma/verbsprobe"
 	"golang.org/x/sys/unix"
+
+	"github.com/grdma/grdma/verbsprobe"
 )
 
 func TestCheckProbe(t *testing.T) {

@@ -140,7 +140,7 @@ func ExampleClient_PortCountersOf() {
 		return
 	}
 	refs, _ := nldev.SelectPorts(devs, "", 0)
-	counters, err := c.PortCountersOf(refs, func(r nldev.PortRef) { fmt.Printf("%s/%d has no counters\n", r.Device.Name, r.Port) })
+	counters, err := c.PortCountersOf(refs, func(r nldev.DevicePort) { fmt.Printf("%s/%d has no counters\n", r.Device.Name, r.Port) })
 	for _, pc := range counters {
 		fmt.Printf("%s/%d: %d counters\n", pc.DevName, pc.Port, len(pc.Counters))
 	}
@@ -180,19 +180,19 @@ func ExampleDecodeEvents() {
 	// UNREGISTER dev 0 rxe_a
 }
 
-// List the RC queue pairs in state RTS of port 1 of rxe0, with a command
-// line's filters, as `rdma res show qp link rxe0/1 type RC state RTS`
-// does. ResList picks a single lookup or a dump, in rdma's port order.
+// List the RC queue pairs in state RTS of port 1 of rxe0, as `rdma res
+// show qp link rxe0/1 type RC state RTS` does (package grammar reads
+// such a selection from the words of a command line). ResList picks a
+// single lookup or a dump, in rdma's port order.
 func ExampleClient_ResList() {
 	c := nldev.NewClient(nlfixture.NewKernel("../testdata/nldev/res/6.12/nl").Standard().Res().Conn())
 	defer c.Close()
 
-	sel, err := nldev.ParseResSelect(nldev.ResQP, []string{"link", "rxe0/1", "type", "RC", "st", "rts"})
-	if err != nil {
-		fmt.Println(err) // a *nldev.SyntaxError: a usage error
-		return
-	}
-	err = c.ResList(sel, nil, func(o nldev.ResObject) error {
+	sel := nldev.ResSelect{Type: nldev.ResQP, Dev: "rxe0", Port: 1, Filters: []nldev.ResFilter{
+		{Field: nldev.FieldQPType, Words: []string{"RC"}},
+		{Field: nldev.FieldState, Words: []string{"RTS"}},
+	}}
+	err := c.ResList(sel, nil, func(o nldev.ResObject) error {
 		qp := o.(*nldev.QP)
 		fmt.Printf("%s/%d lqpn %d rqpn %d %s %s pid %d\n", qp.DevName, qp.Port, qp.LQPN, qp.RQPN, qp.Type, qp.State, qp.PID)
 		return nil

@@ -10,9 +10,11 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/internal/nlfixture"
 	"github.com/grdma/grdma/nldev"
-	"golang.org/x/sys/unix"
 )
 
 var kernels = []string{"6.1", "6.12"}
@@ -170,7 +172,7 @@ func TestEmptyKernel(t *testing.T) {
 		t.Fatalf("devices %v, error %v; want none", devs, err)
 	}
 	err = c.DeleteLink("rxe0")
-	var nf *nldev.NotFoundError
+	var nf *ib.NotFoundError
 	if !errors.As(err, &nf) || !strings.Contains(err.Error(), "there are no RDMA devices") {
 		t.Fatalf("error %v, want NotFoundError saying there are no devices", err)
 	}

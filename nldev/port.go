@@ -2,6 +2,7 @@ package nldev
 
 import (
 	"fmt"
+
 	"github.com/grdma/grdma/ib"
 
 	"github.com/mdlayher/netlink"

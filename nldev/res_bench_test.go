@@ -7,10 +7,12 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/grdma/grdma/internal/nlfixture"
-	"github.com/grdma/grdma/nldev"
 	"github.com/mdlayher/netlink"
 	"github.com/mdlayher/netlink/nltest"
+
+	"github.com/grdma/grdma/ib"
+	"github.com/grdma/grdma/internal/nlfixture"
+	"github.com/grdma/grdma/nldev"
 )
 
 // dumpMessageSize is how much of a dump the kernel packs into one message
@@ -115,7 +117,7 @@ func TestSyntheticQPDumpDecodes(t *testing.T) {
 	var qp nldev.QP
 	want := uint32(1)
 	err := c.ResDump(nldev.ResQuery{Dev: 0}, &qp, func() error {
-		if qp.LQPN != want || qp.Type != nldev.QPTypeRC || qp.DevName != "rxe0" || !qp.Has(nldev.AttrResPID) {
+		if qp.LQPN != want || qp.Type != ib.QPTypeRC || qp.DevName != "rxe0" || !qp.Has(nldev.AttrResPID) {
 			return fmt.Errorf("object %d decoded as %+v", want, qp)
 		}
 		want++

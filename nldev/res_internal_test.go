@@ -9,6 +9,8 @@ import (
 
 	"github.com/mdlayher/netlink"
 	"github.com/mdlayher/netlink/nltest"
+
+	"github.com/grdma/grdma/ib"
 )
 
 // rxe reports no driver attributes and has no raw form, so these tests
@@ -95,8 +97,8 @@ func TestDriverAndUnknownAttributesInDump(t *testing.T) {
 	n := 0
 	err := c.ResDump(ResQuery{Dev: 3, DriverDetails: true}, &qp, func() error {
 		n++
-		if qp.DevName != "mlx5_0" || qp.LQPN != 465 || qp.Type != QPTypeDriver || qp.Subtype != "REG_UMR" ||
-			qp.State != QPStateRTS || qp.KernName != "mlx5_ib" || !qp.IsKernel() || len(qp.Driver) != 5 || !qp.Has(AttrDriver) {
+		if qp.DevName != "mlx5_0" || qp.LQPN != 465 || qp.Type != ib.QPTypeDriver || qp.Subtype != "REG_UMR" ||
+			qp.State != ib.QPStateRTS || qp.KernName != "mlx5_ib" || !qp.IsKernel() || len(qp.Driver) != 5 || !qp.Has(AttrDriver) {
 			t.Errorf("decoded %+v", qp)
 		}
 		return nil

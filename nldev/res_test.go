@@ -10,9 +10,11 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/internal/nlfixture"
 	"github.com/grdma/grdma/nldev"
-	"golang.org/x/sys/unix"
 )
 
 // The resource recordings (testdata/nldev/res) hold two rxe devices with
@@ -157,9 +159,9 @@ func TestResDumpsFromRealKernel(t *testing.T) {
 				if !q.Has(nldev.AttrPortIndex) || q.Port != 1 || q.DevName != []string{"rxe0", "rxe1"}[q.DevIndex] {
 					t.Errorf("QP %d: port %d (present %v) on %s/%d", q.LQPN, q.Port, q.Has(nldev.AttrPortIndex), q.DevName, q.DevIndex)
 				}
-				rcLike := q.Type == nldev.QPTypeRC
+				rcLike := q.Type == ib.QPTypeRC
 				switch {
-				case q.Type == nldev.QPTypeGSI:
+				case q.Type == ib.QPTypeGSI:
 					if !q.IsKernel() || q.KernName != "ib_core" || q.LQPN != 1 || q.Has(nldev.AttrResPDN) || q.Has(nldev.AttrResRQPN) || q.Has(nldev.AttrResPathMigState) {
 						t.Errorf("GSI QP %+v", q)
 					}
@@ -189,7 +191,7 @@ func TestResDumpsFromRealKernel(t *testing.T) {
 					}
 				case nldev.CMStateConnect:
 					connected++
-					if !cm.Has(nldev.AttrResLQPN) || cm.QPType != nldev.QPTypeRC || cm.SrcAddr.Addr() != netip.MustParseAddr("192.168.77.1") ||
+					if !cm.Has(nldev.AttrResLQPN) || cm.QPType != ib.QPTypeRC || cm.SrcAddr.Addr() != netip.MustParseAddr("192.168.77.1") ||
 						cm.DstAddr.Addr() != cm.SrcAddr.Addr() || cm.SrcFamily != unix.AF_INET || cm.Port != 1 {
 						t.Errorf("connected CM ID %+v", cm)
 					}

@@ -4,8 +4,9 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/grdma/grdma/nldev"
 	"golang.org/x/sys/unix"
+
+	"github.com/grdma/grdma/nldev"
 )
 
 // vanishingNetlink is hcaNetlink where device index gone disappears right

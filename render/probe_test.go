@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/grdma/grdma/gid"
+	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/output"
-	"github.com/grdma/grdma/uverbs"
 	"github.com/grdma/grdma/verbsprobe"
 )
 
@@ -90,7 +90,7 @@ func TestProbeResultTwoHosts(t *testing.T) {
 	bw := &verbsprobe.Test{Kind: verbsprobe.TestBandwidth, Op: verbsprobe.OpWrite, Size: 65536, Iters: 200}
 	lat := verbsprobe.LatencyStats{Samples: 3, Min: time.Microsecond, Median: 2 * time.Microsecond, Avg: 2 * time.Microsecond, P99: 3 * time.Microsecond, Max: 3 * time.Microsecond}
 	base := func() *verbsprobe.Result {
-		return &verbsprobe.Result{Device: "rxe0", Port: 1, Driver: "rxe", VerbsDevice: "uverbs0", GIDIndex: 1, GID: g, QPN: 18, LinkLayer: uverbs.LinkLayerEthernet}
+		return &verbsprobe.Result{Device: "rxe0", Port: 1, Driver: "rxe", VerbsDevice: "uverbs0", GIDIndex: 1, GID: g, QPN: 18, LinkLayer: ib.LinkLayerEthernet}
 	}
 	var rs []*verbsprobe.Result
 	r := base()
@@ -103,7 +103,7 @@ func TestProbeResultTwoHosts(t *testing.T) {
 	rs = append(rs, r)
 	r = base()
 	r.Steps = []verbsprobe.Step{ok}
-	r.Peer = &verbsprobe.PeerResult{Role: "client", Test: bw, Host: "10.0.0.1:18515", Remote: &remote, PathMTU: uverbs.MTU1024, Pinned: 131072}
+	r.Peer = &verbsprobe.PeerResult{Role: "client", Test: bw, Host: "10.0.0.1:18515", Remote: &remote, PathMTU: ib.MTU1024, Pinned: 131072}
 	r.Peer.Measurements = []verbsprobe.Measurement{{Test: "bw", Op: "write", Size: 65536, Iters: 200, Bytes: 65536 * 200, Elapsed: time.Second}}
 	rs = append(rs, r)
 	r = base()
@@ -113,16 +113,16 @@ func TestProbeResultTwoHosts(t *testing.T) {
 	pp := verbsprobe.Endpoint{Ifname: "ibv_rc_pingpong", LinkLayer: "Ethernet", GID: g, QPN: 9, PSN: 3}
 	r = base()
 	r.Steps = []verbsprobe.Step{ok}
-	r.Peer = &verbsprobe.PeerResult{Role: "server", Test: &verbsprobe.Test{Kind: "pingpong", Size: 4096, Iters: 50}, Host: "10.0.0.2:40000", Remote: &pp, Pingpong: true, PathMTU: uverbs.MTU1024}
+	r.Peer = &verbsprobe.PeerResult{Role: "server", Test: &verbsprobe.Test{Kind: "pingpong", Size: 4096, Iters: 50}, Host: "10.0.0.2:40000", Remote: &pp, Pingpong: true, PathMTU: ib.MTU1024}
 	r.Peer.Measurements = []verbsprobe.Measurement{{Test: "pingpong", Size: 4096, Iters: 50, Bytes: 4096 * 100, Elapsed: time.Second, Latency: &lat}}
 	rs = append(rs, r)
 	r = base()
 	r.Steps = []verbsprobe.Step{ok}
-	r.Peer = &verbsprobe.PeerResult{Role: "server", Test: &verbsprobe.Test{Kind: "traffic", Size: 8192}, Host: "10.0.0.2:40000", Remote: &remote, PathMTU: uverbs.MTU1024, Pinned: 32768}
+	r.Peer = &verbsprobe.PeerResult{Role: "server", Test: &verbsprobe.Test{Kind: "traffic", Size: 8192}, Host: "10.0.0.2:40000", Remote: &remote, PathMTU: ib.MTU1024, Pinned: 32768}
 	rs = append(rs, r)
 	r = base()
 	r.Steps = []verbsprobe.Step{ok}
-	r.Peer = &verbsprobe.PeerResult{Role: "client", Test: &verbsprobe.Test{Kind: "connect", Size: 8192}, Host: "10.0.0.1:18515", Remote: &remote, PathMTU: uverbs.MTU1024}
+	r.Peer = &verbsprobe.PeerResult{Role: "client", Test: &verbsprobe.Test{Kind: "connect", Size: 8192}, Host: "10.0.0.1:18515", Remote: &remote, PathMTU: ib.MTU1024}
 	rs = append(rs, r)
 
 	var b bytes.Buffer

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/output"
 )
@@ -199,7 +200,7 @@ func (rs *Resources) qp(q *nldev.QP) {
 	rs.num(r, nldev.AttrResLQPN, "lqpn", uint64(q.LQPN))
 	rs.num(r, nldev.AttrResRQPN, "rqpn", uint64(q.RQPN))
 	rs.str(r, nldev.AttrResType, "type", q.Type.String())
-	if q.Type == nldev.QPTypeDriver {
+	if q.Type == ib.QPTypeDriver {
 		rs.str(r, nldev.AttrResSubtype, "subtype", q.Subtype)
 	}
 	rs.str(r, nldev.AttrResState, "state", q.State.String())

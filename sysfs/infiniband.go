@@ -42,19 +42,13 @@ type Port struct {
 	// Rate is zero when the kernel cannot print it (EINVAL for an unknown
 	// active width).
 	Rate      Rate
-	LinkLayer string // "InfiniBand", "Ethernet" or "Unknown"
+	LinkLayer ib.LinkLayer // link_layer "Ethernet"
 	LID       uint32
 	SMLID     uint32
 	LMC       uint8 // lid_mask_count
 	SMSL      uint8
 	CapMask   uint32
 }
-
-// Link layers as ports/N/link_layer names them.
-const (
-	LinkLayerInfiniBand = "InfiniBand"
-	LinkLayerEthernet   = "Ethernet"
-)
 
 // DeviceNames lists the RDMA devices in class/infiniband, sorted. It is empty
 // when ib_core is not loaded.
@@ -196,9 +190,11 @@ func (f FS) Port(dev string, port uint32) (Port, error) {
 		return Port{}, err
 	}
 	p.PhysState = ib.PhysState(v)
-	if p.LinkLayer, err = f.ReadAttr(dir + "/link_layer"); err != nil {
+	ll, err := f.ReadAttr(dir + "/link_layer")
+	if err != nil {
 		return Port{}, err
 	}
+	p.LinkLayer = ib.ParseLinkLayer(ll)
 	if p.Rate, err = f.PortRate(dev, port); err != nil {
 		return Port{}, err
 	}
@@ -356,8 +352,6 @@ func ParseGUID(s string) (uint64, error) {
 	return guid, nil
 }
 
-// LinkLayer reads ports/N/link_layer of device dev: LinkLayerInfiniBand,
-// LinkLayerEthernet or "Unknown".
 // PortRate reads ports/N/rate of device dev; the zero Rate when the kernel
 // cannot print it (EINVAL for an unknown active width).
 func (f FS) PortRate(dev string, port uint32) (Rate, error) {
@@ -379,39 +373,24 @@ func (f FS) PortRate(dev string, port uint32) (Rate, error) {
 	return r, nil
 }
 
-func (f FS) LinkLayer(dev string, port uint32) (string, error) {
+// LinkLayer reads ports/N/link_layer of device dev.
+func (f FS) LinkLayer(dev string, port uint32) (ib.LinkLayer, error) {
 	if err := checkName("RDMA device", dev); err != nil {
-		return "", err
+		return 0, err
 	}
-	return f.ReadAttr(portDir(dev, port) + "/link_layer")
-}
-
-// NotFoundError means that a device or port asked for by name does not
-// exist.
-type NotFoundError struct {
-	Device string
-	Port   uint32 // 0 when the device is missing
-}
-
-func (e *NotFoundError) Error() string {
-	if e.Port == 0 {
-		return fmt.Sprintf("RDMA device %s not found", e.Device)
+	ll, err := f.ReadAttr(portDir(dev, port) + "/link_layer")
+	if err != nil {
+		return 0, err
 	}
-	return fmt.Sprintf("RDMA device %s has no port %d", e.Device, e.Port)
-}
-
-// PortRef names a port of a device.
-type PortRef struct {
-	Device string
-	Port   uint32
+	return ib.ParseLinkLayer(ll), nil
 }
 
 // ListPorts lists the ports that dev and port name, by device name and port
 // number: port of dev, every port of dev (port 0), or every port of every
 // device (dev ""), the DEV[/PORT] argument of rdma. Devices that vanish
 // while being listed are left out unless dev names them; a missing device
-// or port asked for is a *NotFoundError.
-func (f FS) ListPorts(dev string, port uint32) ([]PortRef, error) {
+// or port asked for is an *ib.NotFoundError.
+func (f FS) ListPorts(dev string, port uint32) ([]ib.PortRef, error) {
 	if dev != "" {
 		if err := checkName("RDMA device", dev); err != nil {
 			return nil, err
@@ -424,25 +403,25 @@ func (f FS) ListPorts(dev string, port uint32) ([]PortRef, error) {
 			return nil, err
 		}
 	}
-	var refs []PortRef
+	var refs []ib.PortRef
 	for _, d := range devices {
 		numbers, err := f.PortNumbers(d)
 		switch {
 		case IsGone(err) && dev == "":
 			continue
 		case IsGone(err):
-			return nil, &NotFoundError{Device: d}
+			return nil, &ib.NotFoundError{Device: d}
 		case err != nil:
 			return nil, err
 		}
 		if port != 0 {
 			if !slices.Contains(numbers, port) {
-				return nil, &NotFoundError{Device: d, Port: port}
+				return nil, &ib.NotFoundError{Device: d, Port: port}
 			}
 			numbers = []uint32{port}
 		}
 		for _, n := range numbers {
-			refs = append(refs, PortRef{Device: d, Port: n})
+			refs = append(refs, ib.PortRef{Device: d, Port: n})
 		}
 	}
 	return refs, nil

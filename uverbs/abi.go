@@ -1,6 +1,10 @@
 package uverbs
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+
+	"github.com/grdma/grdma/ib"
+)
 
 // Kernel ABI numbers from include/uapi/rdma/ib_user_verbs.h.
 const (
@@ -148,39 +152,18 @@ type PortAttr struct {
 	PKeyTblLen    uint16
 	LID           uint16
 	SMLID         uint16
-	State         uint8 // enum ib_port_state: 4 is ACTIVE
-	MaxMTU        MTU
-	ActiveMTU     MTU
+	State         ib.PortState
+	MaxMTU        ib.MTU
+	ActiveMTU     ib.MTU
 	LMC           uint8
 	MaxVLNum      uint8
 	SMSL          uint8
 	SubnetTimeout uint8
 	InitTypeReply uint8
-	ActiveWidth   uint8 // enum ib_port_width: 1 1X, 2 4X, 4 8X, 8 12X, 16 2X
-	ActiveSpeed   uint8 // enum ib_port_speed: 1 SDR ... 128 NDR
-	PhysState     uint8 // enum ib_port_phys_state: 5 is LinkUp
-	LinkLayer     LinkLayer
+	ActiveWidth   ib.Width
+	ActiveSpeed   uint8 // an ib.Speed up to NDR (128)
+	PhysState     ib.PhysState
+	LinkLayer     ib.LinkLayer
 	Flags         uint8 // IB_UVERBS_QPF_GRH_REQUIRED (1)
 	Reserved      uint8
-}
-
-// LinkLayer is a port's link layer (IB_LINK_LAYER_*).
-type LinkLayer uint8
-
-// Link layers.
-const (
-	LinkLayerUnspecified LinkLayer = 0
-	LinkLayerInfiniBand  LinkLayer = 1
-	LinkLayerEthernet    LinkLayer = 2
-)
-
-// String returns the name `ibv_devinfo` prints.
-func (l LinkLayer) String() string {
-	switch l {
-	case LinkLayerInfiniBand:
-		return "InfiniBand"
-	case LinkLayerEthernet:
-		return "Ethernet"
-	}
-	return "Unspecified"
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/grdma/grdma/ib"
 )
 
 // There is no mlx5 device here: these tests check the bytes of mlx5's
@@ -77,7 +79,7 @@ func TestMlx5CreateQP(t *testing.T) {
 	c, k := newObjectKernel(t)
 	k.responses[cmdCreateQP] = append(unhex(t, "03000000 11000000 10000000 10000000 01000000 01000000 00000000 00000000"),
 		unhex(t, "01000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 0000000000000000")...)
-	qp, err := c.CreateMlx5QP(QPInit{PD: PD{Handle: 1}, SendCQ: CQ{Handle: 2}, RecvCQ: CQ{Handle: 2}, Type: QPTypeRC,
+	qp, err := c.CreateMlx5QP(QPInit{PD: PD{Handle: 1}, SendCQ: CQ{Handle: 2}, RecvCQ: CQ{Handle: 2}, Type: ib.QPTypeRC,
 		SignalAll: true, Cap: QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	if err != nil {
 		t.Fatal(err)

@@ -144,7 +144,7 @@ func (c *Context) QueryDeviceEx() (DeviceAttrEx, DriverDeviceAttr, error) {
 	var attr DeviceAttrEx
 	var drv DriverDeviceAttr
 	var driverOut []byte
-	if c.Driver == mlx5Driver {
+	if c.Node.Driver == mlx5Driver {
 		driverOut = make([]byte, binary.Size(mlx5QueryDeviceResp{}))
 	}
 	if err := c.executeEx(exCmdQueryDevice, &exQueryDeviceReq{}, &attr, driverOut); err != nil {

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/grdma/grdma/ib"
 )
 
 // fakeRxe stands in for rxe's queue memory: the kernel's CREATE_CQ and
@@ -91,7 +93,7 @@ func newProbeQueues(t *testing.T, c *Context) (*RxeCQ, *RxeQP) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	qp, err := c.CreateRxeQP(QPInit{PD: PD{Handle: 1}, SendCQ: cq.CQ(), RecvCQ: cq.CQ(), Type: QPTypeRC,
+	qp, err := c.CreateRxeQP(QPInit{PD: PD{Handle: 1}, SendCQ: cq.CQ(), RecvCQ: cq.CQ(), Type: ib.QPTypeRC,
 		Cap: QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	if err != nil {
 		t.Fatal(err)

@@ -30,8 +30,6 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/grdma/grdma/sysfs"
 )
 
 // Context is an open uverbs device with a user context (ibv_context).
@@ -42,10 +40,9 @@ type Context struct {
 	asyncFD int
 	// NumCompVectors is the number of completion vectors of the device.
 	NumCompVectors int
-	// Verbs is the uverbs device Open opened, Driver the RDMA device's
-	// driver as sysfs names it ("rxe", "mlx5_core", ...).
-	Verbs  sysfs.VerbsDevice
-	Driver string
+	// Node is the uverbs device Open opened, with the RDMA device's
+	// driver ("rxe", "mlx5_core", ...).
+	Node Node
 
 	mu    sync.Mutex
 	arena []byte // one page outside the Go heap for responses

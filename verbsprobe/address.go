@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/grdma/grdma/gid"
+	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/sysfs"
-	"github.com/grdma/grdma/uverbs"
 )
 
 // NoGIDError means the port's GID table has no GID the queue pair can
@@ -87,7 +87,7 @@ func (d *Device) chooseAddress(ctx context.Context, res *Result) (string, error)
 
 func (t *target) chooseAddress(ctx context.Context) (string, error) {
 	dev, port := t.opts.Device, t.opts.Port
-	ib := t.port.LinkLayer == uverbs.LinkLayerInfiniBand
+	ib := t.port.LinkLayer == ib.LinkLayerInfiniBand
 	if ib {
 		if t.port.LID == 0 || t.port.LID >= 0xc000 { // unassigned, or multicast/permissive
 			return "", &NoLIDError{Device: dev, Port: port, LID: t.port.LID}
@@ -256,7 +256,7 @@ func (t *target) readGID(index int) (gid.Entry, bool, error) {
 	if err != nil || g.IsEmpty() {
 		return gid.Entry{}, false, err
 	}
-	typ, err := gid.ParseSysfsType(a.Type, t.port.LinkLayer.String())
+	typ, err := gid.ParseSysfsType(a.Type, t.port.LinkLayer)
 	if err != nil {
 		return gid.Entry{}, false, err
 	}

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/grdma/grdma/gid"
+	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/uverbs"
 )
 
@@ -48,7 +49,7 @@ type Path struct {
 	DestPSN uint32 // the peer's first send PSN: this side's receive PSN
 	DGID    gid.GID
 	DLID    uint16
-	MTU     uverbs.MTU
+	MTU     ib.MTU
 	// RdAtomic is the RDMA READs outstanding each way.
 	RdAtomic uint8
 	RNRRetry uint8
@@ -126,7 +127,7 @@ func (c *Conn) createCQ() (string, error) {
 
 func (c *Conn) createQP() (string, error) {
 	cq := c.cq.CQ()
-	init := uverbs.QPInit{PD: *c.dev.pd, SendCQ: cq, RecvCQ: cq, Type: uverbs.QPTypeRC, SignalAll: true, Cap: c.shape.Cap}
+	init := uverbs.QPInit{PD: *c.dev.pd, SendCQ: cq, RecvCQ: cq, Type: ib.QPTypeRC, SignalAll: true, Cap: c.shape.Cap}
 	var err error
 	if c.qp, err = c.dev.driver.createQP(c.dev.c, init); err != nil {
 		return "", err
@@ -170,7 +171,7 @@ func (c *Conn) modify(ctx context.Context, src QPAttrSource, attr uverbs.QPAttr,
 }
 
 func (c *Conn) toInit(ctx context.Context, src QPAttrSource) (string, error) {
-	attr := uverbs.QPAttr{State: uverbs.QPStateInit, PKeyIndex: 0, PortNum: uint8(c.dev.opts.Port), AccessFlags: c.shape.Access}
+	attr := uverbs.QPAttr{State: ib.QPStateInit, PKeyIndex: 0, PortNum: uint8(c.dev.opts.Port), AccessFlags: c.shape.Access}
 	_, err := c.modify(ctx, src, attr, uverbs.QPAttrsResetToInit)
 	return "", err
 }
@@ -188,7 +189,7 @@ func (c *Conn) addressVector(to Path) uverbs.AddressVector {
 // toRTR connects the queue pair to path.
 func (c *Conn) toRTR(ctx context.Context, to Path, src QPAttrSource) (string, error) {
 	c.path = to
-	attr := uverbs.QPAttr{State: uverbs.QPStateRTR, PathMTU: to.MTU, DestQPN: to.DestQPN, RQPSN: to.DestPSN,
+	attr := uverbs.QPAttr{State: ib.QPStateRTR, PathMTU: to.MTU, DestQPN: to.DestQPN, RQPSN: to.DestPSN,
 		MaxDestRdAtomic: to.RdAtomic, MinRNRTimer: minRNRTimer, AV: c.addressVector(to)}
 	attr, err := c.modify(ctx, src, attr, uverbs.QPAttrsInitToRTR)
 	if err != nil {
@@ -199,7 +200,7 @@ func (c *Conn) toRTR(ctx context.Context, to Path, src QPAttrSource) (string, er
 }
 
 func (c *Conn) toRTS(ctx context.Context, src QPAttrSource) (string, error) {
-	attr := uverbs.QPAttr{State: uverbs.QPStateRTS, Timeout: ackTimeout, RetryCnt: retryCount, RNRRetry: c.path.RNRRetry,
+	attr := uverbs.QPAttr{State: ib.QPStateRTS, Timeout: ackTimeout, RetryCnt: retryCount, RNRRetry: c.path.RNRRetry,
 		SQPSN: c.psn, MaxRdAtomic: c.path.RdAtomic}
 	attr, err := c.modify(ctx, src, attr, uverbs.QPAttrsRTRToRTS)
 	c.rts = attr
@@ -228,7 +229,7 @@ func (c *Conn) queryQP() (string, error) {
 		name      string
 		got, want any
 	}{
-		{"state", attr.State, uverbs.QPStateRTS},
+		{"state", attr.State, ib.QPStateRTS},
 		{"dest_qp_num", attr.DestQPN, c.rtr.DestQPN},
 		{"path_mtu", attr.PathMTU, c.rtr.PathMTU},
 		{"sq_psn", attr.SQPSN, c.rts.SQPSN},

@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/grdma/grdma/gid"
+	"github.com/grdma/grdma/ib"
+	"github.com/grdma/grdma/locator"
 	"github.com/grdma/grdma/sysfs"
 	"github.com/grdma/grdma/uverbs"
 )
@@ -144,17 +146,17 @@ func (d *Device) describe(res *Result) {
 }
 
 func (d *Device) open(res *Result) (string, error) {
-	c, err := uverbs.Open(d.opts.Sysfs, d.opts.Device)
+	c, err := locator.OpenSysfs(d.opts.Sysfs, d.opts.Device)
 	if err != nil {
 		return "", d.openError(res, err)
 	}
 	d.c = c
-	d.driverName, d.verbsDevice = c.Driver, c.Verbs.Name
-	res.Driver, res.VerbsDevice = c.Driver, c.Verbs.Name
-	if dr, ok := drivers[c.Driver]; ok {
+	d.driverName, d.verbsDevice = c.Node.Driver, c.Node.Name
+	res.Driver, res.VerbsDevice = c.Node.Driver, c.Node.Name
+	if dr, ok := drivers[c.Node.Driver]; ok {
 		d.driver = &dr
 	}
-	return fmt.Sprintf("/dev/infiniband/%s, driver %s", c.Verbs.Name, c.Driver), nil
+	return fmt.Sprintf("/dev/infiniband/%s, driver %s", c.Node.Name, c.Node.Driver), nil
 }
 
 // openError says what could not be opened: a device that does not exist,
@@ -162,7 +164,7 @@ func (d *Device) open(res *Result) (string, error) {
 func (d *Device) openError(res *Result, err error) error {
 	dev, devErr := d.device()
 	if sysfs.IsGone(devErr) {
-		return &sysfs.NotFoundError{Device: d.opts.Device}
+		return &ib.NotFoundError{Device: d.opts.Device}
 	}
 	d.driverName, res.Driver = dev.Driver, dev.Driver
 	if vd, err := d.opts.Sysfs.VerbsDeviceFor(d.opts.Device); err == nil {
@@ -195,7 +197,7 @@ func (d *Device) queryDevice() (string, error) {
 	}
 	d.attr = attr
 	if d.opts.Port > uint32(attr.PhysPortCnt) {
-		return "", &sysfs.NotFoundError{Device: d.opts.Device, Port: d.opts.Port}
+		return "", &ib.NotFoundError{Device: d.opts.Device, Port: d.opts.Port}
 	}
 	return fmt.Sprintf("vendor %#x, %d port(s), max_qp_wr %d, max_cqe %d", attr.VendorID, attr.PhysPortCnt, attr.MaxQPWr, attr.MaxCQE), nil
 }
@@ -204,22 +206,12 @@ func (d *Device) queryDevice() (string, error) {
 type PortNotActiveError struct {
 	Device string
 	Port   uint32
-	State  uint8 // enum ib_port_state
+	State  ib.PortState
 }
 
 func (e *PortNotActiveError) Error() string {
-	return fmt.Sprintf("port %s/%d is %s, not ACTIVE", e.Device, e.Port, portStateName(e.State))
+	return fmt.Sprintf("port %s/%d is %s, not ACTIVE", e.Device, e.Port, e.State)
 }
-
-func portStateName(s uint8) string {
-	names := [...]string{"NOP", "DOWN", "INIT", "ARMED", "ACTIVE", "ACTIVE_DEFER"}
-	if int(s) < len(names) {
-		return names[s]
-	}
-	return fmt.Sprintf("state %d", s)
-}
-
-const portActive = 4 // IB_PORT_ACTIVE
 
 func (d *Device) queryPort(res *Result) (string, error) {
 	var err error
@@ -227,7 +219,7 @@ func (d *Device) queryPort(res *Result) (string, error) {
 		return "", err
 	}
 	res.LinkLayer = d.port.LinkLayer
-	if d.port.State != portActive {
+	if d.port.State != ib.PortActive {
 		return "", &PortNotActiveError{Device: d.opts.Device, Port: d.opts.Port, State: d.port.State}
 	}
 	return fmt.Sprintf("ACTIVE, %s, active MTU %s", d.port.LinkLayer, d.port.ActiveMTU), nil

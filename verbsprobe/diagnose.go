@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/grdma/grdma/gid"
+	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/sysfs"
 	"github.com/grdma/grdma/uverbs"
 )
@@ -55,7 +56,7 @@ func (t *target) diagnose(step string, err error) *StepError {
 func (t *target) likelyCause(step string, err error) string {
 	var (
 		errno     unix.Errno
-		notFound  *sysfs.NotFoundError
+		notFound  *ib.NotFoundError
 		inactive  *PortNotActiveError
 		noGID     *NoGIDError
 		badIndex  *GIDIndexError
@@ -143,8 +144,8 @@ func (t *target) netdev() string {
 }
 
 func (t *target) inactiveCause(e *PortNotActiveError) string {
-	if t.port.LinkLayer == uverbs.LinkLayerInfiniBand {
-		if portStateName(e.State) == "INIT" {
+	if t.port.LinkLayer == ib.LinkLayerInfiniBand {
+		if e.State == ib.PortInit {
 			return "the link is up but no subnet manager has configured the port (opensm)"
 		}
 		return "no physical link: check the cable and the switch port"

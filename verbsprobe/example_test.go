@@ -122,18 +122,3 @@ func ExampleServe() {
 		})
 	fmt.Println(r.OK(), r.Peer.Host)
 }
-
-// Accept the words of `grdma probe` in a Go program: the same keywords,
-// abbreviations, defaults and usage errors.
-func ExampleParseArgs() {
-	req, err := verbsprobe.ParseArgs([]string{"rxe0", "peer", "hosta", "bw", "read", "it", "200"})
-	if err != nil {
-		log.Fatal(err)
-	}
-	fmt.Println(req.Options.Device, req.PeerAddr, req.Test.Kind, req.Test.Op, req.Test.Iters, req.TwoHost())
-	_, err = verbsprobe.ParseArgs([]string{"rxe0", "bw"})
-	fmt.Println(err)
-	// Output:
-	// rxe0 hosta:18515 bw read 200 true
-	// bw needs a peer: probe DEV listen on one host, probe DEV peer HOST bw on the other
-}

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/grdma/grdma/gid"
-	"github.com/grdma/grdma/uverbs"
+	"github.com/grdma/grdma/ib"
 )
 
 // A probe between two hosts: Serve on one (`grdma probe DEV listen`),
@@ -202,7 +202,7 @@ func compatible(local, remote Endpoint) error {
 	if local.LinkLayer != remote.LinkLayer {
 		return &IncompatibleError{What: "link layers", Local: side(local, local.LinkLayer), Remote: side(remote, remote.LinkLayer)}
 	}
-	if local.LinkLayer == uverbs.LinkLayerInfiniBand.String() {
+	if local.LinkLayer == ib.LinkLayerInfiniBand.String() {
 		if remote.GIDIndex < 0 && (remote.LID == 0 || remote.LID >= 0xc000) {
 			return fmt.Errorf("the peer's %s has no usable LID (%#x): is a subnet manager running?", remote.Name(), remote.LID)
 		}
@@ -218,22 +218,13 @@ func compatible(local, remote Endpoint) error {
 	return nil
 }
 
-// pathMTU is the smaller of the two ports' active MTUs.
-func pathMTU(local uverbs.MTU, remoteBytes int) uverbs.MTU {
-	if remote := mtuOf(remoteBytes); remote != 0 && remote < local {
+// pathMTU is the smaller of the two ports' active MTUs; the local one when
+// the peer's is not an MTU.
+func pathMTU(local ib.MTU, remoteBytes int) ib.MTU {
+	if remote, ok := ib.MTUFromBytes(remoteBytes); ok && remote < local {
 		return remote
 	}
 	return local
-}
-
-// mtuOf returns the MTU code of a size in bytes, or 0.
-func mtuOf(bytes int) uverbs.MTU {
-	for m := uverbs.MTU256; m <= uverbs.MTU4096; m++ {
-		if m.Bytes() == bytes {
-			return m
-		}
-	}
-	return 0
 }
 
 // Measurement is what a bw, lat or pingpong test measured on one side.

@@ -5,8 +5,8 @@ import (
 	"strconv"
 
 	"github.com/grdma/grdma/gid"
+	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/output"
-	"github.com/grdma/grdma/uverbs"
 )
 
 // What a peer sends is checked on receipt, before anything of it is
@@ -64,7 +64,7 @@ func (e Endpoint) validate() error {
 			return err
 		}
 	}
-	if err := checkOneOf("link layer", e.LinkLayer, uverbs.LinkLayerEthernet.String(), uverbs.LinkLayerInfiniBand.String()); err != nil {
+	if err := checkOneOf("link layer", e.LinkLayer, ib.LinkLayerEthernet.String(), ib.LinkLayerInfiniBand.String()); err != nil {
 		return err
 	}
 	return checkOneOf("GID type", e.GIDType, "", gid.TypeIB.String(), gid.TypeRoCEv1.String(), gid.TypeRoCEv2.String())

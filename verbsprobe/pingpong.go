@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/grdma/grdma/gid"
+	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/uverbs"
 )
 
@@ -85,7 +86,7 @@ func (x *peerSide) takePingpong(d *Device, b []byte) (string, error) {
 	if err := a.UnmarshalBinary(b); err != nil {
 		return "", x.s.peerError("reading the address of", err)
 	}
-	if d.port.LinkLayer == uverbs.LinkLayerEthernet && a.GID.InterfaceID() == 0 {
+	if d.port.LinkLayer == ib.LinkLayerEthernet && a.GID.InterfaceID() == 0 {
 		return "", x.s.peerError("connecting to", errors.New(
 			"the ibv_rc_pingpong peer sent no GID: on RoCE run it with -g INDEX (`grdma gid show DEV type v2 ipv4 -q` gives one)"))
 	}

@@ -46,8 +46,8 @@ import (
 	"time"
 
 	"github.com/grdma/grdma/gid"
+	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/sysfs"
-	"github.com/grdma/grdma/uverbs"
 )
 
 // Options says what to probe.
@@ -120,7 +120,7 @@ type Result struct {
 	Port        uint32
 	Driver      string // as sysfs names it: "rxe", "mlx5_core", ...
 	VerbsDevice string // "uverbs0"
-	LinkLayer   uverbs.LinkLayer
+	LinkLayer   ib.LinkLayer
 	// GIDIndex is the source GID of the queue pair's address, -1 when
 	// the address has none (InfiniBand by LID) or none was chosen yet.
 	GIDIndex int
@@ -154,7 +154,7 @@ type PeerResult struct {
 	// which carries only its LID, QPN, PSN and GID.
 	Pingpong bool
 	// PathMTU is what both queue pairs use.
-	PathMTU uverbs.MTU
+	PathMTU ib.MTU
 	// Pinned is the bytes of memory this side registered for the test.
 	Pinned       int
 	Measurements []Measurement

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/grdma/grdma/gid"
+	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/sysfs"
 	"github.com/grdma/grdma/uverbs"
 )
@@ -43,7 +44,7 @@ func TestRunMissingDevice(t *testing.T) {
 		t.Fatalf("steps %s, ok %v, port %d; want a failed open on port 1 and nothing to tear down", stepNames(r), r.OK(), r.Port)
 	}
 	e := r.Steps[0].Err
-	var nf *sysfs.NotFoundError
+	var nf *ib.NotFoundError
 	if !errors.As(e, &nf) || e.Error() != "open: RDMA device rxe9 not found" || e.Cause != "the RDMA devices are: rxe0, rxe1" {
 		t.Errorf("error %q, cause %q", e, e.Cause)
 	}
@@ -90,8 +91,8 @@ func newTestTarget(fsys sysfs.FS, dev string, gidIndex int, port uverbs.PortAttr
 }
 
 var (
-	rocePort = uverbs.PortAttr{State: portActive, LinkLayer: uverbs.LinkLayerEthernet}
-	ibPort   = uverbs.PortAttr{State: portActive, LinkLayer: uverbs.LinkLayerInfiniBand, LID: 5, GIDTblLen: 8}
+	rocePort = uverbs.PortAttr{State: ib.PortActive, LinkLayer: ib.LinkLayerEthernet}
+	ibPort   = uverbs.PortAttr{State: ib.PortActive, LinkLayer: ib.LinkLayerInfiniBand, LID: 5, GIDTblLen: 8}
 )
 
 func TestChooseAddress(t *testing.T) {
@@ -141,8 +142,8 @@ func TestSelectGIDAgreesWithSelector(t *testing.T) {
 			attrs, _ := fsys.GIDAttrs(table.Device, table.Port)
 			ll, _ := fsys.LinkLayer(table.Device, table.Port)
 			port := rocePort
-			if ll == sysfs.LinkLayerInfiniBand {
-				port.LinkLayer = uverbs.LinkLayerInfiniBand
+			if ll == ib.LinkLayerInfiniBand {
+				port.LinkLayer = ib.LinkLayerInfiniBand
 			}
 			port.GIDTblLen = uint32(len(attrs))
 			p := newTestTarget(fsys, table.Device, AutoGID, port)

@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/grdma/grdma/uverbs"
+	"github.com/grdma/grdma/ib"
 )
 
 // grdma's exchange over TCP (protocol.go): the client sends its hello
@@ -72,8 +72,8 @@ func peerPath(d *Device, test Test, remote Endpoint, rdAtomic uint8) Path {
 	p := Path{DestQPN: remote.QPN, DestPSN: remote.PSN, DGID: remote.GID, DLID: remote.LID,
 		MTU: pathMTU(d.port.ActiveMTU, remote.ActiveMTU), RdAtomic: min(rdAtomic, max(remote.RdAtomic, 1)), RNRRetry: rnrRetry}
 	if test.Kind == TestPingpong {
-		p.MTU = min(d.port.ActiveMTU, uverbs.MTU1024) // ibv_rc_pingpong's default -m
-		p.RNRRetry = 7                                // as ibv_rc_pingpong
+		p.MTU = min(d.port.ActiveMTU, ib.MTU1024) // ibv_rc_pingpong's default -m
+		p.RNRRetry = 7                            // as ibv_rc_pingpong
 	}
 	if test.Op == OpSend {
 		p.RNRRetry = 7 // a receiver reposting may lag: retry forever, as perftest

@@ -1,16 +1,14 @@
 package main
 
 import (
-	"github.com/grdma/grdma/cmdline"
 	"github.com/spf13/cobra"
+
+	"github.com/grdma/grdma/cmdline"
+	"github.com/grdma/grdma/grammar"
 )
 
-// argv walks the words after an object (cmdline.Args); devPort is a
-// DEV[/PORT] argument.
-type (
-	argv    = cmdline.Args
-	devPort = cmdline.DevPort
-)
+// argv walks the words after an object (cmdline.Args).
+type argv = cmdline.Args
 
 func newArgv(words []string, help string) *argv { return cmdline.NewArgs(words, help) }
 
@@ -25,6 +23,10 @@ func cmdArgv(cmd *cobra.Command, words []string, help string) *argv {
 	}
 	return a
 }
+
+// verbs are the verbs of an object's grammar and help, which every object
+// takes (no verb starts with h, so its place decides no abbreviation).
+func verbs(g *grammar.Syntax) []string { return append(g.VerbNames(), "help") }
 
 // errHelpShown ends a command whose help a "help" word printed: exit 0.
 var errHelpShown = &helpShownError{}

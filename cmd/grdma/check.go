@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/grdma/grdma/cmdline"
 	"github.com/grdma/grdma/gpudirect"
+	"github.com/grdma/grdma/grammar"
 	"github.com/grdma/grdma/health"
 	"github.com/grdma/grdma/output"
 	"github.com/grdma/grdma/render"
-	"github.com/spf13/cobra"
 )
 
 func (a *app) checkCommand() *cobra.Command {
@@ -64,7 +66,7 @@ func (a *app) check(args []string, quiet bool, textfile string) error {
 			return err
 		}
 	}
-	names, exp, err := health.ParseArgs(args)
+	names, exp, err := grammar.ParseCheck(args)
 	if err != nil {
 		return cmdline.WithHelp(err, "grdma check --help")
 	}

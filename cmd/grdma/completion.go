@@ -1,10 +1,11 @@
 package main
 
 import (
+	"github.com/spf13/cobra"
+
 	"github.com/grdma/grdma/internal/completion"
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/sysfs"
-	"github.com/spf13/cobra"
 )
 
 // completionCommand prints a shell completion script. The scripts call

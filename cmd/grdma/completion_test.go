@@ -9,9 +9,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/grdma/grdma/internal/completion"
-	"github.com/grdma/grdma/nldev"
 	"github.com/spf13/cobra"
+
+	"github.com/grdma/grdma/grammar"
+	"github.com/grdma/grdma/nldev"
 )
 
 // rxeSysfs is a captured /sys of the guest: netdevs lo, veth0, veth1.
@@ -163,13 +164,13 @@ func TestCompletionGrammarsMatchCommands(t *testing.T) {
 	byName := map[string]*cobra.Command{}
 	for _, c := range root.Commands() {
 		byName[c.Name()] = c
-		if !slices.Contains(completion.Objects(), c.Name()) {
+		if !slices.Contains(grammar.Objects(), c.Name()) {
 			if c.Name() != "completion" && c.Name() != "help" {
 				t.Errorf("object %s has no completion grammar", c.Name())
 			}
 			continue
 		}
-		words := append(completion.Words(c.Name()), c.Name())
+		words := append(grammar.Object(c.Name()).Literals(), c.Name())
 		for _, m := range useWord.FindAllStringSubmatch(c.Use, -1) {
 			if !slices.Contains(words, m[2]) {
 				t.Errorf("%s: %q of its synopsis does not complete (add it to completion's grammars)", c.Name(), m[2])
@@ -180,7 +181,7 @@ func TestCompletionGrammarsMatchCommands(t *testing.T) {
 		// Help and completion come from the one res grammar.
 		for _, typ := range nldev.ResTypes {
 			var keys []string
-			for _, f := range nldev.ResFilters(typ) {
+			for _, f := range grammar.ResFilters(typ) {
 				keys = append(keys, f.Name)
 			}
 			got, _ := complete(t, recordedDial("6.12"), "res", "show", typ.String(), "")

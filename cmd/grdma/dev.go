@@ -1,9 +1,11 @@
 package main
 
 import (
+	"github.com/spf13/cobra"
+
+	"github.com/grdma/grdma/grammar"
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/render"
-	"github.com/spf13/cobra"
 )
 
 func (a *app) devCommand() *cobra.Command {
@@ -44,7 +46,7 @@ KEY_value; flag words are numbers with their names in KEY_names.`,
 }
 
 func (a *app) dev(cmd *cobra.Command, args *argv) error {
-	verb, err := args.Keyword("command", "show", "add", "delete", "show", "list", "set", "info", "help")
+	verb, err := args.Keyword("command", "show", verbs(grammar.Dev)...)
 	if err != nil {
 		return err
 	}

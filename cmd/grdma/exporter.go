@@ -11,8 +11,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/grdma/grdma/exporter"
 	"github.com/spf13/cobra"
+
+	"github.com/grdma/grdma/exporter"
 )
 
 // exporterOptions are the flags of grdma exporter, named as Prometheus

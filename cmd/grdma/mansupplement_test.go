@@ -3,9 +3,10 @@
 package main
 
 import (
-	"github.com/grdma/grdma/internal/completion"
-	"github.com/grdma/grdma/internal/manpage"
 	"github.com/spf13/cobra"
+
+	"github.com/grdma/grdma/grammar"
+	"github.com/grdma/grdma/internal/manpage"
 )
 
 //go:generate go test -run ^TestManPages$ -update
@@ -53,7 +54,7 @@ var manSupplement = manpage.Supplement{
 	Examples:     manExamples,
 	SeeAlso:      manSeeAlso,
 	SeeAlsoEvery: []string{"rdma(8)"},
-	Verbs:        completion.Verbs,
+	Verbs:        grammarVerbs,
 }
 
 // manExamples explain the examples of the commands' help, by command line.
@@ -147,4 +148,13 @@ var manSeeAlso = map[string][]string{
 	"gid":     {"ibv_devinfo(1)"},
 	"probe":   {"ibv_devinfo(1)", "ibv_rc_pingpong(1)"},
 	"monitor": {"rdma-dev(8)", "rdma-link(8)"},
+}
+
+// grammarVerbs lists the verbs of object's grammar, so that "a | b" in a
+// synopsis splits into verbs.
+func grammarVerbs(object string) []string {
+	if g := grammar.Object(object); g != nil {
+		return g.VerbNames()
+	}
+	return nil
 }

@@ -6,10 +6,12 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/spf13/cobra"
+
 	"github.com/grdma/grdma/cmdline"
+	"github.com/grdma/grdma/grammar"
 	"github.com/grdma/grdma/render"
 	"github.com/grdma/grdma/verbsprobe"
-	"github.com/spf13/cobra"
 )
 
 func (a *app) probeCommand() *cobra.Command {
@@ -90,7 +92,7 @@ failed (or the driver is not supported), 2 the command line was wrong.`,
 			if len(args) == 1 && args[0] == "help" {
 				return cmd.Help()
 			}
-			req, err := verbsprobe.ParseArgs(args)
+			req, err := grammar.ParseProbe(args)
 			if err != nil {
 				return cmdline.WithHelp(err, "grdma probe help")
 			}
@@ -99,7 +101,7 @@ failed (or the driver is not supported), 2 the command line was wrong.`,
 	}
 }
 
-func (a *app) probe(req verbsprobe.Request) error {
+func (a *app) probe(req grammar.ProbeRequest) error {
 	fsys, err := a.sysfs("probe")
 	if err != nil {
 		return err

@@ -6,13 +6,14 @@ import (
 	"net"
 	"os"
 
+	"github.com/grdma/grdma/grammar"
 	"github.com/grdma/grdma/render"
 	"github.com/grdma/grdma/verbsprobe"
 )
 
 // probePeer runs a probe between two hosts: this side listens, or
 // connects to its peer.
-func (a *app) probePeer(ctx context.Context, req verbsprobe.Request) error {
+func (a *app) probePeer(ctx context.Context, req grammar.ProbeRequest) error {
 	var r *verbsprobe.Result
 	if req.Listen {
 		allow, err := verbsprobe.ResolveAllow(ctx, req.From)

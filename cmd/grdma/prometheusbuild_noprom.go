@@ -13,9 +13,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/grdma/grdma/health"
 	"github.com/grdma/grdma/sysfs"
-	"github.com/spf13/cobra"
 )
 
 // prometheusBinary is the name of the complete build, looked up next to

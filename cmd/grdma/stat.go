@@ -5,12 +5,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+
+	"github.com/grdma/grdma/grammar"
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/output"
 	"github.com/grdma/grdma/ports"
 	"github.com/grdma/grdma/render"
 	"github.com/grdma/grdma/sysfs"
-	"github.com/spf13/cobra"
 )
 
 // statOptions are the options only stat takes.
@@ -70,7 +72,7 @@ Text and JSON of the commands rdma has match rdma statistic.`,
 }
 
 func (a *app) stat(cmd *cobra.Command, args *argv, so *statOptions) error {
-	verb, err := args.Keyword("command", "show", "show", "list", "help", "qp", "mr", "mode", "set", "unset", "export")
+	verb, err := args.Keyword("command", "show", verbs(grammar.Stat)...)
 	if err != nil {
 		return err
 	}
@@ -117,7 +119,7 @@ func (a *app) statPorts(args *argv) (*nldev.Client, []portRef, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	refs, err := nldev.SelectPorts(devs, want.Dev, want.Port)
+	refs, err := nldev.SelectPorts(devs, want.Device, want.Port)
 	return c, refs, err
 }
 
@@ -256,7 +258,7 @@ func (a *app) strictPort(args *argv, what string) (*nldev.Client, portRef, error
 	if err != nil {
 		return nil, portRef{}, err
 	}
-	refs, err := nldev.SelectPorts(devs, want.Dev, want.Port)
+	refs, err := nldev.SelectPorts(devs, want.Device, want.Port)
 	if err != nil {
 		return nil, portRef{}, err
 	}

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"github.com/spf13/cobra"
+
+	"github.com/grdma/grdma/grammar"
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/render"
-	"github.com/spf13/cobra"
 )
 
 func (a *app) sysCommand() *cobra.Command {
@@ -25,7 +27,7 @@ mode. Text output matches rdma system; unlike rdma, -j prints JSON.`,
 }
 
 func (a *app) sys(cmd *cobra.Command, args *argv) error {
-	verb, err := args.Keyword("command", "show", "show", "set", "help")
+	verb, err := args.Keyword("command", "show", verbs(grammar.Sys)...)
 	if err != nil {
 		return err
 	}

@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"github.com/grdma/grdma/locator"
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/sysfs"
 	"github.com/grdma/grdma/uverbs"
@@ -49,7 +50,7 @@ func main() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		c, err := uverbs.OpenNode(fsys, d.Name, uverbs.NodeOf(ch))
+		c, err := uverbs.Open(fsys.Root(), d.Name, locator.FromNetlink(ch))
 		if err != nil {
 			log.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package nldev_test
+package grammar_test
 
 import (
 	"slices"
@@ -6,23 +6,24 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/grdma/grdma/grammar"
 	"github.com/grdma/grdma/nldev"
 )
 
 func TestParseNumList(t *testing.T) {
 	ok := map[string]nldev.NumList{
-		"7":                    {{7, 7}},
-		"1-3,7":                {{1, 3}, {7, 7}},
-		",1,2":                 {{1, 1}, {2, 2}},
-		"0x1f":                 {{31, 31}},
-		"0x10-0x20":            {{16, 32}},
-		"5-5":                  {{5, 5}},
-		"18446744073709551615": {{1<<64 - 1, 1<<64 - 1}},
+		"7":                    {{Lo: 7, Hi: 7}},
+		"1-3,7":                {{Lo: 1, Hi: 3}, {Lo: 7, Hi: 7}},
+		",1,2":                 {{Lo: 1, Hi: 1}, {Lo: 2, Hi: 2}},
+		"0x1f":                 {{Lo: 31, Hi: 31}},
+		"0x10-0x20":            {{Lo: 16, Hi: 32}},
+		"5-5":                  {{Lo: 5, Hi: 5}},
+		"18446744073709551615": {{Lo: 1<<64 - 1, Hi: 1<<64 - 1}},
 	}
 	for in, want := range ok {
-		got, err := nldev.ParseNumList(in)
+		got, err := grammar.ParseNumList(in)
 		if err != nil || !slices.Equal(got, want) {
-			t.Errorf("nldev.ParseNumList(%q) = %v, %v; want %v", in, got, err, want)
+			t.Errorf("grammar.ParseNumList(%q) = %v, %v; want %v", in, got, err, want)
 		}
 	}
 	bad := map[string]string{
@@ -40,8 +41,8 @@ func TestParseNumList(t *testing.T) {
 		"1-2-3":                `"2-3" is not a number`,
 	}
 	for in, want := range bad {
-		if _, err := nldev.ParseNumList(in); err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("nldev.ParseNumList(%q): error %v, want %q", in, err, want)
+		if _, err := grammar.ParseNumList(in); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("grammar.ParseNumList(%q): error %v, want %q", in, err, want)
 		}
 	}
 }
@@ -54,7 +55,7 @@ func FuzzParseNumList(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		ranges, err := nldev.ParseNumList(s)
+		ranges, err := grammar.ParseNumList(s)
 		if err != nil {
 			return
 		}
@@ -65,7 +66,7 @@ func FuzzParseNumList(f *testing.F) {
 			}
 			parts = append(parts, strconv.FormatUint(r.Lo, 10)+"-"+strconv.FormatUint(r.Hi, 10))
 		}
-		back, err := nldev.ParseNumList(strings.Join(parts, ","))
+		back, err := grammar.ParseNumList(strings.Join(parts, ","))
 		if err != nil || len(back) != len(ranges) {
 			t.Fatalf("%q parses to %v; written back, %v, %v", s, ranges, back, err)
 		}
@@ -80,7 +81,7 @@ func FuzzParseNumList(f *testing.F) {
 // TestParseResTypeAbbrev: res objects are abbreviated in rdma's table
 // order (cmdline.Abbrev).
 func TestParseResTypeAbbrev(t *testing.T) {
-	if typ, ok := nldev.ParseResType("c"); !ok || typ != nldev.ResCMID {
+	if typ, ok := grammar.ParseResType("c"); !ok || typ != nldev.ResCMID {
 		t.Errorf(`ParseResType("c") = %v, %v; rdma's table has cm_id before cq`, typ, ok)
 	}
 }
@@ -88,11 +89,11 @@ func TestParseResTypeAbbrev(t *testing.T) {
 // TestParseFRMRPoolKey: rdma's key text (decode_pool_key), written back
 // as rdma prints it.
 func TestParseFRMRPoolKey(t *testing.T) {
-	k, err := nldev.ParseFRMRPoolKey("0:1000:0:0")
+	k, err := grammar.ParseFRMRPoolKey("0:1000:0:0")
 	if err != nil || k.NumDMABlocks != 0x1000 || k.String() != "0:1000:0:0" {
 		t.Errorf("0:1000:0:0: %+v, %v", k, err)
 	}
-	k, err = nldev.ParseFRMRPoolKey("ff:10:3:1:0")
+	k, err = grammar.ParseFRMRPoolKey("ff:10:3:1:0")
 	if err != nil || k.VendorKey != 0xff || k.AccessFlags != 3 || !k.ATS || k.String() != "ff:10:3:1" {
 		t.Errorf("ff:10:3:1:0: %+v, %v", k, err)
 	}
@@ -103,7 +104,7 @@ func TestParseFRMRPoolKey(t *testing.T) {
 		"0:1:0:0:5":       "unsupported pool attributes",
 		"x:1:0:0":         "not a hexadecimal number",
 	} {
-		if _, err := nldev.ParseFRMRPoolKey(in); err == nil || !strings.Contains(err.Error(), want) {
+		if _, err := grammar.ParseFRMRPoolKey(in); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: %v, want %q", in, err, want)
 		}
 	}

@@ -1,4 +1,4 @@
-package health
+package grammar
 
 import (
 	"math"
@@ -8,35 +8,32 @@ import (
 
 	"github.com/grdma/grdma/cmdline"
 	"github.com/grdma/grdma/gid"
+	"github.com/grdma/grdma/health"
 	"github.com/grdma/grdma/ib"
 )
 
-// Checks are the checks `grdma check` runs, in this order by default:
-// "devices" and "ports" (Node.Check), "probe" (Node.Probe) and "gdr"
-// (CheckGDR).
-var Checks = []string{"devices", "ports", "probe", "gdr"}
+// CheckNames are the checks `grdma check` runs, in this order by default:
+// "devices" and "ports" (health.Node.Check), "probe" (health.Node.Probe)
+// and "gdr" (health.CheckGDR).
+var CheckNames = []string{"devices", "ports", "probe", "gdr"}
 
-// ExpectKeywords are the keywords of ParseArgs after the check names, in
-// the order that decides abbreviations (shell completion offers them).
-var ExpectKeywords = []string{"state", "min-rate", "mtu", "gid-type", "gid-index", "type", "ipv4", "ipv6", "netdev-mtu", "device-count", "device-names"}
-
-// ParseArgs reads the words of `grdma check`: check names (Checks, all of
-// them when none is named) and expectations, abbreviated as rdma
-// abbreviates keywords:
+// ParseCheck reads the words of `grdma check`: check names (CheckNames,
+// all of them when none is named) and expectations, abbreviated as rdma
+// abbreviates keywords (Check's table):
 //
 //	[devices|ports|probe|gdr]... [state STATE] [min-rate GBPS] [mtu BYTES] [gid-type v1|v2|ib]
 //	[gid-index N [type v1|v2|ib] [ipv4|ipv6]] [netdev-mtu BYTES] [device-count N] [device-names A,B]
 //
 // Wrong words are a *cmdline.UsageError naming the problem.
-func ParseArgs(words []string) (checks []string, exp Expect, err error) {
+func ParseCheck(words []string) (checks []string, exp health.Expect, err error) {
 	args := cmdline.NewArgs(words, "")
-	keywords := slices.Concat(Checks, ExpectKeywords)
+	keywords := Check.KeywordNames()
 	for !args.Empty() {
 		kw, err := args.Keyword("check or expectation", "", keywords...)
 		if err != nil {
 			return nil, exp, err
 		}
-		if slices.Contains(Checks, kw) {
+		if slices.Contains(CheckNames, kw) {
 			checks = append(checks, kw)
 			continue
 		}
@@ -48,7 +45,7 @@ func ParseArgs(words []string) (checks []string, exp Expect, err error) {
 		if err != nil {
 			return nil, exp, err
 		}
-		if err := exp.set(kw, v); err != nil {
+		if err := setExpect(&exp, kw, v); err != nil {
 			return nil, exp, err
 		}
 	}
@@ -56,16 +53,16 @@ func ParseArgs(words []string) (checks []string, exp Expect, err error) {
 		return nil, exp, cmdline.Usagef("", "type, ipv4 and ipv6 choose the GID of gid-index N: give gid-index")
 	}
 	if len(checks) == 0 {
-		checks = Checks
+		checks = CheckNames
 	}
 	return checks, exp, nil
 }
 
-// set reads the value v of expectation keyword kw.
-func (exp *Expect) set(kw, v string) (err error) {
+// setExpect reads the value v of expectation keyword kw.
+func setExpect(exp *health.Expect, kw, v string) (err error) {
 	switch kw {
 	case "state":
-		st, ok := parsePortState(v)
+		st, ok := ib.ParsePortState(v)
 		if !ok {
 			return cmdline.Usagef("", "unknown port state %q: expected DOWN, INIT, ARMED, ACTIVE", v)
 		}
@@ -116,15 +113,4 @@ func positive(kw, v string) (int, error) {
 		return 0, cmdline.Usagef("", "%s must be a positive number, not %q", kw, v)
 	}
 	return n, nil
-}
-
-// parsePortState reads a logical port state by its name (DOWN to
-// ACTIVE_DEFER, case-insensitively).
-func parsePortState(s string) (ib.PortState, bool) {
-	for st := ib.PortDown; st <= ib.PortActiveDefer; st++ {
-		if strings.EqualFold(st.String(), s) {
-			return st, true
-		}
-	}
-	return 0, false
 }

@@ -1,10 +1,10 @@
 package nldev
 
-import "fmt"
+import "github.com/grdma/grdma/ib"
 
-// PortRef is one port of a device, as a DEV[/PORT] argument selects it
-// (SelectPorts).
-type PortRef struct {
+// DevicePort is one port of a listed device, as a DEV[/PORT] argument
+// (an ib.PortRef) selects it (SelectPorts).
+type DevicePort struct {
 	Device Device
 	Port   uint32
 	// Named: the device was named, so its vanishing or lacking something
@@ -15,23 +15,23 @@ type PortRef struct {
 // SelectPorts lists the ports of devs that dev and port name: one port
 // (dev and port), every port of one device (dev, port 0), or every port of
 // every device (dev ""). A device that is not there, or has no such port,
-// is an error naming what there is.
-func SelectPorts(devs []Device, dev string, port uint32) ([]PortRef, error) {
+// is an *ib.NotFoundError naming what there is.
+func SelectPorts(devs []Device, dev string, port uint32) ([]DevicePort, error) {
 	if dev != "" {
 		d, err := FindDevice(devs, dev)
 		if err != nil {
 			return nil, err
 		}
 		if port > d.NumPorts {
-			return nil, fmt.Errorf("RDMA device %s has no port %d (it has %d)", d.Name, port, d.NumPorts)
+			return nil, &ib.NotFoundError{Device: d.Name, Port: port, NumPorts: d.NumPorts}
 		}
 		devs = []Device{d}
 	}
-	var refs []PortRef
+	var refs []DevicePort
 	for _, d := range devs {
 		for p := uint32(1); p <= d.NumPorts; p++ {
 			if port == 0 || port == p {
-				refs = append(refs, PortRef{d, p, dev != ""})
+				refs = append(refs, DevicePort{Device: d, Port: p, Named: dev != ""})
 			}
 		}
 	}
@@ -44,7 +44,7 @@ func SelectPorts(devs []Device, dev string, port uint32) ([]PortRef, error) {
 // no counters at all (NoCounters; noCounters, when set, is told, and rdma
 // would stop the whole listing there); a named one fails. On an error the
 // counters read so far are returned with it.
-func (c *Client) PortCountersOf(refs []PortRef, noCounters func(PortRef)) ([]PortCounters, error) {
+func (c *Client) PortCountersOf(refs []DevicePort, noCounters func(DevicePort)) ([]PortCounters, error) {
 	out := make([]PortCounters, 0, len(refs))
 	for _, r := range refs {
 		pc, err := c.PortCounters(r.Device.Index, r.Port)

@@ -1,10 +1,11 @@
-package uverbs
+package locator
 
 import (
 	"errors"
 	"testing"
 
 	"github.com/grdma/grdma/sysfs"
+	"github.com/grdma/grdma/uverbs"
 )
 
 // TestLiveDevices opens every uverbs device of the running kernel and
@@ -25,8 +26,8 @@ func TestLiveDevices(t *testing.T) {
 	}
 	for _, vd := range verbs {
 		t.Run(vd.IBDev, func(t *testing.T) {
-			c, err := Open(fsys, vd.IBDev)
-			var ud *UnsupportedDriverError
+			c, err := OpenSysfs(fsys, vd.IBDev)
+			var ud *uverbs.UnsupportedDriverError
 			if errors.As(err, &ud) {
 				t.Skip(err)
 			}
@@ -60,8 +61,8 @@ func TestLiveDevices(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if uint8(p.State) != attr.State || uint8(p.PhysState) != attr.PhysState ||
-					p.LinkLayer != attr.LinkLayer.String() || p.LID != uint32(attr.LID) ||
+				if p.State != attr.State || p.PhysState != attr.PhysState ||
+					p.LinkLayer != attr.LinkLayer || p.LID != uint32(attr.LID) ||
 					int(attr.GIDTblLen) != len(gids) || attr.ActiveMTU.Bytes() == 0 || attr.MaxMTU < attr.ActiveMTU {
 					t.Errorf("port %d: QUERY_PORT %+v disagrees with sysfs %+v (%d GID slots)", n, attr, p, len(gids))
 				}
