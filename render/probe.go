@@ -283,19 +283,7 @@ func peerJSON(p *output.Printer, r *verbsprobe.Result) {
 	}
 	p.String(output.JSONOnly, "role", "", pr.Role)
 	if t := pr.Test; t != nil {
-		p.OpenObject("test")
-		p.String(output.JSONOnly, "kind", "", string(t.Kind))
-		if t.Op != "" {
-			p.String(output.JSONOnly, "op", "", string(t.Op))
-		}
-		p.Uint(output.JSONOnly, "size", "", uint64(t.Size))
-		if t.Iters != 0 && t.Duration == 0 {
-			p.Uint(output.JSONOnly, "iters", "", uint64(t.Iters))
-		}
-		if t.Duration != 0 {
-			p.Float(output.JSONOnly, "duration_sec", "", t.Duration.Seconds(), 3)
-		}
-		p.CloseObject()
+		testJSON(p, t)
 	}
 	if pr.PathMTU != 0 {
 		p.Uint(output.JSONOnly, "path_mtu", "", uint64(pr.PathMTU.Bytes()))
@@ -327,8 +315,30 @@ func peerJSON(p *output.Printer, r *verbsprobe.Result) {
 		}
 		p.CloseObject()
 	}
+	resultsJSON(p, pr.Measurements)
+}
+
+// testJSON prints a test as the "test" object.
+func testJSON(p *output.Printer, t *verbsprobe.Test) {
+	p.OpenObject("test")
+	p.String(output.JSONOnly, "kind", "", string(t.Kind))
+	if t.Op != "" {
+		p.String(output.JSONOnly, "op", "", string(t.Op))
+	}
+	p.Uint(output.JSONOnly, "size", "", uint64(t.Size))
+	if t.Iters != 0 && t.Duration == 0 {
+		p.Uint(output.JSONOnly, "iters", "", uint64(t.Iters))
+	}
+	if t.Duration != 0 {
+		p.Float(output.JSONOnly, "duration_sec", "", t.Duration.Seconds(), 3)
+	}
+	p.CloseObject()
+}
+
+// resultsJSON prints measurements as the "results" array.
+func resultsJSON(p *output.Printer, ms []verbsprobe.Measurement) {
 	p.OpenArray(output.JSONOnly, "results", "")
-	for _, m := range pr.Measurements {
+	for _, m := range ms {
 		p.OpenObject("")
 		p.String(output.JSONOnly, "test", "", string(m.Test))
 		if m.Op != "" {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/grdma/grdma/gid"
 	"github.com/grdma/grdma/ib"
@@ -33,6 +34,7 @@ type target struct {
 	driverName  string // as sysfs names it
 	verbsDevice string // "uverbs0"
 	addr        Address
+	mu          sync.Mutex    // guards sysdev: diagnoses of concurrent Conns
 	sysdev      *sysfs.Device // see device
 }
 
@@ -180,6 +182,8 @@ func (d *Device) openError(res *Result, err error) error {
 // device reads the RDMA device's sysfs attributes, once; only diagnoses
 // need them.
 func (t *target) device() (sysfs.Device, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	if t.sysdev == nil {
 		dev, err := t.opts.Sysfs.Device(t.opts.Device)
 		if err != nil {

@@ -115,10 +115,10 @@ func ExampleServe() {
 	r := verbsprobe.Serve(context.Background(),
 		verbsprobe.Options{Sysfs: fsys, Device: "rxe0", GIDIndex: verbsprobe.AutoGID},
 		ln, verbsprobe.ServeConfig{
-			Timeout: time.Minute,
-			Limits:  verbsprobe.Limits{MaxSize: 1 << 20},
-			Allow:   []netip.Prefix{netip.MustParsePrefix("10.0.0.0/24")},
-			Logf:    log.Printf,
+			Timeout:   time.Minute,
+			Limits:    verbsprobe.Limits{MaxSize: 1 << 20},
+			Allow:     []netip.Prefix{netip.MustParsePrefix("10.0.0.0/24")},
+			OnRefused: func(r verbsprobe.Refusal) { log.Printf("refused %s: %s", r.Peer, r.Reason) },
 		})
 	fmt.Println(r.OK(), r.Peer.Host)
 }

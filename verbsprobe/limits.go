@@ -22,6 +22,9 @@ type Limits struct {
 	// time a test is allowed (see Budget) is capped at; 0 means
 	// DefaultMaxDuration.
 	MaxDuration time.Duration
+	// MaxPinned is the most memory a peer's test may pin (Test.Pinned);
+	// 0 means four messages of MaxSize, which never binds.
+	MaxPinned int
 }
 
 // Defaults of Limits.
@@ -41,6 +44,9 @@ func (l Limits) WithDefaults() Limits {
 	}
 	if l.MaxDuration <= 0 {
 		l.MaxDuration = DefaultMaxDuration
+	}
+	if l.MaxPinned <= 0 {
+		l.MaxPinned = regionCount * l.MaxSize
 	}
 	return l
 }
@@ -65,7 +71,10 @@ func (l Limits) Check(t Test) error {
 		return &LimitError{What: "size", Asked: fmt.Sprintf("%d bytes", t.Size), Allowed: fmt.Sprintf("%d bytes", l.MaxSize), Keyword: "size"}
 	}
 	if t.Duration > l.MaxDuration {
-		return &LimitError{What: "duration", Asked: t.Duration.String(), Allowed: l.MaxDuration.String(), Keyword: "duration limit"}
+		return &LimitError{What: "duration", Asked: t.Duration.String(), Allowed: l.MaxDuration.String(), Keyword: "duration"}
+	}
+	if p := t.Pinned(); p > l.MaxPinned {
+		return &LimitError{What: "memory", Asked: fmt.Sprintf("%d bytes pinned", p), Allowed: fmt.Sprintf("%d bytes a peer", l.MaxPinned), Keyword: "peer-memory"}
 	}
 	return nil
 }

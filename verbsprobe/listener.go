@@ -28,15 +28,22 @@ type ServeConfig struct {
 	// Allow, when not empty, are the networks peers may connect from;
 	// a connection from elsewhere is closed at once.
 	Allow []netip.Prefix
-	// Logf, when set, is told of each connection refused.
-	Logf func(format string, args ...any)
+	// Key, when set, is the shared secret a grdma client must prove it
+	// holds (an HMAC of a challenge; the key never crosses the wire).
+	// An ibv_rc_pingpong client, which cannot, is refused.
+	Key []byte
+	// OnRefused, when set, is told of each connection refused.
+	OnRefused func(Refusal)
 }
 
-// logf logs through Logf, escaped: what it says may come from a peer.
-func (c ServeConfig) logf(format string, args ...any) {
-	if c.Logf != nil {
-		c.Logf("%s", output.Escape(fmt.Sprintf(format, args...)))
-	}
+// Refusal is a connection a listener or responder did not serve.
+type Refusal struct {
+	Peer string // its address
+	// Reason says why, escaped (output.Escape): it may quote the peer.
+	Reason string
+	// Busy: a valid peer the responder could not serve at once (it was
+	// told so, and tries again).
+	Busy bool
 }
 
 // Allowed reports whether addr (a TCP peer's address) is in allow; an
@@ -68,19 +75,43 @@ type arrival struct {
 	conn     net.Conn
 	rd       *bufio.Reader
 	hello    *wireMessage // nil: an ibv_rc_pingpong client
-	test     Test         // what the hello asks for, with defaults
+	test     Test         // what it asks for, with defaults
 	pingpong []byte       // the ibv_rc_pingpong client's address
-	refused  int          // connections refused before it
+	refused  int          // connections refused before it (acceptFirst)
+	release  func()       // gives back what admit reserved; nil: nothing
 }
 
-// acceptFirst accepts connections on ln until one sends a valid first
-// message, and returns it; ln is closed when it returns. Every other
-// connection (not allowed, garbage, a hello over the limits, silence for
-// timeout) is logged and closed, and counted in the arrival's refused. Their first
-// messages are awaited concurrently, so a silent one holds up no other.
-func acceptFirst(ctx context.Context, ln net.Listener, cfg ServeConfig, timeout time.Duration) (*arrival, error) {
+// acceptor accepts connections and reads each one's first message
+// concurrently (at most pending at once, each within timeout), so that a
+// silent connection holds up no other. Every connection that is not a
+// valid peer (not allowed, garbage, a hello it refuses, silence) is
+// logged and closed, a grdma client told why.
+type acceptor struct {
+	ln      net.Listener
+	cfg     ServeConfig
+	timeout time.Duration
+	pending int
+	// admit, when set, decides whether a valid arrival may be served now
+	// (a responder's capacity); its error is sent as a busy answer.
+	admit   func(*arrival) error
+	refused atomic.Int32
+}
+
+func (a *acceptor) refuse(from string, err error) {
+	a.refused.Add(1)
+	if a.cfg.OnRefused != nil {
+		var busy *busyError
+		a.cfg.OnRefused(Refusal{Peer: from, Reason: output.Escape(err.Error()), Busy: errors.As(err, &busy)})
+	}
+}
+
+// loop hands each valid arrival to got until got returns false, ctx
+// ends or ln fails; then it closes ln and every connection still being
+// read, and returns once its goroutines are done (with ln's error, nil
+// when it stopped for got or ctx).
+func (a *acceptor) loop(ctx context.Context, got func(*arrival) bool) error {
 	type outcome struct {
-		a    *arrival
+		arr  *arrival
 		from string
 		err  error
 	}
@@ -88,89 +119,121 @@ func acceptFirst(ctx context.Context, ln net.Listener, cfg ServeConfig, timeout 
 		results   = make(chan outcome)
 		acceptErr = make(chan error, 1)
 		done      = make(chan struct{})
-		refused   atomic.Int32
 		wg        sync.WaitGroup
 		mu        sync.Mutex
-		pending   = map[net.Conn]bool{}
-		winner    net.Conn
+		waiting   = map[net.Conn]bool{}
 	)
 	defer func() {
 		close(done)
-		ln.Close()
+		a.ln.Close()
 		mu.Lock()
-		for c := range pending {
-			if c != winner {
-				c.Close()
-			}
+		for c := range waiting {
+			c.Close()
 		}
 		mu.Unlock()
 		wg.Wait()
 	}()
-	refuse := func(from string, err error) {
-		refused.Add(1)
-		cfg.logf("refused %s: %v", from, err)
-	}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		for {
-			conn, err := ln.Accept()
+			conn, err := a.ln.Accept()
 			if err != nil {
 				acceptErr <- err
 				return
 			}
 			from := conn.RemoteAddr().String()
-			if !Allowed(cfg.Allow, conn.RemoteAddr()) {
+			if !Allowed(a.cfg.Allow, conn.RemoteAddr()) {
 				conn.Close()
-				refuse(from, errors.New("not in the allowed networks (from)"))
+				a.refuse(from, errors.New("not in the allowed networks (from)"))
 				continue
 			}
 			mu.Lock()
-			full := len(pending) >= maxPending
+			full := len(waiting) >= a.pending
 			if !full {
-				pending[conn] = true
+				waiting[conn] = true
 			}
 			mu.Unlock()
 			if full {
 				conn.Close()
-				refuse(from, fmt.Errorf("%d connections already wait for their first message", maxPending))
+				a.refuse(from, fmt.Errorf("%d connections already wait for their first message", a.pending))
 				continue
 			}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				a, err := readFirst(conn, cfg, timeout)
+				arr, err := readFirst(conn, a.cfg, a.timeout)
+				if err == nil && a.admit != nil {
+					if err = a.admit(arr); err != nil {
+						err = &busyError{err}
+						if arr.hello != nil {
+							s := &session{conn: conn, rd: arr.rd, timeout: a.timeout}
+							s.send(wireMessage{Type: msgBusy, Protocol: ProtocolVersion, Error: err.Error()})
+						}
+					}
+				}
+				mu.Lock()
+				delete(waiting, conn)
+				mu.Unlock()
 				select {
-				case results <- outcome{a, from, err}:
+				case results <- outcome{arr, from, err}:
 				case <-done:
+					if err == nil && arr.release != nil {
+						arr.release()
+					}
+					conn.Close()
 				}
 			}()
 		}
 	}()
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
 	for {
 		select {
 		case r := <-results:
-			if r.err == nil {
-				winner = r.a.conn
-				r.a.refused = int(refused.Load())
-				return r.a, nil
+			if r.err != nil {
+				r.arr.conn.Close()
+				a.refuse(r.from, r.err)
+				continue
 			}
-			mu.Lock()
-			delete(pending, r.a.conn)
-			mu.Unlock()
-			r.a.conn.Close()
-			refuse(r.from, r.err)
+			if !got(r.arr) {
+				return nil
+			}
 		case err := <-acceptErr:
-			return nil, &PeerError{Host: ln.Addr().String(), Doing: "waiting for a peer on", Err: err}
-		case <-deadline.C:
-			return nil, &PeerError{Host: ln.Addr().String(), Doing: "waiting for a peer on",
-				Err: fmt.Errorf("no peer connected within %v (give a longer timeout)%s", timeout, refusedNote(int(refused.Load())))}
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
 		case <-ctx.Done():
-			return nil, fmt.Errorf("interrupted waiting for a peer on %s: %w", ln.Addr(), ctx.Err())
+			return nil
 		}
 	}
+}
+
+// busyError is a valid peer a responder cannot serve now.
+type busyError struct{ err error }
+
+func (e *busyError) Error() string { return "busy: " + e.err.Error() }
+func (e *busyError) Unwrap() error { return e.err }
+
+// acceptFirst accepts connections on ln until one sends a valid first
+// message, and returns it; ln is closed when it returns. Every other
+// connection is logged and closed, and counted in the arrival's refused.
+func acceptFirst(ctx context.Context, ln net.Listener, cfg ServeConfig, timeout time.Duration) (*arrival, error) {
+	a := &acceptor{ln: ln, cfg: cfg, timeout: timeout, pending: maxPending}
+	wait, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var first *arrival
+	err := a.loop(wait, func(arr *arrival) bool { first = arr; return false })
+	switch {
+	case first != nil:
+		first.refused = int(a.refused.Load())
+		return first, nil
+	case ctx.Err() != nil:
+		return nil, fmt.Errorf("interrupted waiting for a peer on %s: %w", ln.Addr(), ctx.Err())
+	case err != nil:
+		return nil, &PeerError{Host: ln.Addr().String(), Doing: "waiting for a peer on", Err: err}
+	}
+	return nil, &PeerError{Host: ln.Addr().String(), Doing: "waiting for a peer on",
+		Err: fmt.Errorf("no peer connected within %v (give a longer timeout)%s", timeout, refusedNote(int(a.refused.Load())))}
 }
 
 func refusedNote(n int) string {
@@ -184,9 +247,10 @@ func refusedNote(n int) string {
 }
 
 // readFirst reads a connection's first message within timeout: a hello
-// the listener accepts, or an ibv_rc_pingpong address. A hello it
-// refuses is answered with a "failed" message saying why. The arrival
-// is returned with the error too, for its connection.
+// the listener accepts (its sender proving the shared secret when there
+// is one), or an ibv_rc_pingpong address. A hello it refuses is answered
+// with a "failed" message saying why. The arrival is returned with the
+// error too, for its connection.
 func readFirst(conn net.Conn, cfg ServeConfig, timeout time.Duration) (*arrival, error) {
 	a := &arrival{conn: conn, rd: bufio.NewReaderSize(conn, 4096)}
 	conn.SetReadDeadline(time.Now().Add(timeout))
@@ -203,18 +267,34 @@ func readFirst(conn net.Conn, cfg ServeConfig, timeout time.Duration) (*arrival,
 		if err := pa.UnmarshalBinary(b); err != nil {
 			return a, fmt.Errorf("neither a grdma hello nor an ibv_rc_pingpong address: %w", err)
 		}
+		if cfg.Key != nil {
+			return a, errors.New("an ibv_rc_pingpong client, which cannot prove the shared secret (auth)")
+		}
 		a.pingpong = b
+		a.test = Test{Kind: TestPingpong, Size: cfg.Pingpong.Size, Iters: cfg.Pingpong.Iters}.WithDefaults()
 		return a, nil
 	}
 	s := &session{conn: conn, rd: a.rd, timeout: timeout}
-	m, err := s.readMessage()
+	line, err := s.readLine()
 	if err != nil {
 		return a, firstMessageError(err, timeout)
 	}
-	test, err := checkHello(m, cfg.Limits)
+	m, err := parseMessage(line)
 	if err != nil {
+		return a, err
+	}
+	refuse := func(err error) (*arrival, error) {
 		s.send(wireMessage{Type: msgFailed, Step: StepAccept, Error: "refused: " + err.Error(), Protocol: ProtocolVersion})
 		return a, err
+	}
+	test, err := checkHello(m, cfg.Limits)
+	if err != nil {
+		return refuse(err)
+	}
+	if cfg.Key != nil {
+		if err := challenge(s, cfg.Key, line); err != nil {
+			return refuse(err)
+		}
 	}
 	a.hello, a.test = &m, test
 	conn.SetReadDeadline(time.Time{})

@@ -220,15 +220,29 @@ func Run(ctx context.Context, opts Options) *Result {
 // With TestPingpong the peer is an ibv_rc_pingpong server
 // (`ibv_rc_pingpong -g N`), spoken to in its own exchange.
 func Connect(ctx context.Context, opts Options, addr string, test Test, timeout time.Duration) *Result {
-	test = test.WithDefaults()
+	return ConnectWith(ctx, opts, addr, ConnectConfig{Test: test, Timeout: timeout})
+}
+
+// ConnectConfig is what a client asks of its peer.
+type ConnectConfig struct {
+	Test    Test
+	Timeout time.Duration // 0: DefaultPeerTimeout
+	// Key is the responder's shared secret (LoadKey), for one that asks
+	// for it (auth).
+	Key []byte
+}
+
+// ConnectWith is Connect with a ConnectConfig.
+func ConnectWith(ctx context.Context, opts Options, addr string, cfg ConnectConfig) *Result {
+	test := cfg.Test.WithDefaults()
 	res := newResult(opts)
 	res.Peer = &PeerResult{Role: RoleClient, Host: addr, Test: &test}
 	if err := test.Validate(); err != nil {
 		newRecorder(ctx, res, nil).record(StepConnect, 0, "", err)
 		return res
 	}
-	side := peerSide{s: newSession(RoleClient, addr, test, timeout), peer: res.Peer}
-	var x Exchange = &grdmaClient{side}
+	side := peerSide{s: newSession(RoleClient, addr, test, cfg.Timeout), peer: res.Peer}
+	var x Exchange = &grdmaClient{peerSide: side, key: cfg.Key}
 	if test.Kind == TestPingpong {
 		x = &pingpongClient{side}
 	}

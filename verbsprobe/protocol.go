@@ -16,24 +16,32 @@ import (
 //
 // The exchange is JSON, one object a line, over one TCP connection:
 //
-//	client → server  {"type":"hello","grdma_probe":1,"test":{...},"seed":N,"endpoint":{...}}
-//	server → client  {"type":"welcome","grdma_probe":1,"endpoint":{...}}   (its queue pair in RTS)
+//	client → server  {"type":"hello","grdma_probe":2,"test":{...},"seed":N,"endpoint":{...}}
+//	server → client  {"type":"challenge","nonce":"..."}                  (auth: a shared secret)
+//	client → server  {"type":"auth","mac":"..."}                         (HMAC-SHA256 of nonce and hello)
+//	server → client  {"type":"welcome","grdma_probe":2,"endpoint":{...}}   (its queue pair in RTS)
 //	client → server  {"type":"progress","done":N}                        (bw and lat, every second)
 //	client → server  {"type":"done","ok":true}                            (its test finished)
 //	server → client  {"type":"verdict","ok":true,"detail":"..."}          (its checks)
 //
 // Either side sends {"type":"failed","step":"...","error":"..."} when its
-// side fails, and then closes the connection.
-const ProtocolVersion = 1
+// side fails, and then closes the connection. A responder that cannot
+// serve a valid hello now (its peers or memory in use) answers
+// {"type":"busy","error":"..."} and closes; the client tries again until
+// its timeout. Version 2 added challenge, auth and busy.
+const ProtocolVersion = 2
 
 // Message types of the exchange.
 const (
-	msgHello    = "hello"
-	msgWelcome  = "welcome"
-	msgProgress = "progress"
-	msgDone     = "done"
-	msgVerdict  = "verdict"
-	msgFailed   = "failed"
+	msgHello     = "hello"
+	msgChallenge = "challenge"
+	msgAuth      = "auth"
+	msgWelcome   = "welcome"
+	msgBusy      = "busy"
+	msgProgress  = "progress"
+	msgDone      = "done"
+	msgVerdict   = "verdict"
+	msgFailed    = "failed"
 )
 
 // maxMessage bounds one line of the exchange.
@@ -51,6 +59,8 @@ type wireMessage struct {
 	Step     string    `json:"step,omitempty"`
 	Error    string    `json:"error,omitempty"`
 	Detail   string    `json:"detail,omitempty"`
+	Nonce    []byte    `json:"nonce,omitempty"` // challenge
+	MAC      []byte    `json:"mac,omitempty"`   // auth
 }
 
 // Roles of the two sides.
@@ -149,15 +159,21 @@ func (s *session) receive(doing string) (wireMessage, error) {
 }
 
 func (s *session) readMessage() (wireMessage, error) {
-	var m wireMessage
 	line, err := s.readLine()
 	if err != nil {
-		return m, err
+		return wireMessage{}, err
 	}
+	return parseMessage(line)
+}
+
+// parseMessage decodes one line of the exchange and makes the peer's text
+// safe to print before anything keeps it; a "failed" message is a
+// *RemoteFailure.
+func parseMessage(line []byte) (wireMessage, error) {
+	var m wireMessage
 	if err := json.Unmarshal(line, &m); err != nil {
 		return wireMessage{}, fmt.Errorf("not a grdma probe message (%v): %.60q", err, line)
 	}
-	// The peer's text, made safe to print before anything keeps it.
 	m.Step, m.Error, m.Detail = peerStep(m.Step), peerText(m.Error), peerText(m.Detail)
 	if m.Endpoint != nil {
 		if err := m.Endpoint.validate(); err != nil {

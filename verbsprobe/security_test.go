@@ -307,10 +307,10 @@ type logs struct {
 	lines []string
 }
 
-func (l *logs) logf(format string, args ...any) {
+func (l *logs) refused(r Refusal) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.lines = append(l.lines, fmt.Sprintf(format, args...))
+	l.lines = append(l.lines, fmt.Sprintf("refused %s: %s", r.Peer, r.Reason))
 }
 
 func (l *logs) String() string {
@@ -333,7 +333,7 @@ func TestAcceptKeepsWaiting(t *testing.T) {
 	}
 	done := make(chan got, 1)
 	go func() {
-		a, err := acceptFirst(context.Background(), ln, ServeConfig{Logf: log.logf}, 5*time.Second)
+		a, err := acceptFirst(context.Background(), ln, ServeConfig{OnRefused: log.refused}, 5*time.Second)
 		done <- got{a, err}
 	}()
 	dial := func() net.Conn {
@@ -407,7 +407,7 @@ func eventually(d time.Duration, f func() bool) bool {
 func TestAcceptAllowList(t *testing.T) {
 	ln := listenLoopback(t)
 	var log logs
-	cfg := ServeConfig{Logf: log.logf, Allow: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}
+	cfg := ServeConfig{OnRefused: log.refused, Allow: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}
 	done := make(chan error, 1)
 	go func() {
 		_, err := acceptFirst(context.Background(), ln, cfg, 500*time.Millisecond)

@@ -2,11 +2,13 @@ package verbsprobe
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -117,7 +119,10 @@ func addressOf(e Endpoint) string {
 }
 
 // grdmaClient is the client of grdma's exchange (Connect).
-type grdmaClient struct{ peerSide }
+type grdmaClient struct {
+	peerSide
+	key []byte // the responder's shared secret, if it asks
+}
 
 func (x *grdmaClient) Steps() ExchangeSteps {
 	return ExchangeSteps{Trade: StepConnect, Finish: StepFinish}
@@ -127,45 +132,88 @@ func (x *grdmaClient) Begin(ctx context.Context, _ *Device) (context.Context, st
 	return ctx, "", nil
 }
 
-// Trade connects to the server, sends the hello and takes its welcome.
+// Trade connects to the server, sends the hello and takes its welcome;
+// a busy responder is asked again until the timeout.
 func (x *grdmaClient) Trade(ctx context.Context, c *Conn) (Path, string, error) {
 	s := x.s
-	if err := s.dial(ctx); err != nil {
-		return Path{}, "", err
-	}
+	deadline := time.Now().Add(s.timeout)
 	local := c.Endpoint()
-	if err := s.send(wireMessage{Type: msgHello, Protocol: ProtocolVersion, Test: &s.test, Seed: s.seed, Endpoint: &local}); err != nil {
+	hello, err := json.Marshal(wireMessage{Type: msgHello, Protocol: ProtocolVersion, Test: &s.test, Seed: s.seed, Endpoint: &local})
+	if err != nil {
 		return Path{}, "", err
 	}
-	if err := s.foreignAnswer("waiting for the queue pair of"); err != nil {
-		return Path{}, "", err
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		m, err := x.hello(ctx, hello)
+		var busy *busyError
+		if errors.As(err, &busy) && time.Now().Add(wait).Before(deadline) {
+			s.close()
+			select {
+			case <-time.After(wait):
+				continue
+			case <-ctx.Done():
+				return Path{}, "", fmt.Errorf("interrupted waiting for %s: %w", s.host, ctx.Err())
+			}
+		}
+		if err != nil {
+			return Path{}, "", err
+		}
+		detail, err := x.takeRemote(c.dev, *m.Endpoint)
+		if err != nil {
+			return Path{}, "", err
+		}
+		return peerPath(c.dev, s.test, *m.Endpoint, c.shape.RdAtomic), detail, nil
 	}
-	m, err := s.receive("waiting for the queue pair of")
+}
+
+// hello connects, sends the hello (answering a challenge) and returns the
+// welcome; a busy answer is a *busyError.
+func (x *grdmaClient) hello(ctx context.Context, hello []byte) (wireMessage, error) {
+	s := x.s
+	const doing = "waiting for the queue pair of"
+	if err := s.dial(ctx); err != nil {
+		return wireMessage{}, err
+	}
+	if err := s.write(append(hello, '\n')); err != nil {
+		return wireMessage{}, err
+	}
+	if err := s.foreignAnswer(doing); err != nil {
+		return wireMessage{}, err
+	}
+	m, err := s.receive(doing)
+	if err == nil && m.Type == msgChallenge {
+		if x.key == nil {
+			return m, &PeerError{Host: s.host, Doing: doing, Err: errors.New("the responder asks for its shared secret: give auth FILE")}
+		}
+		if err := s.send(wireMessage{Type: msgAuth, MAC: authMAC(x.key, m.Nonce, hello)}); err != nil {
+			return m, err
+		}
+		m, err = s.receive(doing)
+	}
 	if errors.Is(err, errPeerClosed) || errors.Is(err, syscall.ECONNRESET) {
-		return Path{}, "", &PeerError{Host: s.host, Doing: "waiting for the queue pair of", Err: fmt.Errorf(
+		return m, &PeerError{Host: s.host, Doing: doing, Err: fmt.Errorf(
 			"the peer closed the connection without answering: not a grdma probe listener, or one whose from does not allow this host? (ibv_rc_pingpong and perftest servers use port %d too: give pingpong to talk to ibv_rc_pingpong)", DefaultPeerPort)}
 	}
 	var remote *RemoteFailure
 	if errors.As(err, &remote) && m.Endpoint != nil {
 		// The server refused: say why in this side's words.
-		if cerr := compatible(local, *m.Endpoint); cerr != nil {
-			return Path{}, "", cerr
+		var local Endpoint
+		if json.Unmarshal(hello, &wireMessage{Endpoint: &local}) == nil {
+			if cerr := compatible(local, *m.Endpoint); cerr != nil {
+				return m, cerr
+			}
 		}
 	}
-	if err != nil {
-		return Path{}, "", err
+	switch {
+	case err != nil:
+		return m, err
+	case m.Type == msgBusy:
+		return m, &PeerError{Host: s.host, Doing: doing, Err: &busyError{errors.New(strings.TrimPrefix(m.Error, "busy: "))}}
+	case m.Type != msgWelcome || m.Endpoint == nil:
+		return m, s.peerError(doing, fmt.Errorf("got a %q message, want a welcome", m.Type))
+	case m.Protocol != ProtocolVersion:
+		return m, s.peerError("talking to", fmt.Errorf("the peer speaks grdma probe protocol %d, this side %d: use the same grdma on both", m.Protocol, ProtocolVersion))
 	}
-	if m.Type != msgWelcome || m.Endpoint == nil {
-		return Path{}, "", s.peerError("waiting for the queue pair of", fmt.Errorf("got a %q message, want a welcome", m.Type))
-	}
-	if m.Protocol != ProtocolVersion {
-		return Path{}, "", s.peerError("talking to", fmt.Errorf("the peer speaks grdma probe protocol %d, this side %d: use the same grdma on both", m.Protocol, ProtocolVersion))
-	}
-	detail, err := x.takeRemote(c.dev, *m.Endpoint)
-	if err != nil {
-		return Path{}, "", err
-	}
-	return peerPath(c.dev, s.test, *m.Endpoint, c.shape.RdAtomic), detail, nil
+	return m, nil
 }
 
 func (x *grdmaClient) Ready(context.Context, *Conn) (string, error) { return "", nil }
