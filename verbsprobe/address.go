@@ -196,7 +196,7 @@ func (t *target) gidAt(index int) (gid.Entry, error) {
 			return e, err
 		}
 	}
-	entries, err := gid.ReadTable(t.opts.Sysfs, t.opts.Device, t.opts.Port)
+	entries, err := t.table()
 	if err != nil {
 		return gid.Entry{}, err
 	}
@@ -237,6 +237,9 @@ func (t *target) selectGID() (gid.Entry, error) {
 // annotate sets the address state of entries from the kernel's IPv6
 // address list.
 func (t *target) annotate(entries []gid.Entry) error {
+	if t.opts.Open != nil {
+		return nil // no sysfs: the opener's device has no IPv6 address list
+	}
 	states, err := gid.ReadAddrStates(t.opts.Sysfs)
 	if err != nil {
 		return err
@@ -248,6 +251,15 @@ func (t *target) annotate(entries []gid.Entry) error {
 // readGID reads slot index of the port's GID table; false when it holds
 // no usable GID. It skips what gid.ReadTable skips.
 func (t *target) readGID(index int) (gid.Entry, bool, error) {
+	if t.opts.Open != nil {
+		entries, err := t.verbsTable()
+		for _, e := range entries {
+			if e.Index == index {
+				return e, true, nil
+			}
+		}
+		return gid.Entry{}, false, err
+	}
 	a, err := t.opts.Sysfs.GIDAttr(t.opts.Device, t.opts.Port, index)
 	if err != nil || a.GID == sysfs.ZeroGID || a.Type == "" {
 		return gid.Entry{}, false, err
@@ -261,4 +273,29 @@ func (t *target) readGID(index int) (gid.Entry, bool, error) {
 		return gid.Entry{}, false, err
 	}
 	return gid.Entry{Port: t.opts.Port, Index: index, GID: g, Type: typ, Netdev: a.Netdev}, true, nil
+}
+
+// table is the port's populated GID table.
+func (t *target) table() ([]gid.Entry, error) {
+	if t.opts.Open != nil {
+		return t.verbsTable()
+	}
+	return gid.ReadTable(t.opts.Sysfs, t.opts.Device, t.opts.Port)
+}
+
+// verbsTable is the port's GID table as QUERY_GID_TABLE gives it, read
+// once: where the device was opened by Options.Open, not found in sysfs.
+func (t *target) verbsTable() ([]gid.Entry, error) {
+	if t.gids == nil {
+		raw, err := t.verbs.QueryGIDTable(t.verbs.Node.DriverID, int(t.port.GIDTblLen))
+		if err != nil {
+			return nil, err
+		}
+		byPort, err := gid.FromVerbsTable(t.opts.Device, raw, func(uint32) string { return "" })
+		if err != nil {
+			return nil, err
+		}
+		t.gids = append([]gid.Entry{}, byPort[t.opts.Port]...)
+	}
+	return t.gids, nil
 }

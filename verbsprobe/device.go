@@ -36,6 +36,10 @@ type target struct {
 	addr        Address
 	mu          sync.Mutex    // guards sysdev: diagnoses of concurrent Conns
 	sysdev      *sysfs.Device // see device
+	// verbs is the device's context, for QUERY_GID_TABLE when
+	// Options.Open opened it; gids its answer.
+	verbs *uverbs.Context
+	gids  []gid.Entry
 }
 
 // Address is how a device's queue pairs are addressed: a GID of its port
@@ -148,11 +152,17 @@ func (d *Device) describe(res *Result) {
 }
 
 func (d *Device) open(res *Result) (string, error) {
-	c, err := locator.OpenSysfs(d.opts.Sysfs, d.opts.Device)
+	var c *uverbs.Context
+	var err error
+	if d.opts.Open != nil {
+		c, err = d.opts.Open()
+	} else {
+		c, err = locator.OpenSysfs(d.opts.Sysfs, d.opts.Device)
+	}
 	if err != nil {
 		return "", d.openError(res, err)
 	}
-	d.c = c
+	d.c, d.verbs = c, c
 	d.driverName, d.verbsDevice = c.Node.Driver, c.Node.Name
 	res.Driver, res.VerbsDevice = c.Node.Driver, c.Node.Name
 	if dr, ok := drivers[c.Node.Driver]; ok {
@@ -164,6 +174,9 @@ func (d *Device) open(res *Result) (string, error) {
 // openError says what could not be opened: a device that does not exist,
 // or else what sysfs knows of it.
 func (d *Device) openError(res *Result, err error) error {
+	if d.opts.Open != nil {
+		return err
+	}
 	dev, devErr := d.device()
 	if sysfs.IsGone(devErr) {
 		return &ib.NotFoundError{Device: d.opts.Device}

@@ -164,6 +164,7 @@ func (t *traffic) checkSend() (string, error) {
 	if _, err := t.e.link.expect(msgDone, "waiting for the test of"); err != nil {
 		return "", err
 	}
+	t.e.link.gotDone = true
 	m := t.e.conn.mr
 	wcs, err := t.await(1)
 	if err != nil {

@@ -48,12 +48,17 @@ import (
 	"github.com/grdma/grdma/gid"
 	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/sysfs"
+	"github.com/grdma/grdma/uverbs"
 )
 
 // Options says what to probe.
 type Options struct {
 	// Sysfs is the root the device is found under (sysfs.NewFS("/")).
-	Sysfs  sysfs.FS
+	Sysfs sysfs.FS
+	// Open, when set, opens the device's uverbs context instead (a fake
+	// kernel: uverbstest); the GID table then comes from QUERY_GID_TABLE
+	// and no address is awaited.
+	Open   func() (*uverbs.Context, error)
 	Device string // the RDMA device, e.g. "rxe0"
 	// Port is the port number, from 1; 0 means 1.
 	Port uint32
@@ -230,6 +235,8 @@ type ConnectConfig struct {
 	// Key is the responder's shared secret (LoadKey), for one that asks
 	// for it (auth).
 	Key []byte
+	// Dial, when set, connects to the peer instead of TCP (tests: a pipe).
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // ConnectWith is Connect with a ConnectConfig.
@@ -242,6 +249,7 @@ func ConnectWith(ctx context.Context, opts Options, addr string, cfg ConnectConf
 		return res
 	}
 	side := peerSide{s: newSession(RoleClient, addr, test, cfg.Timeout), peer: res.Peer}
+	side.s.dialer = cfg.Dial
 	var x Exchange = &grdmaClient{peerSide: side, key: cfg.Key}
 	if test.Kind == TestPingpong {
 		x = &pingpongClient{side}

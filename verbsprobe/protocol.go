@@ -81,12 +81,16 @@ type session struct {
 	remote  Endpoint
 	// failedSent is set once this side has told the peer it failed.
 	failedSent bool
+	// gotDone is set once a server has read its client's "done".
+	gotDone bool
 	// incoming, while a server serves a test, carries the client's
 	// messages, read by a goroutine.
 	incoming chan received
 	quit     chan struct{} // closed by close: the reader goroutine stops
 	ctx      context.Context
 	stopCtx  func() bool
+	// dialer, when set, makes the client's connection instead of TCP.
+	dialer func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // received is a message read, or why none could be.
@@ -300,7 +304,7 @@ func (w *watcher) check(doing string) error {
 			switch r.msg.Type {
 			case msgDone:
 				m := r.msg
-				w.done = &m
+				w.done, w.s.gotDone = &m, true
 			case msgProgress:
 			default:
 				return w.s.peerError(doing, fmt.Errorf("unexpected %q message", r.msg.Type))

@@ -238,12 +238,15 @@ func (x *grdmaClient) Finish(context.Context, *Result) (string, error) {
 // timeout: the peer's listener may start a moment later.
 func (s *session) dial(ctx context.Context) error {
 	deadline := time.Now().Add(s.timeout)
-	var d net.Dialer
+	dialer := s.dialer
+	if dialer == nil {
+		dialer = (&net.Dialer{}).DialContext
+	}
 	refused := &PeerError{Host: s.host, Doing: "connecting to", Err: fmt.Errorf("connection refused for %v: no `grdma probe DEV listen` there, or another port", s.timeout)}
 	wasRefused := false
 	for {
 		dctx, cancel := context.WithDeadline(ctx, deadline)
-		conn, err := d.DialContext(dctx, "tcp", s.host)
+		conn, err := dialer(dctx, "tcp", s.host)
 		cancel()
 		if err == nil {
 			s.attach(ctx, conn)
@@ -337,8 +340,17 @@ func (x *grdmaServer) Ready(_ context.Context, c *Conn) (string, error) {
 	return fmt.Sprintf("qpn %d, rkey %#x, %d × %d bytes", local.QPN, local.RKey, 2, local.Part), nil
 }
 
-// Finish sends the verdict: every check of this side passed.
+// Finish takes the client's "done" (unless the test did) and sends the
+// verdict: every check of this side passed. Reading it first leaves
+// nothing unread when the connection closes (which would reset it under
+// the verdict) and suits a transport without buffers.
 func (x *grdmaServer) Finish(_ context.Context, res *Result) (string, error) {
+	if !x.s.gotDone {
+		if _, err := x.s.expect(msgDone, "waiting for the done of"); err != nil {
+			return "", err
+		}
+		x.s.gotDone = true
+	}
 	var details []string
 	for _, st := range res.Steps {
 		if st.Name == x.s.test.stepName() || isTrafficStep(st.Name) {
