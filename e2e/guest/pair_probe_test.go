@@ -312,7 +312,7 @@ func TestPairProbeListenerPolicy(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		hello := fmt.Sprintf(`{"type":"hello","grdma_probe":1,"test":{"kind":"traffic","size":%d},"seed":1,`+
+		hello := fmt.Sprintf(`{"type":"hello","grdma_probe":2,"test":{"kind":"traffic","size":%d},"seed":1,`+
 			`"endpoint":{"ifname":"rxe0","port":1,"driver":"rxe","link_layer":"Ethernet","gid_index":1,"gid":"::ffff:%s",`+
 			`"gid_type":"RoCE v2","qpn":17,"psn":1,"active_mtu":1024,"rd_atomic":1}}`+"\n", 256<<20, p.LocalAddr)
 		if _, err := c.Write([]byte(hello)); err != nil {
