@@ -59,6 +59,9 @@ func (c ResponderConfig) WithDefaults() ResponderConfig {
 		c.Timeout = DefaultPeerTimeout
 	}
 	c.Limits = c.Limits.WithDefaults()
+	// A peer's test beyond what all may pin together is refused, not
+	// left to wait for room that never comes.
+	c.Limits.MaxPinned = min(c.Limits.MaxPinned, c.MaxPinnedTotal)
 	return c
 }
 
