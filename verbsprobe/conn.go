@@ -19,7 +19,9 @@ type Conn struct {
 	dev   *Device
 	shape Shape
 	cq    probeCQ
-	qp    probeQP
+	// channel is where cq's completion events go; nil: polled.
+	channel *uverbs.CompChannel
+	qp      probeQP
 	mr    *memoryRegion
 	// psn is the first packet sequence number, random (24 bits).
 	psn uint32
@@ -117,9 +119,19 @@ func (c *Conn) selfPath() Path {
 		MTU: c.dev.port.ActiveMTU, RdAtomic: rdAtomicSize, RNRRetry: rnrRetry}
 }
 
+// createCQ makes the completion queue with a completion channel, which
+// waits for completions without polling (Options.Poll: none).
 func (c *Conn) createCQ() (string, error) {
+	init := uverbs.CQInit{CQE: c.shape.CQE}
+	if !c.dev.opts.Poll && c.dev.driver.events {
+		ch, err := c.dev.c.CreateCompChannel()
+		if err != nil {
+			return "", err
+		}
+		c.channel, init.Channel = ch, ch
+	}
 	var err error
-	if c.cq, err = c.dev.driver.createCQ(c.dev.c, c.shape.CQE); err != nil {
+	if c.cq, err = c.dev.driver.createCQ(c.dev.c, init); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("cq %d, %d entries", c.cq.CQ().Handle, c.cq.CQ().CQE), nil
@@ -256,6 +268,10 @@ func (c *Conn) close(rec *recorder) {
 	if c.cq != nil {
 		rec.step(ctx, StepDestroyCQ, func() (string, error) { return "", c.cq.Destroy() })
 		c.cq = nil
+	}
+	if c.channel != nil {
+		c.channel.Close() // its queue is gone; the context's close would do it too
+		c.channel = nil
 	}
 	if c.mr != nil {
 		rec.step(ctx, StepDeregMR, func() (string, error) { return "", c.mr.release(c.dev.c) })

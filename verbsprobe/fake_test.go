@@ -2,6 +2,7 @@ package verbsprobe
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/netip"
 	"strings"
@@ -109,6 +110,7 @@ func (c *addrConn) RemoteAddr() net.Addr { return c.remote }
 type fakePair struct {
 	fab  *uverbstest.Fabric
 	a, b *uverbstest.Device
+	poll bool // Options.Poll on both sides
 }
 
 func newFakePair() *fakePair {
@@ -122,14 +124,25 @@ func (p *fakePair) probe(t *testing.T, scfg ServeConfig, ccfg ConnectConfig) (se
 	t.Helper()
 	ln := newPipeListener("10.10.0.2:40000")
 	done := make(chan *Result, 1)
-	go func() { done <- Serve(context.Background(), fakeOptions(p.a), ln, scfg) }()
+	aopts, bopts := fakeOptions(p.a), fakeOptions(p.b)
+	aopts.Poll, bopts.Poll = p.poll, p.poll
+	go func() { done <- Serve(context.Background(), aopts, ln, scfg) }()
 	ccfg.Dial = ln.Dial
-	client = ConnectWith(context.Background(), fakeOptions(p.b), "10.10.0.1:18515", ccfg)
+	client = ConnectWith(context.Background(), bopts, "10.10.0.1:18515", ccfg)
 	return <-done, client
 }
 
+// Every test, its completions waited for with events (polled in the
+// latency tests), and once more polled everywhere (Options.Poll).
 func TestConnectServeOnFake(t *testing.T) {
+	for _, poll := range []bool{false, true} {
+		t.Run(fmt.Sprintf("poll=%v", poll), func(t *testing.T) { connectServeOnFake(t, poll) })
+	}
+}
+
+func connectServeOnFake(t *testing.T, poll bool) {
 	p := newFakePair()
+	p.poll = poll
 	for _, test := range []Test{
 		{},
 		{Kind: TestTraffic},

@@ -220,21 +220,49 @@ type poller struct {
 	// completes: a client learns there that its server failed.
 	watch *watcher
 	empty int // polls that found nothing since the last completion
+	// events: wait for completions on the Conn's completion channel, in
+	// slices of eventSlice between the idle checks, instead of spinning.
+	events bool
 }
 
-func (t *traffic) newPoller() *poller {
+// Waiting for completions: polling keeps a core busy for the whole test,
+// events cost nothing while waiting but a system call and a wake-up per
+// completion. Tests that measure latency (lat, pingpong) poll; the others
+// wait for events, unless Options.Poll asks for polling everywhere.
+// eventSlice bounds a wait for an event: the peer's messages, the stall
+// check and the context are looked at between slices.
+const eventSlice = 20 * time.Millisecond
+
+// newPoller returns a poller of the test's completions; latency tests
+// poll, the others wait for events when the Conn has a channel.
+func (t *traffic) newPoller(latency bool) *poller {
 	pl := &poller{t: t, wcs: make([]uverbs.WC, 64), lastWC: time.Now()}
+	pl.events = t.e.conn.channel != nil && !latency
 	if s := t.e.link; s != nil && s.role == RoleClient && s.incoming != nil {
 		pl.watch = &watcher{s: s, lastHeard: time.Now(), quiet: true}
 	}
 	return pl
 }
 
-// poll returns the completions that arrived, waiting for none. It spins:
+// poll returns the completions that arrived. Polling, it waits for none:
 // only every idleCheckEvery empty polls does it look at the clock, the
-// context and the peer, and yield.
+// context and the peer, and yield. With events it waits up to eventSlice.
 func (pl *poller) poll(doing string) ([]uverbs.WC, error) {
 	n := pl.t.cq.Poll(pl.wcs)
+	if n == 0 && pl.events {
+		ctx, cancel := context.WithTimeout(pl.t.e.ctx, eventSlice)
+		var err error
+		n, err = pl.t.cq.Wait(ctx, pl.wcs)
+		cancel()
+		switch {
+		case pl.t.e.ctx.Err() != nil:
+			return nil, interruption(pl.t.e.ctx)
+		case errors.Is(err, context.DeadlineExceeded):
+			return nil, pl.check(doing, time.Now())
+		case err != nil:
+			return nil, err
+		}
+	}
 	if n > 0 {
 		if err := firstError(pl.wcs[:n]); err != nil {
 			return nil, err
@@ -273,10 +301,22 @@ func firstError(wcs []uverbs.WC) error {
 	return nil
 }
 
-// idle is called when nothing happened: it yields, and fails on a stall or
-// the end of ctx.
+// idle is called when polling found nothing: it yields, and fails on a
+// stall or the end of ctx.
 func (pl *poller) idle(doing string, now time.Time) error {
-	s := pl.t.e.link
+	if err := pl.check(doing, now); err != nil {
+		return err
+	}
+	if now.Sub(pl.lastWC) < spinFor {
+		runtime.Gosched()
+	} else {
+		time.Sleep(50 * time.Microsecond)
+	}
+	return nil
+}
+
+// check fails on the end of ctx, on the peer's failure and on a stall.
+func (pl *poller) check(doing string, now time.Time) error {
 	if ctx := pl.t.e.ctx; ctx.Err() != nil {
 		return interruption(ctx)
 	}
@@ -285,13 +325,8 @@ func (pl *poller) idle(doing string, now time.Time) error {
 			return err
 		}
 	}
-	if !pl.passive && now.Sub(pl.lastWC) > s.timeout {
+	if s := pl.t.e.link; !pl.passive && now.Sub(pl.lastWC) > s.timeout {
 		return fmt.Errorf("nothing completed for %v: the peer stopped, or packets are lost (UDP 4791 filtered?)", s.timeout)
-	}
-	if now.Sub(pl.lastWC) < spinFor {
-		runtime.Gosched()
-	} else {
-		time.Sleep(50 * time.Microsecond)
 	}
 	return nil
 }
@@ -312,7 +347,7 @@ func (t *traffic) bandwidth() (string, error) {
 	if test.Duration > 0 {
 		target = math.MaxInt
 	}
-	pl := t.newPoller()
+	pl := t.newPoller(false)
 	tick := ticker{s: s}
 	posted, completed := 0, 0
 	doing := "streaming " + test.String() + " to"
@@ -352,25 +387,13 @@ func (t *traffic) serveBandwidth() (string, error) {
 	w := watcher{s: s, lastHeard: time.Now()}
 	doing := "serving " + t.e.test.String() + " to"
 	if t.e.test.Op != OpSend {
-		for w.done == nil {
-			if err := w.check(doing); err != nil {
-				return "", err
-			}
-			if w.done == nil {
-				select {
-				case <-time.After(10 * time.Millisecond):
-				case <-t.e.ctx.Done():
-					if err := interruption(t.e.ctx); !errors.Is(err, context.Canceled) {
-						return "", err
-					}
-					return "", fmt.Errorf("interrupted %s the peer: %w", doing, t.e.ctx.Err())
-				}
-			}
+		if err := w.untilDone(t.e.ctx, doing); err != nil {
+			return "", err
 		}
 		verb := map[Operation]string{OpWrite: "wrote into", OpRead: "read from"}[t.e.test.Op]
 		return fmt.Sprintf("the peer %s this side's memory; no CPU work here", verb), nil
 	}
-	pl := t.newPoller()
+	pl := t.newPoller(false)
 	pl.passive = true
 	var received int
 	var first, last time.Time
@@ -434,7 +457,7 @@ func (t *traffic) latency() (string, error) {
 	src, dst := m.region(partSource), m.region(partTarget)
 	wr := t.request(test.Op)
 	wr.Flags |= uverbs.SendSignaled
-	pl := t.newPoller()
+	pl := t.newPoller(true)
 	tick := ticker{s: s}
 	var rec latencyRecorder
 	doing := "running " + test.String() + " with"
@@ -512,7 +535,7 @@ func (t *traffic) serveLatency() (string, error) {
 	wr := t.request(t.e.test.Op)
 	wr.Flags |= uverbs.SendSignaled
 	w := watcher{s: s, lastHeard: time.Now()}
-	pl := t.newPoller()
+	pl := t.newPoller(true)
 	pl.passive = true
 	doing := "answering " + t.e.test.String() + " of"
 	unreaped := 0
@@ -566,12 +589,9 @@ func (t *traffic) serveLatency() (string, error) {
 			break
 		}
 	}
-	// The client's "done" follows; finish reads it with the verdict.
-	for w.done == nil {
-		if err := w.check(doing); err != nil {
-			return "", err
-		}
-		time.Sleep(time.Millisecond)
+	// The client's "done" follows.
+	if err := w.untilDone(t.e.ctx, doing); err != nil {
+		return "", err
 	}
 	return fmt.Sprintf("answered %d exchanges of %d bytes", n, t.e.test.Size), nil
 }

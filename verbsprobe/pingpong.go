@@ -230,7 +230,7 @@ func (t *traffic) pingpong() (string, error) {
 	m.region(partSource)[0] = 0x7b // what ibv_rc_pingpong sends
 	send := uverbs.SendWR{ID: wrSend, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGL: []uverbs.SGE{m.sge(partSource)}}
 	recv := uverbs.RecvWR{ID: wrRecv, SGL: []uverbs.SGE{m.sge(partTarget)}}
-	pl := t.newPoller()
+	pl := t.newPoller(true)
 	doing := fmt.Sprintf("exchanging with the ibv_rc_pingpong peer (its -n and -s must equal iters %d and size %d)", test.Iters, test.Size)
 	var rec latencyRecorder
 	pending := wrRecv

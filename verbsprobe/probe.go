@@ -75,6 +75,11 @@ type Options struct {
 	// AddressWait bounds the wait for the chosen GID's IPv6 address to
 	// finish duplicate address detection; 0 means DefaultAddressWait.
 	AddressWait time.Duration
+	// Poll waits for completions by busy polling, as grdma did before
+	// completion events, everywhere: a baseline for benchmarks. Without
+	// it only the latency tests poll (lat, pingpong), where polling is
+	// faster; everything else waits for events on a completion channel.
+	Poll bool
 }
 
 // AutoGID asks for the GID the selector chooses.

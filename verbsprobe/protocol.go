@@ -294,20 +294,8 @@ func (w *watcher) check(doing string) error {
 	for {
 		select {
 		case r, ok := <-w.s.incoming:
-			if !ok {
-				return w.s.peerError(doing, errPeerClosed)
-			}
-			if r.err != nil {
-				return w.s.peerError(doing, r.err)
-			}
-			w.lastHeard = time.Now()
-			switch r.msg.Type {
-			case msgDone:
-				m := r.msg
-				w.done, w.s.gotDone = &m, true
-			case msgProgress:
-			default:
-				return w.s.peerError(doing, fmt.Errorf("unexpected %q message", r.msg.Type))
+			if err := w.take(doing, r, ok); err != nil {
+				return err
 			}
 		default:
 			if !w.quiet && time.Since(w.lastHeard) > w.s.timeout {
@@ -316,6 +304,50 @@ func (w *watcher) check(doing string) error {
 			return nil
 		}
 	}
+}
+
+// untilDone waits, without polling, for the peer's "done": it fails when
+// the peer failed, went away or was silent for the timeout, or ctx ended.
+func (w *watcher) untilDone(ctx context.Context, doing string) error {
+	for w.done == nil {
+		silence := time.NewTimer(w.s.timeout - time.Since(w.lastHeard))
+		select {
+		case r, ok := <-w.s.incoming:
+			silence.Stop()
+			if err := w.take(doing, r, ok); err != nil {
+				return err
+			}
+		case <-silence.C:
+			return w.s.peerError(doing, fmt.Errorf("no word from the peer for %v", w.s.timeout))
+		case <-ctx.Done():
+			silence.Stop()
+			if err := interruption(ctx); !errors.Is(err, context.Canceled) {
+				return err
+			}
+			return fmt.Errorf("interrupted %s the peer: %w", doing, ctx.Err())
+		}
+	}
+	return nil
+}
+
+// take takes one message the reader delivered.
+func (w *watcher) take(doing string, r received, ok bool) error {
+	if !ok {
+		return w.s.peerError(doing, errPeerClosed)
+	}
+	if r.err != nil {
+		return w.s.peerError(doing, r.err)
+	}
+	w.lastHeard = time.Now()
+	switch r.msg.Type {
+	case msgDone:
+		m := r.msg
+		w.done, w.s.gotDone = &m, true
+	case msgProgress:
+	default:
+		return w.s.peerError(doing, fmt.Errorf("unexpected %q message", r.msg.Type))
+	}
+	return nil
 }
 
 // heard notes a sign of life that came through the queues.

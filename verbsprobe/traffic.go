@@ -2,6 +2,8 @@ package verbsprobe
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"time"
@@ -185,21 +187,38 @@ const spinFor = 10 * time.Millisecond
 func (t *traffic) await(n int) ([]uverbs.WC, error) {
 	wcs := make([]uverbs.WC, n)
 	got := 0
+	timeout := t.e.conn.dev.opts.CompletionTimeout
 	start := time.Now()
+	ctx, cancel := context.WithTimeout(t.e.ctx, timeout)
+	defer cancel()
 	for got < n {
-		k := t.cq.Poll(wcs[got:])
+		var k int
+		if t.e.conn.channel != nil {
+			var err error
+			if k, err = t.cq.Wait(ctx, wcs[got:]); err != nil {
+				if t.e.ctx.Err() != nil {
+					return nil, interruption(t.e.ctx)
+				}
+				if errors.Is(err, context.DeadlineExceeded) {
+					return nil, &CompletionTimeoutError{Want: n, Got: got, Timeout: timeout}
+				}
+				return nil, err
+			}
+		} else {
+			k = t.cq.Poll(wcs[got:])
+		}
 		for _, wc := range wcs[got : got+k] {
 			if wc.Status != uverbs.WCSuccess {
 				return nil, &WCError{WC: wc}
 			}
 		}
 		got += k
-		if got == n {
-			break
+		if got == n || k > 0 {
+			continue
 		}
 		switch waited := time.Since(start); {
-		case waited > t.e.conn.dev.opts.CompletionTimeout:
-			return nil, &CompletionTimeoutError{Want: n, Got: got, Timeout: t.e.conn.dev.opts.CompletionTimeout}
+		case waited > timeout:
+			return nil, &CompletionTimeoutError{Want: n, Got: got, Timeout: timeout}
 		case waited < spinFor:
 			runtime.Gosched()
 		default:
