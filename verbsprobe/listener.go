@@ -66,8 +66,8 @@ func Allowed(allow []netip.Prefix, addr net.Addr) bool {
 }
 
 // maxPending bounds the connections whose first message is awaited at
-// once; more are closed until one is done.
-const maxPending = 16
+// once; more wait in the listen queue until one is done.
+const maxPending = 64
 
 // arrival is a connection whose first message is a valid hello or an
 // ibv_rc_pingpong address.
@@ -133,10 +133,19 @@ func (a *acceptor) loop(ctx context.Context, got func(*arrival) bool) error {
 		mu.Unlock()
 		wg.Wait()
 	}()
+	// slots bounds the connections read at once: with all taken, accept
+	// waits (the kernel's listen queue holds the next ones) rather than
+	// turn them away.
+	slots := make(chan struct{}, a.pending)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		for {
+			select {
+			case slots <- struct{}{}:
+			case <-done:
+				return
+			}
 			conn, err := a.ln.Accept()
 			if err != nil {
 				acceptErr <- err
@@ -144,24 +153,18 @@ func (a *acceptor) loop(ctx context.Context, got func(*arrival) bool) error {
 			}
 			from := conn.RemoteAddr().String()
 			if !Allowed(a.cfg.Allow, conn.RemoteAddr()) {
+				<-slots
 				conn.Close()
 				a.refuse(from, errors.New("not in the allowed networks (from)"))
 				continue
 			}
 			mu.Lock()
-			full := len(waiting) >= a.pending
-			if !full {
-				waiting[conn] = true
-			}
+			waiting[conn] = true
 			mu.Unlock()
-			if full {
-				conn.Close()
-				a.refuse(from, fmt.Errorf("%d connections already wait for their first message", a.pending))
-				continue
-			}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				defer func() { <-slots }()
 				arr, err := readFirst(conn, a.cfg, a.timeout)
 				if err == nil && a.admit != nil {
 					if err = a.admit(arr); err != nil {

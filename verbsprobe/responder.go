@@ -107,7 +107,7 @@ func Respond(ctx context.Context, dev *Device, ln net.Listener, cfg ResponderCon
 		return &UnsupportedError{Device: dev.opts.Device, Reason: dev.unsupportedDriver()}
 	}
 	capa := &capacity{maxPeers: cfg.MaxPeers, limit: cfg.MaxPinnedTotal}
-	a := &acceptor{ln: ln, cfg: cfg.ServeConfig, timeout: cfg.Timeout, pending: max(maxPending, cfg.MaxPeers), admit: capa.admit}
+	a := &acceptor{ln: ln, cfg: cfg.ServeConfig, timeout: cfg.Timeout, pending: max(maxPending, 4*cfg.MaxPeers), admit: capa.admit}
 	// Peers run under hard: it ends Grace after ctx does.
 	hard, cut := context.WithCancel(context.WithoutCancel(ctx))
 	defer cut()
