@@ -187,7 +187,7 @@ func TestGuest(t *testing.T) {
 // guestEnv passes the knobs the guest tests read on to them.
 func guestEnv() []string {
 	var env []string
-	for _, k := range []string{"E2E_CHURN", "E2E_EXPORTER_DEVICES"} {
+	for _, k := range []string{"E2E_CHURN", "E2E_EXPORTER_DEVICES", "E2E_SERVE_BENCH"} {
 		if v := os.Getenv(k); v != "" {
 			env = append(env, k+"="+v)
 		}

@@ -124,6 +124,8 @@ func (a *app) probe(req grammar.ProbeRequest) error {
 		return err
 	}
 	req.Options.Sysfs = fsys
+	// The busy-polling baseline of BENCHMARKS.md's responder figures.
+	req.Options.Poll = os.Getenv("GRDMA_PROBE_POLL") == "1"
 	// Ctrl-C stops the probe between steps; the teardown still runs.
 	ctx, stop := interruptOnce()
 	defer stop()
