@@ -71,8 +71,8 @@ func testFor(t Test, role string) testImpl {
 var peerTests = map[TestKind]testImpl{
 	TestConnect:   {},
 	TestTraffic:   {arm: armTraffic, run: runTraffic},
-	TestBandwidth: {arm: armMessages, run: runBandwidth},
-	TestLatency:   {arm: armMessages, run: runLatency},
+	TestBandwidth: {arm: armMessages, run: runWatched((*traffic).bandwidth, (*traffic).serveBandwidth)},
+	TestLatency:   {arm: armMessages, run: runWatched((*traffic).latency, (*traffic).serveLatency)},
 	TestPingpong:  {arm: armMessages, run: runPingpong},
 }
 
@@ -189,30 +189,22 @@ func runTraffic(e *testEnv) bool {
 	return e.rec.steps([]stepFunc{{StepSend, t.checkSend}, {StepRDMAWrite, t.checkWrite}, {StepRDMARead, t.servedRead}})
 }
 
-func runBandwidth(e *testEnv) bool {
-	t, ok := e.dataPath()
-	if !ok {
-		return false
+// runWatched runs a bw or lat test: client's or server's side, both
+// following the peer's messages while the queues run (the server its
+// progress and done, the client a failure of its server).
+func runWatched(client, server func(*traffic) (string, error)) func(*testEnv) bool {
+	return func(e *testEnv) bool {
+		t, ok := e.dataPath()
+		if !ok {
+			return false
+		}
+		e.link.readInBackground()
+		side := server
+		if e.role == RoleClient {
+			side = client
+		}
+		return e.step(e.test.stepName(), func() (string, error) { return side(t) })
 	}
-	// Both sides follow the peer's messages while the queues run: the
-	// server its progress and done, the client a failure of its server.
-	e.link.readInBackground()
-	if e.role == RoleClient {
-		return e.step(e.test.stepName(), t.bandwidth)
-	}
-	return e.step(e.test.stepName(), t.serveBandwidth)
-}
-
-func runLatency(e *testEnv) bool {
-	t, ok := e.dataPath()
-	if !ok {
-		return false
-	}
-	e.link.readInBackground()
-	if e.role == RoleClient {
-		return e.step(e.test.stepName(), t.latency)
-	}
-	return e.step(e.test.stepName(), t.serveLatency)
 }
 
 func runPingpong(e *testEnv) bool {
