@@ -251,9 +251,9 @@ func (req *ProbeRequest) checkServe(seen map[string]bool) error {
 		return cmdline.Usagef("", "%v", err)
 	}
 	req.Test = verbsprobe.Test{Kind: req.Test.Kind, Size: req.Test.Size, Iters: req.Test.Iters}
-	r := req.Responder.WithDefaults()
-	if r.Limits.MaxPinned > r.MaxPinnedTotal {
-		return cmdline.Usagef("", "peer-memory %d is more than memory %d: one peer could never be served", r.Limits.MaxPinned, r.MaxPinnedTotal)
+	total := req.Responder.WithDefaults().MaxPinnedTotal
+	if p := req.Responder.Limits.MaxPinned; p > total {
+		return cmdline.Usagef("", "peer-memory %d is more than memory %d: one peer could never be served", p, total)
 	}
 	return nil
 }
