@@ -298,7 +298,11 @@ func peerJSON(p *output.Printer, r *verbsprobe.Result) {
 			p.String(output.JSONOnly, "ifname", "", pe.Ifname)
 			p.Uint(output.JSONOnly, "port", "", uint64(pe.Port))
 			p.String(output.JSONOnly, "driver", "", pe.Driver)
-			p.String(output.JSONOnly, "link_layer", "", pe.LinkLayer)
+			linkLayer := "" // a client whose peer never answered knows none
+			if pr.Remote != nil {
+				linkLayer = pe.LinkLayer.String()
+			}
+			p.String(output.JSONOnly, "link_layer", "", linkLayer)
 			p.Int(output.JSONOnly, "gid_index", "", int64(pe.GIDIndex))
 		}
 		if !pe.GID.IsZero() {

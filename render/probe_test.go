@@ -86,7 +86,7 @@ func TestProbeResultTwoHosts(t *testing.T) {
 	g, _ := gid.Parse("::ffff:10.0.0.1")
 	ok := verbsprobe.Step{Name: "open", OK: true, Duration: time.Millisecond, Detail: "x"}
 	fail := verbsprobe.Step{Name: "connect", Duration: 2 * time.Millisecond, Err: &verbsprobe.StepError{Step: "connect", Err: os.ErrClosed}}
-	remote := verbsprobe.Endpoint{Ifname: "rxe0", Port: 1, Driver: "rxe", LinkLayer: "Ethernet", GIDIndex: 1, GID: g, GIDType: "RoCE v2", QPN: 17, PSN: 5, ActiveMTU: 1024}
+	remote := verbsprobe.Endpoint{Ifname: "rxe0", Port: 1, Driver: "rxe", LinkLayer: ib.LinkLayerEthernet, GIDIndex: 1, GID: g, GIDType: "RoCE v2", QPN: 17, PSN: 5, ActiveMTU: 1024}
 	bw := &verbsprobe.Test{Kind: verbsprobe.TestBandwidth, Op: verbsprobe.OpWrite, Size: 65536, Iters: 200}
 	lat := verbsprobe.LatencyStats{Samples: 3, Min: time.Microsecond, Median: 2 * time.Microsecond, Avg: 2 * time.Microsecond, P99: 3 * time.Microsecond, Max: 3 * time.Microsecond}
 	base := func() *verbsprobe.Result {
@@ -110,7 +110,7 @@ func TestProbeResultTwoHosts(t *testing.T) {
 	r.Steps = []verbsprobe.Step{ok, fail}
 	r.Peer = &verbsprobe.PeerResult{Role: "server"}
 	rs = append(rs, r)
-	pp := verbsprobe.Endpoint{Ifname: "ibv_rc_pingpong", LinkLayer: "Ethernet", GID: g, QPN: 9, PSN: 3}
+	pp := verbsprobe.Endpoint{Ifname: "ibv_rc_pingpong", LinkLayer: ib.LinkLayerEthernet, GID: g, QPN: 9, PSN: 3}
 	r = base()
 	r.Steps = []verbsprobe.Step{ok}
 	r.Peer = &verbsprobe.PeerResult{Role: "server", Test: &verbsprobe.Test{Kind: "pingpong", Size: 4096, Iters: 50}, Host: "10.0.0.2:40000", Remote: &pp, Pingpong: true, PathMTU: ib.MTU1024}

@@ -22,7 +22,7 @@ type Conn struct {
 	// channel is where cq's completion events go; nil: polled.
 	channel *uverbs.CompChannel
 	qp      probeQP
-	mr    *memoryRegion
+	mr      *memoryRegion
 	// psn is the first packet sequence number, random (24 bits).
 	psn uint32
 	// path is where the queue pair connects (RTR); rtr and rts what its
@@ -100,7 +100,7 @@ func (c *Conn) PSN() uint32 { return c.psn }
 // and the memory region.
 func (c *Conn) Endpoint() Endpoint {
 	d := c.dev
-	e := Endpoint{Ifname: d.opts.Device, Port: d.opts.Port, Driver: d.driverName, LinkLayer: d.port.LinkLayer.String(),
+	e := Endpoint{Ifname: d.opts.Device, Port: d.opts.Port, Driver: d.driverName, LinkLayer: d.port.LinkLayer,
 		GIDIndex: d.addr.GIDIndex, GID: d.addr.GID, LID: d.port.LID, PSN: c.psn, ActiveMTU: d.port.ActiveMTU.Bytes(),
 		RdAtomic: c.shape.RdAtomic, QPN: c.QPN()}
 	if d.addr.GIDIndex >= 0 {

@@ -5,7 +5,6 @@ import (
 	"strconv"
 
 	"github.com/grdma/grdma/gid"
-	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/output"
 )
 
@@ -63,9 +62,6 @@ func (e Endpoint) validate() error {
 		if err := checkName(f.name, f.v); err != nil {
 			return err
 		}
-	}
-	if err := checkOneOf("link layer", e.LinkLayer, ib.LinkLayerEthernet.String(), ib.LinkLayerInfiniBand.String()); err != nil {
-		return err
 	}
 	return checkOneOf("GID type", e.GIDType, "", gid.TypeIB.String(), gid.TypeRoCEv1.String(), gid.TypeRoCEv2.String())
 }

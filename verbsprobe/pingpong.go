@@ -90,7 +90,7 @@ func (x *peerSide) takePingpong(d *Device, b []byte) (string, error) {
 		return "", x.s.peerError("connecting to", errors.New(
 			"the ibv_rc_pingpong peer sent no GID: on RoCE run it with -g INDEX (`grdma gid show DEV type v2 ipv4 -q` gives one)"))
 	}
-	remote := Endpoint{Ifname: "ibv_rc_pingpong", LinkLayer: d.port.LinkLayer.String(), GIDIndex: -1, GID: a.GID,
+	remote := Endpoint{Ifname: "ibv_rc_pingpong", LinkLayer: d.port.LinkLayer, GIDIndex: -1, GID: a.GID,
 		LID: a.LID, QPN: a.QPN, PSN: a.PSN, RdAtomic: 1}
 	if a.GID.InterfaceID() != 0 {
 		remote.GIDIndex = 0 // unknown; the GID is what counts

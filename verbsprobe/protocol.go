@@ -176,6 +176,10 @@ func (s *session) readMessage() (wireMessage, error) {
 func parseMessage(line []byte) (wireMessage, error) {
 	var m wireMessage
 	if err := json.Unmarshal(line, &m); err != nil {
+		var pt *PeerTextError
+		if errors.As(err, &pt) {
+			return wireMessage{}, pt
+		}
 		return wireMessage{}, fmt.Errorf("not a grdma probe message (%v): %.60q", err, line)
 	}
 	m.Step, m.Error, m.Detail = peerStep(m.Step), peerText(m.Error), peerText(m.Detail)

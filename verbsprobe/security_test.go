@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/grdma/grdma/gid"
+	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/output"
 	"github.com/grdma/grdma/uverbs"
 )
@@ -28,7 +29,7 @@ import (
 // testEndpoint is a valid endpoint, as a client sends it.
 func testEndpoint() Endpoint {
 	g, _ := gid.Parse("::ffff:10.0.0.2")
-	return Endpoint{Ifname: "rxe0", Port: 1, Driver: "rxe", LinkLayer: "Ethernet", GIDIndex: 1, GID: g, GIDType: "RoCE v2",
+	return Endpoint{Ifname: "rxe0", Port: 1, Driver: "rxe", LinkLayer: ib.LinkLayerEthernet, GIDIndex: 1, GID: g, GIDType: "RoCE v2",
 		QPN: 17, PSN: 1, ActiveMTU: 1024, RdAtomic: 1}
 }
 
@@ -242,7 +243,6 @@ func TestPeerTextQuoted(t *testing.T) {
 		func(e *Endpoint) { e.Ifname = "" },
 		func(e *Endpoint) { e.Ifname = strings.Repeat("a", 65) },
 		func(e *Endpoint) { e.Driver = "rxe\n[ok  ] PASS" },
-		func(e *Endpoint) { e.LinkLayer = "Ether\x07net" },
 		func(e *Endpoint) { e.GIDType = "RoCE v3" },
 	} {
 		e := testEndpoint()
@@ -257,6 +257,16 @@ func TestPeerTextQuoted(t *testing.T) {
 		server.close()
 		client.close()
 	}
+	// A link layer by a name no kernel gives.
+	server, client = pipeSessions(context.Background(), time.Second, Test{})
+	go server.conn.Write([]byte(`{"type":"welcome","grdma_probe":2,"endpoint":{"ifname":"rxe0","link_layer":"Ether\u0007net"}}` + "\n"))
+	_, err = client.expect(msgWelcome, "waiting for the queue pair of")
+	var pt *PeerTextError
+	if !errors.As(err, &pt) || pt.Field != "link layer" || strings.ContainsAny(err.Error(), "\x07") {
+		t.Errorf("a link layer of another name: %v", err)
+	}
+	server.close()
+	client.close()
 	e := testEndpoint()
 	e.Ifname, e.Driver = "mlx5_0", "mlx5_core"
 	if err := e.validate(); err != nil {
