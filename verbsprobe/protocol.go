@@ -365,11 +365,46 @@ type ticker struct {
 
 const progressEvery = time.Second
 
-// tick sends a progress message once a second.
+// tick sends a progress message once a second. When the peer cannot be
+// written to, its own failure, if it sent one before it closed, says
+// more than the write's error.
 func (t *ticker) tick(done int) error {
 	if now := time.Now(); now.After(t.next) {
 		t.next = now.Add(progressEvery)
-		return t.s.send(wireMessage{Type: msgProgress, Done: done})
+		if err := t.s.send(wireMessage{Type: msgProgress, Done: done}); err != nil {
+			if rf := t.s.failureSent(); rf != nil {
+				return rf
+			}
+			return err
+		}
 	}
 	return nil
+}
+
+// failureSent returns the peer's failure if the reader delivers one
+// within a moment (it may be reading it while this side fails to
+// write), or nil.
+func (s *session) failureSent() error {
+	if s.incoming == nil {
+		return nil
+	}
+	wait := time.NewTimer(200 * time.Millisecond)
+	defer wait.Stop()
+	for {
+		select {
+		case r, ok := <-s.incoming:
+			var rf *RemoteFailure
+			if !ok {
+				return nil
+			}
+			if errors.As(r.err, &rf) {
+				return rf
+			}
+			if r.err != nil {
+				return nil
+			}
+		case <-wait.C:
+			return nil
+		}
+	}
 }
