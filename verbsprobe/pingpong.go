@@ -291,7 +291,10 @@ func (t *traffic) pingpong() (string, error) {
 func (s *session) foreignAnswer(doing string) error {
 	s.conn.SetReadDeadline(time.Now().Add(s.timeout))
 	first, err := s.rd.Peek(1)
-	if err != nil || first[0] == '{' {
+	switch {
+	case isTimeout(err):
+		return s.peerError(doing, err) // no answer: receive would wait again
+	case err != nil || first[0] == '{':
 		return nil
 	}
 	b := make([]byte, pingpongAddressLen)
