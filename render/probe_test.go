@@ -2,6 +2,7 @@ package render
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"testing"
 	"time"
@@ -140,6 +141,39 @@ func TestProbeResultTwoHosts(t *testing.T) {
 		t.Fatal(err)
 	}
 	if b.String() != string(want) {
+		t.Errorf("got:\n%s\nwant:\n%s", &b, want)
+	}
+}
+
+// A responder's lines: a peer served, one that failed, one refused, one
+// told busy; text and JSON, with a peer's ESC bytes escaped.
+func TestServedPeerLines(t *testing.T) {
+	test := &verbsprobe.Test{Kind: verbsprobe.TestBandwidth, Op: verbsprobe.OpWrite, Size: 65536, Iters: 200}
+	pass := &verbsprobe.Result{Steps: []verbsprobe.Step{{Name: "accept", OK: true, Duration: time.Second}},
+		Peer: &verbsprobe.PeerResult{Role: "server", Host: "10.0.0.2:40000", Test: test, Pinned: 135168,
+			Measurements: []verbsprobe.Measurement{{Test: "bw", Op: "write", Size: 65536, Iters: 200, Bytes: 65536 * 200, Elapsed: time.Second}}}}
+	fail := &verbsprobe.Result{Steps: []verbsprobe.Step{{Name: "bw_write", Duration: 2 * time.Second,
+		Err: &verbsprobe.StepError{Step: "bw_write", Err: errors.New("no word from the peer for 10s")}}},
+		Peer: &verbsprobe.PeerResult{Role: "server", Host: "10.0.0.3:40000", Test: test}}
+	var b bytes.Buffer
+	for _, j := range []bool{false, true} {
+		p := output.New(&b, output.Options{JSON: j})
+		ServedPeer(p, pass)
+		ServedPeer(p, fail)
+		Refused(p, verbsprobe.Refusal{Peer: "10.0.0.4:5", Reason: "closed before its first message"})
+		Refused(p, verbsprobe.Refusal{Peer: "10.0.0.5:6", Reason: "busy: 16 peers served at once\x1b[2J", Busy: true})
+		p.Flush()
+	}
+	want := `10.0.0.2:40000 bw write: PASS 200 × 65536 bytes in 1.00s, 0.105 Gb/s, 0.0002 Mmsg/s (1.00s, pinned 135168 bytes)
+10.0.0.3:40000 bw write: FAIL at bw_write: no word from the peer for 10s (2.00s, pinned 0 bytes)
+10.0.0.4:5: REFUSED closed before its first message
+10.0.0.5:6: BUSY 16 peers served at once\x1b[2J
+{"peer":"10.0.0.2:40000","result":"pass","test":{"kind":"bw","op":"write","size":65536,"iters":200},"usec":1000000,"pinned_bytes":135168,"results":[{"test":"bw","op":"write","size":65536,"iters":200,"bytes":13107200,"seconds":1,"bw_gbps":0.1048576,"msg_rate_mpps":0.0002}]}
+{"peer":"10.0.0.3:40000","result":"fail","test":{"kind":"bw","op":"write","size":65536,"iters":200},"usec":2000000,"pinned_bytes":0,"step":"bw_write","error":"no word from the peer for 10s","results":[]}
+{"peer":"10.0.0.4:5","result":"refused","error":"closed before its first message"}
+{"peer":"10.0.0.5:6","result":"busy","error":"busy: 16 peers served at once\\x1b[2J"}
+`
+	if b.String() != want {
 		t.Errorf("got:\n%s\nwant:\n%s", &b, want)
 	}
 }

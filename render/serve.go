@@ -96,7 +96,8 @@ func Refused(p *output.Printer, r verbsprobe.Refusal) {
 		p.EndPlain()
 		return
 	}
-	p.Text(fmt.Sprintf("%s: %s %s\n", output.Escape(r.Peer), strings.ToUpper(outcome), output.Escape(r.Reason)))
+	reason := strings.TrimPrefix(r.Reason, "busy: ")
+	p.Text(fmt.Sprintf("%s: %s %s\n", output.Escape(r.Peer), strings.ToUpper(outcome), output.Escape(reason)))
 }
 
 // untrusted prints a JSON field whose text may come from a peer, escaped.
