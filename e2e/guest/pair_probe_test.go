@@ -284,9 +284,16 @@ func TestPairProbeErrors(t *testing.T) {
 // /proc/PID/status), in bytes.
 func listenerVmPin(t *testing.T, p *pair) int {
 	t.Helper()
+	return listenerStatus(t, p, "VmPin:")
+}
+
+// listenerStatus is a size of the grdma on A's /proc/PID/status ("VmPin:",
+// "VmRSS:"), in bytes.
+func listenerStatus(t *testing.T, p *pair, field string) int {
+	t.Helper()
 	r := p.A.Must("/bin/sh", "-c", "cat /proc/$(pidof grdma)/status")
 	for _, line := range strings.Split(r.stdout, "\n") {
-		if f := strings.Fields(line); len(f) == 3 && f[0] == "VmPin:" && f[2] == "kB" {
+		if f := strings.Fields(line); len(f) == 3 && f[0] == field && f[2] == "kB" {
 			kb, err := strconv.Atoi(f[1])
 			if err != nil {
 				t.Fatal(err)
@@ -294,7 +301,7 @@ func listenerVmPin(t *testing.T, p *pair) int {
 			return kb << 10
 		}
 	}
-	t.Fatalf("no VmPin in the listener's status:\n%s", r)
+	t.Fatalf("no %s in the listener's status:\n%s", field, r)
 	return 0
 }
 

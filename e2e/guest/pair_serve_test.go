@@ -141,6 +141,7 @@ func TestPairProbeServe(t *testing.T) {
 		p := withPeer(t)
 		srv := p.ServeOnA(t, probePort, grdma(), "-j", "probe", p.Dev, "serve")
 		before := p.A.Must(layout.Rdma, "-j", "res").stdout
+		var rss5 int
 		for i := range 50 {
 			args := []string{"probe", p.Dev, "peer", p.PeerAddr}
 			if i%5 == 0 {
@@ -149,6 +150,15 @@ func TestPairProbeServe(t *testing.T) {
 			if r := run(grdma(), args...); r.code != 0 {
 				t.Fatalf("peer %d:\n%s", i+1, r)
 			}
+			if i == 4 {
+				rss5 = listenerStatus(t, p, "VmRSS:")
+			}
+		}
+		// Memory stays what it was after the first peers.
+		if rss50 := listenerStatus(t, p, "VmRSS:"); rss50-rss5 > 8<<20 {
+			t.Errorf("the responder's RSS grew from %d to %d bytes over 45 peers", rss5, rss50)
+		} else {
+			t.Logf("the responder's RSS after 5 peers %d kB, after 50 %d kB", rss5>>10, rss50>>10)
 		}
 		if after := p.A.Must(layout.Rdma, "-j", "res").stdout; after != before {
 			t.Errorf("A's resources while the responder idles, before the 50 peers:\n%s\nafter:\n%s", before, after)
