@@ -128,8 +128,8 @@ func (t *target) knownDevices() string {
 // netdev names the network device of a RoCE port: the parent of a
 // software device, or the netdev of its GIDs.
 func (t *target) netdev() string {
-	if dev, err := t.device(); err == nil && dev.Parent != "" {
-		return dev.Parent
+	if dev, err := t.device(); err == nil && dev.Netdev != "" {
+		return dev.Netdev
 	}
 	attrs, err := t.opts.Sysfs.GIDAttrs(t.opts.Device, t.opts.Port)
 	if err != nil {
