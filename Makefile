@@ -17,7 +17,7 @@ BINPROM  := bin/grdma-prometheus
 # the complete build, for exporter, stat export and check --textfile.
 NOPROM   := grdma_noprometheus
 
-.PHONY: all build test lint e2e fuzz bench check man install uninstall clean
+.PHONY: all build test test-race test-arm64 lint e2e fuzz bench check man install uninstall clean
 
 all: build
 
@@ -48,6 +48,33 @@ test:
 	$(GO) mod tidy -diff
 	CGO_ENABLED=0 $(GO) test ./...
 	CGO_ENABLED=0 $(GO) test -tags $(NOPROM) ./cmd/grdma
+	@$(MAKE) --no-print-directory test-race test-arm64
+
+# The exporter under the race detector (it serves scrapes concurrently,
+# one server per listen address): needs cgo and a C compiler.
+test-race:
+	@if command -v $$($(GO) env CC) >/dev/null; then \
+		echo "CGO_ENABLED=1 $(GO) test -race ./exporter/..."; CGO_ENABLED=1 $(GO) test -race ./exporter/...; \
+	else \
+		echo "race tests SKIPPED: no C compiler ($$($(GO) env CC)) for go test -race"; \
+	fi
+
+# The unit tests of every package with unsafe or sync/atomic code, built
+# for arm64 (Grace, Graviton) and run by qemu-user, which faults on an
+# unaligned atomic load as Neoverse N1 does (amd64 does not). Skipped with a
+# message when neither qemu-aarch64-static (Debian qemu-user-static) nor
+# qemu-aarch64 (qemu-user) is installed; .ci/run installs it and sets
+# GRDMA_ARM64_TESTS=required, which makes that a failure.
+ARM64_PKGS = $(shell grep -rl --include='*.go' --exclude='*_test.go' --exclude-dir=.cache -e '"unsafe"' -e '"sync/atomic"' . | xargs -n1 dirname | sort -u)
+QEMU_AARCH64 = $(shell command -v qemu-aarch64-static || command -v qemu-aarch64)
+test-arm64:
+	@if [ -z "$(QEMU_AARCH64)" ]; then \
+		echo "arm64 unit tests SKIPPED: no qemu-aarch64-static or qemu-aarch64 (apt-get install qemu-user-static)"; \
+		test "$$GRDMA_ARM64_TESTS" != required; \
+	else \
+		echo "arm64 unit tests under $(QEMU_AARCH64), cpu neoverse-n1: $(ARM64_PKGS)"; \
+		CGO_ENABLED=0 GOARCH=arm64 QEMU_CPU=neoverse-n1 $(GO) test -exec $(QEMU_AARCH64) $(ARM64_PKGS); \
+	fi
 
 # staticcheck alone (make test runs it too).
 lint:

@@ -52,9 +52,20 @@ type Options struct {
 	CheckInterval time.Duration
 	CheckExpect   health.Expect
 
+	// ReuseFor is how long a reading is reused: scrapes that start
+	// while one is read wait for it and export it, and so do scrapes
+	// that start less than ReuseFor after it began (0: DefaultReuseFor).
+	// However many scrape at once, the devices are read once (on mlx5
+	// each reading is firmware commands, on the queue jobs use to set up
+	// their queue pairs).
+	ReuseFor time.Duration
+
 	// Now returns the time; nil means time.Now.
 	Now func() time.Time
 }
+
+// DefaultReuseFor is how long a reading serves further scrapes.
+const DefaultReuseFor = time.Second
 
 // readErrorKinds are the values of the what label of the read errors.
 var readErrorKinds = []string{"devices", "device", "ports", "counters", "pma", "gids", "resources"}
@@ -72,6 +83,18 @@ type Collector struct {
 	lastErrs []node.ReadError
 	checks   []health.Result
 	checkAt  time.Time
+
+	// The reading being made, or the last one, and when it began.
+	readMu  sync.Mutex
+	reading *reading
+}
+
+// reading is one read of the node, shared by the scrapes that want it;
+// s is set when done is closed.
+type reading struct {
+	began time.Time
+	done  chan struct{}
+	s     *scrape
 }
 
 // New returns a collector reading through opts.
@@ -81,6 +104,9 @@ func New(opts Options) *Collector {
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.ReuseFor <= 0 {
+		opts.ReuseFor = DefaultReuseFor
 	}
 	// Every kind starts at 0, so that the first error of a kind is an
 	// increase, not the counter's first sample.
@@ -110,11 +136,12 @@ func (c *Collector) Errors() []node.ReadError {
 	return slices.Clone(c.lastErrs)
 }
 
-// Collect reads every device and port and sends their metrics.
+// Collect sends the metrics of a reading of every device and port: its
+// own, or one it shares (Options.ReuseFor).
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	start := c.opts.Now()
 	e := &emitter{ch: ch, seen: map[string]bool{}}
-	s := c.read()
+	s := c.shared(start)
 	s.export(e)
 
 	c.mu.Lock()
@@ -127,9 +154,6 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		exportChecks(e, c.checks, c.checkAt)
 	}
 	c.lastErrs = s.errs
-	for _, err := range s.errs {
-		c.errTotal[err.What]++
-	}
 	e.emit(famReadErrors, float64(len(s.errs)))
 	for _, err := range s.errs {
 		e.emit(famReadError, 1, err.Device, strconv.FormatUint(uint64(err.Port), 10), err.What)
@@ -150,10 +174,52 @@ func mapKeys(m map[string]float64) func(func(string) bool) {
 	}
 }
 
-// port is what one collection read of a port beyond the node's reading.
+// shared returns the reading in progress, or one begun less than
+// ReuseFor before now, or makes one. The read errors of a reading are
+// counted once (grdma_exporter_read_errors_total), however many scrapes
+// export it.
+func (c *Collector) shared(now time.Time) *scrape {
+	c.readMu.Lock()
+	r := c.reading
+	if r == nil || (isDone(r.done) && now.Sub(r.began) >= c.opts.ReuseFor) {
+		r = &reading{began: now, done: make(chan struct{})}
+		c.reading = r
+		c.readMu.Unlock()
+		defer close(r.done)
+		r.s = c.read()
+		c.mu.Lock()
+		for _, err := range r.s.errs {
+			c.errTotal[err.What]++
+		}
+		c.mu.Unlock()
+		return r.s
+	}
+	c.readMu.Unlock()
+	<-r.done
+	return r.s
+}
+
+func isDone(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// port is what one collection read of a port beyond the node's reading:
+// its hardware counters and the PMA data counters it exports.
 type port struct {
 	counters []nldev.Counter
-	pma      []sysfs.PMACounter
+	rcv      pmaCounter // port_rcv_data(_64)
+	xmit     pmaCounter // port_xmit_data(_64)
+}
+
+// pmaCounter is a PMA counter's value in bytes, if the port has it.
+type pmaCounter struct {
+	v  uint64
+	ok bool
 }
 
 // scrape is one collection's reading.
@@ -200,8 +266,11 @@ func (c *Collector) read() *scrape {
 		default:
 			s.errs = append(s.errs, node.ReadError{Device: p.Device, Port: p.Port, What: "counters", Err: err})
 		}
-		pr.pma, err = c.opts.Sysfs.PMACounters(p.Device, p.Port)
-		if err != nil && !sysfs.IsGone(err) {
+		pr.rcv, err = c.readPMA(p.Device, p.Port, "port_rcv_data")
+		if err == nil {
+			pr.xmit, err = c.readPMA(p.Device, p.Port, "port_xmit_data")
+		}
+		if err != nil {
 			s.errs = append(s.errs, node.ReadError{Device: p.Device, Port: p.Port, What: "pma", Err: err})
 		}
 		s.ports[portKey(p.Device, p.Port)] = pr
@@ -256,11 +325,11 @@ func (s *scrape) export(e *emitter) {
 		for _, ctr := range pr.counters {
 			e.emit(famHWCounter, float64(ctr.Value), dev, num, ctr.Name)
 		}
-		if v, ok := pmaValue(pr.pma, "port_rcv_data"); ok {
-			e.emit(famRcvBytes, float64(v), dev, num)
+		if pr.rcv.ok {
+			e.emit(famRcvBytes, float64(pr.rcv.v), dev, num)
 		}
-		if v, ok := pmaValue(pr.pma, "port_xmit_data"); ok {
-			e.emit(famXmitBytes, float64(v), dev, num)
+		if pr.xmit.ok {
+			e.emit(famXmitBytes, float64(pr.xmit.v), dev, num)
 		}
 	}
 	known := map[string]bool{}
@@ -277,21 +346,16 @@ func (s *scrape) export(e *emitter) {
 	}
 }
 
-// pmaValue returns PMA counter name, its 64-bit variant (name_64) when
-// the port has one: the 32-bit data counters saturate within seconds on a
-// fast link.
-func pmaValue(pma []sysfs.PMACounter, name string) (uint64, bool) {
-	var v uint64
-	found := false
-	for _, c := range pma {
-		switch c.Name {
-		case name + "_64":
-			return c.Value, true
-		case name:
-			v, found = c.Value, true
-		}
+// readPMA reads PMA counter name of a port, its 64-bit variant (name_64)
+// when the port has one: the 32-bit data counters saturate within seconds
+// on a fast link. Only these files are read: each read of a PMA counter
+// is a MAD to the device's firmware.
+func (c *Collector) readPMA(dev string, port uint32, name string) (pmaCounter, error) {
+	v, ok, err := c.opts.Sysfs.PMACounter(dev, port, name+"_64")
+	if err == nil && !ok {
+		v, ok, err = c.opts.Sysfs.PMACounter(dev, port, name)
 	}
-	return v, found
+	return pmaCounter{v, ok}, err
 }
 
 // guid formats a node GUID as sysfs and rdma print it: 0c42:a103:0012:3456.
@@ -337,8 +401,7 @@ func (r *CheckResults) Collect(ch chan<- prometheus.Metric) {
 }
 
 // WriteTextfile writes the results alone to path for node_exporter's
-// textfile collector (WriteTextfile: atomically, keeping the file's mode
-// and owner).
+// textfile collector (see the function WriteTextfile).
 func (r *CheckResults) WriteTextfile(path string) error {
 	reg := prometheus.NewRegistry()
 	if err := reg.Register(r); err != nil {

@@ -64,7 +64,7 @@ var (
 	famReadError = family("grdma_export_read_error", prometheus.GaugeValue,
 		"1 for each part of a device or port this export could not read.", "device", "port", "what")
 	famScrapeErrors = family("grdma_exporter_read_errors_total", prometheus.CounterValue,
-		"Parts of devices and ports that could not be read, summed over every collection since the collector was made.", "what")
+		"Parts of devices and ports that could not be read, summed over every reading since the collector was made (scrapes less than a second apart share one).", "what")
 	famDuration = family("grdma_exporter_collect_duration_seconds", prometheus.GaugeValue,
 		"How long the last collection took.")
 )

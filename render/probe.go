@@ -25,16 +25,18 @@ func ProbeResult(p *output.Printer, r *verbsprobe.Result, series *verbsprobe.Ser
 }
 
 // probeText prints the steps of r as a checklist, and with count the
-// timing summary of all runs.
+// timing summary of all runs. Every string passes through output.Escape:
+// between hosts, names, details and failure messages come from the peer,
+// and a peer's terminal controls must not rewrite a FAIL as a PASS.
 func probeText(p *output.Printer, r *verbsprobe.Result, series *verbsprobe.Series, count int) {
 	var b strings.Builder
-	fmt.Fprintf(&b, "probe %s/%d", r.Device, r.Port)
+	fmt.Fprintf(&b, "probe %s/%d", esc(r.Device), r.Port)
 	var about []string
 	if r.Driver != "" {
-		about = append(about, "driver "+r.Driver)
+		about = append(about, "driver "+esc(r.Driver))
 	}
 	if r.VerbsDevice != "" {
-		about = append(about, r.VerbsDevice)
+		about = append(about, esc(r.VerbsDevice))
 	}
 	if r.GIDIndex >= 0 {
 		about = append(about, fmt.Sprintf("GID %d %s", r.GIDIndex, r.GID))
@@ -59,26 +61,26 @@ func probeText(p *output.Printer, r *verbsprobe.Result, series *verbsprobe.Serie
 		if !s.OK {
 			mark = "FAIL"
 		}
-		fmt.Fprintf(&b, "  [%-4s] %-15s %9s", mark, s.Name, Duration(s.Duration))
+		fmt.Fprintf(&b, "  [%-4s] %-15s %9s", mark, esc(s.Name), Duration(s.Duration))
 		switch {
 		case s.Err != nil:
-			fmt.Fprintf(&b, "  %v", s.Err.Err)
+			fmt.Fprintf(&b, "  %s", esc(s.Err.Err.Error()))
 			if name := s.Err.ErrnoName(); name != "" {
 				fmt.Fprintf(&b, " (%s)", name)
 			}
 			if s.Err.Cause != "" {
-				fmt.Fprintf(&b, "\n  %-23s likely cause: %s", "", s.Err.Cause)
+				fmt.Fprintf(&b, "\n  %-23s likely cause: %s", "", esc(s.Err.Cause))
 			}
 		case s.Detail != "":
-			fmt.Fprintf(&b, "  %s", s.Detail)
+			fmt.Fprintf(&b, "  %s", esc(s.Detail))
 		}
 		b.WriteString("\n")
 	}
 	switch {
 	case r.Failed() != nil:
-		fmt.Fprintf(&b, "FAIL at %s\n", r.Failed().Name)
+		fmt.Fprintf(&b, "FAIL at %s\n", esc(r.Failed().Name))
 	case r.Unsupported != "":
-		fmt.Fprintf(&b, "NOT SUPPORTED: %s\n", r.Unsupported)
+		fmt.Fprintf(&b, "NOT SUPPORTED: %s\n", esc(r.Unsupported))
 	case r.Peer != nil:
 		fmt.Fprintf(&b, "%s (%s)\n", passLine(r), Duration(r.Duration()))
 	case r.Traffic:
@@ -91,7 +93,7 @@ func probeText(p *output.Printer, r *verbsprobe.Result, series *verbsprobe.Serie
 		fmt.Fprintf(&b, "\n%d runs of %d, %d passed\n", series.Runs, count, series.Passed)
 		fmt.Fprintf(&b, "  %-15s %9s %9s %9s\n", "step", "min", "median", "max")
 		for _, t := range append(steps, total) {
-			fmt.Fprintf(&b, "  %-15s %9s %9s %9s\n", t.Name, Duration(t.Min), Duration(t.Median), Duration(t.Max))
+			fmt.Fprintf(&b, "  %-15s %9s %9s %9s\n", esc(t.Name), Duration(t.Min), Duration(t.Median), Duration(t.Max))
 		}
 	}
 	p.Text(b.String())
@@ -114,16 +116,17 @@ func usec(d time.Duration) float64 { return math.Round(float64(d)/100) / 10 }
 
 // probeJSON prints r as one object: ifname, port, gid_index, ok and
 // steps, what the probe found, and with count the timing summary of all
-// runs.
+// runs. Strings are printed with Untrusted, escaped as in text (they may
+// come from the peer).
 func probeJSON(p *output.Printer, r *verbsprobe.Result, series *verbsprobe.Series, count int) {
 	p.OpenObject("")
-	p.String(output.JSONOnly, "ifname", "", r.Device)
+	p.Untrusted(output.JSONOnly, "ifname", "", r.Device)
 	p.Uint(output.JSONOnly, "port", "", uint64(r.Port))
-	p.String(output.JSONOnly, "driver", "", r.Driver)
-	p.String(output.JSONOnly, "uverbs", "", r.VerbsDevice)
+	p.Untrusted(output.JSONOnly, "driver", "", r.Driver)
+	p.Untrusted(output.JSONOnly, "uverbs", "", r.VerbsDevice)
 	p.Int(output.JSONOnly, "gid_index", "", int64(r.GIDIndex))
 	if r.GIDIndex >= 0 {
-		p.String(output.JSONOnly, "gid", "", r.GID.String())
+		p.Untrusted(output.JSONOnly, "gid", "", r.GID.String())
 	}
 	if r.LID != 0 {
 		p.Uint(output.JSONOnly, "lid", "", uint64(r.LID))
@@ -135,24 +138,24 @@ func probeJSON(p *output.Printer, r *verbsprobe.Result, series *verbsprobe.Serie
 	// Not ok either when interrupted before count runs.
 	p.OnOff(output.JSONOnly, "ok", "", r.OK() && series.Runs == count)
 	if r.Unsupported != "" {
-		p.String(output.JSONOnly, "unsupported", "", r.Unsupported)
+		p.Untrusted(output.JSONOnly, "unsupported", "", r.Unsupported)
 	}
 	p.Float(output.JSONOnly, "usec", "", usec(r.Duration()), 1)
 	p.OpenArray(output.JSONOnly, "steps", "")
 	for _, s := range r.Steps {
 		p.OpenObject("")
-		p.String(output.JSONOnly, "name", "", s.Name)
+		p.Untrusted(output.JSONOnly, "name", "", s.Name)
 		p.OnOff(output.JSONOnly, "ok", "", s.OK)
 		p.Float(output.JSONOnly, "usec", "", usec(s.Duration), 1)
-		p.String(output.JSONOnly, "detail", "", s.Detail)
+		p.Untrusted(output.JSONOnly, "detail", "", s.Detail)
 		errText := ""
 		if s.Err != nil {
 			errText = s.Err.Err.Error()
 		}
-		p.String(output.JSONOnly, "error", "", errText)
+		p.Untrusted(output.JSONOnly, "error", "", errText)
 		if s.Err != nil {
-			p.String(output.JSONOnly, "errno", "", s.Err.ErrnoName())
-			p.String(output.JSONOnly, "cause", "", s.Err.Cause)
+			p.Untrusted(output.JSONOnly, "errno", "", s.Err.ErrnoName())
+			p.Untrusted(output.JSONOnly, "cause", "", s.Err.Cause)
 		}
 		p.CloseObject()
 	}
@@ -170,7 +173,7 @@ func probeJSON(p *output.Printer, r *verbsprobe.Result, series *verbsprobe.Serie
 		p.OpenArray(output.JSONOnly, "steps", "")
 		for _, t := range steps {
 			p.OpenObject("")
-			p.String(output.JSONOnly, "name", "", t.Name)
+			p.Untrusted(output.JSONOnly, "name", "", t.Name)
 			timingJSON(p, t)
 			p.CloseObject()
 		}
@@ -216,11 +219,11 @@ func peerSummary(r *verbsprobe.Result) string {
 	case !shown:
 		return rel + ": none connected"
 	case pe.QPN == 0:
-		return rel + " " + pr.Host
+		return rel + " " + esc(pr.Host)
 	}
 	var about []string
 	if !pr.Pingpong {
-		about = append(about, pe.Name())
+		about = append(about, esc(pe.Name()))
 	} else {
 		about = append(about, "ibv_rc_pingpong")
 	}
@@ -234,7 +237,7 @@ func peerSummary(r *verbsprobe.Result) string {
 		about = append(about, fmt.Sprintf("LID %#x", pe.LID))
 	}
 	about = append(about, fmt.Sprintf("qpn %d", pe.QPN))
-	s := fmt.Sprintf("%s %s (%s)", rel, pr.Host, strings.Join(about, ", "))
+	s := fmt.Sprintf("%s %s (%s)", rel, esc(pr.Host), strings.Join(about, ", "))
 	if pr.PathMTU != 0 {
 		s += fmt.Sprintf(", path MTU %d", pr.PathMTU.Bytes())
 	}
@@ -248,7 +251,7 @@ func passLine(r *verbsprobe.Result) string {
 	if pr.Test != nil {
 		test = pr.Test.Kind
 	}
-	with := pr.Host
+	with := esc(pr.Host)
 	switch test {
 	case verbsprobe.TestConnect:
 		return fmt.Sprintf("PASS: RC queue pairs in RTS with %s", with)
@@ -259,7 +262,7 @@ func passLine(r *verbsprobe.Result) string {
 	for _, m := range pr.Measurements {
 		parts = append(parts, measurementText(m))
 	}
-	return fmt.Sprintf("PASS: %s with %s: %s", pr.Test, with, strings.Join(parts, "; "))
+	return fmt.Sprintf("PASS: %s with %s: %s", esc(pr.Test.String()), with, strings.Join(parts, "; "))
 }
 
 func measurementText(m verbsprobe.Measurement) string {
@@ -271,6 +274,9 @@ func measurementText(m verbsprobe.Measurement) string {
 	return fmt.Sprintf("%d × %d bytes in %s, %.3f Gb/s, %.4f Mmsg/s", m.Iters, m.Size, Duration(m.Elapsed), m.BWGbps(), m.MsgRateMpps())
 }
 
+// esc is output.Escape, for text put together here.
+var esc = output.Escape
+
 // us is d in microseconds.
 func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
@@ -281,7 +287,7 @@ func peerJSON(p *output.Printer, r *verbsprobe.Result) {
 	if pr == nil {
 		return
 	}
-	p.String(output.JSONOnly, "role", "", pr.Role)
+	p.Untrusted(output.JSONOnly, "role", "", pr.Role)
 	if t := pr.Test; t != nil {
 		testJSON(p, t)
 	}
@@ -291,25 +297,25 @@ func peerJSON(p *output.Printer, r *verbsprobe.Result) {
 	p.Uint(output.JSONOnly, "pinned_bytes", "", uint64(pr.Pinned))
 	if pe, shown := shownPeer(r); shown {
 		p.OpenObject("peer")
-		p.String(output.JSONOnly, "host", "", pr.Host)
+		p.Untrusted(output.JSONOnly, "host", "", pr.Host)
 		if pr.Pingpong {
 			p.String(output.JSONOnly, "tool", "", "ibv_rc_pingpong")
 		} else {
-			p.String(output.JSONOnly, "ifname", "", pe.Ifname)
+			p.Untrusted(output.JSONOnly, "ifname", "", pe.Ifname)
 			p.Uint(output.JSONOnly, "port", "", uint64(pe.Port))
-			p.String(output.JSONOnly, "driver", "", pe.Driver)
+			p.Untrusted(output.JSONOnly, "driver", "", pe.Driver)
 			linkLayer := "" // a client whose peer never answered knows none
 			if pr.Remote != nil {
 				linkLayer = pe.LinkLayer.String()
 			}
-			p.String(output.JSONOnly, "link_layer", "", linkLayer)
+			p.Untrusted(output.JSONOnly, "link_layer", "", linkLayer)
 			p.Int(output.JSONOnly, "gid_index", "", int64(pe.GIDIndex))
 		}
 		if !pe.GID.IsZero() {
-			p.String(output.JSONOnly, "gid", "", pe.GID.String())
+			p.Untrusted(output.JSONOnly, "gid", "", pe.GID.String())
 		}
 		if pe.GIDType != "" {
-			p.String(output.JSONOnly, "gid_type", "", pe.GIDType)
+			p.Untrusted(output.JSONOnly, "gid_type", "", pe.GIDType)
 		}
 		p.Uint(output.JSONOnly, "lid", "", uint64(pe.LID))
 		p.Uint(output.JSONOnly, "qpn", "", uint64(pe.QPN))
@@ -325,9 +331,9 @@ func peerJSON(p *output.Printer, r *verbsprobe.Result) {
 // testJSON prints a test as the "test" object.
 func testJSON(p *output.Printer, t *verbsprobe.Test) {
 	p.OpenObject("test")
-	p.String(output.JSONOnly, "kind", "", string(t.Kind))
+	p.Untrusted(output.JSONOnly, "kind", "", string(t.Kind))
 	if t.Op != "" {
-		p.String(output.JSONOnly, "op", "", string(t.Op))
+		p.Untrusted(output.JSONOnly, "op", "", string(t.Op))
 	}
 	p.Uint(output.JSONOnly, "size", "", uint64(t.Size))
 	if t.Iters != 0 && t.Duration == 0 {
@@ -344,9 +350,9 @@ func resultsJSON(p *output.Printer, ms []verbsprobe.Measurement) {
 	p.OpenArray(output.JSONOnly, "results", "")
 	for _, m := range ms {
 		p.OpenObject("")
-		p.String(output.JSONOnly, "test", "", string(m.Test))
+		p.Untrusted(output.JSONOnly, "test", "", string(m.Test))
 		if m.Op != "" {
-			p.String(output.JSONOnly, "op", "", string(m.Op))
+			p.Untrusted(output.JSONOnly, "op", "", string(m.Op))
 		}
 		p.Uint(output.JSONOnly, "size", "", uint64(m.Size))
 		p.Uint(output.JSONOnly, "iters", "", uint64(m.Iters))

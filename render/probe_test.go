@@ -2,10 +2,13 @@ package render
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"os"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/grdma/grdma/gid"
 	"github.com/grdma/grdma/ib"
@@ -175,5 +178,77 @@ func TestServedPeerLines(t *testing.T) {
 `
 	if b.String() != want {
 		t.Errorf("got:\n%s\nwant:\n%s", &b, want)
+	}
+}
+
+// TestProbeResultPeerText plays a peer whose names and messages carry
+// terminal controls: a failed probe must print FAIL, whatever the peer's
+// ESC, OSC (52: the clipboard), C1 CSI or CR bytes try to erase, move or
+// rewrite; text and JSON carry them escaped, the JSON is valid and says
+// ok false.
+func TestProbeResultPeerText(t *testing.T) {
+	const rewrite = "\r\x1b[2K\x1b[1APASS: everything verified\x1b]52;c;cm0gLXJmIH4=\x07\xc2\x9b8m\x9b\x7f\xff"
+	r := &verbsprobe.Result{Device: "rxe0", Port: 1, Driver: "rxe", GIDIndex: 1,
+		Peer: &verbsprobe.PeerResult{Role: verbsprobe.RoleClient, Test: &verbsprobe.Test{Kind: verbsprobe.TestTraffic, Size: 8192},
+			Host: "10.0.0.2:18515", Remote: &verbsprobe.Endpoint{Ifname: "rxe0" + rewrite, Port: 1,
+				Driver: "rxe" + rewrite, LinkLayer: ib.LinkLayerEthernet, GIDType: "RoCE v2" + rewrite, GIDIndex: 1, QPN: 17}},
+		Steps: []verbsprobe.Step{
+			{Name: "open", OK: true, Detail: "the peer: " + rewrite},
+			{Name: "peer_test", Err: &verbsprobe.StepError{Step: "peer_test",
+				Err: &verbsprobe.RemoteFailure{Step: "verify" + rewrite, Message: rewrite}, Cause: rewrite}},
+		},
+	}
+	var series verbsprobe.Series
+	series.Add(r)
+	var text bytes.Buffer
+	p := output.New(&text, output.Options{})
+	ProbeResult(p, r, &series, 1)
+	p.Flush()
+	out := text.String()
+	for i, c := range out {
+		if (c < 0x20 && c != '\n') || c == 0x7f || (c >= 0x80 && c < 0xa0) || c == utf8.RuneError {
+			t.Errorf("text carries %U at %d", c, i)
+		}
+	}
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if last := lines[len(lines)-1]; last != "FAIL at peer_test" {
+		t.Errorf("last line %q, want FAIL at peer_test", last)
+	}
+	for _, l := range lines {
+		if strings.HasPrefix(l, "PASS") {
+			t.Errorf("a line reads %q", l)
+		}
+	}
+	if !strings.Contains(out, `rxe0\x0d\x1b[2K\x1b[1APASS: everything verified\x1b]52;c;cm0gLXJmIH4=\x07\xc2\x9b8m\x9b\x7f\xff/1`) {
+		t.Errorf("the peer's ifname is not escaped as expected:\n%s", out)
+	}
+
+	var js bytes.Buffer
+	p = output.New(&js, output.Options{JSON: true})
+	ProbeResult(p, r, &series, 1)
+	p.Flush()
+	for i, c := range js.String() {
+		if c == 0x7f || (c >= 0x80 && c < 0xa0) || c == utf8.RuneError {
+			t.Errorf("JSON carries %U at %d", c, i)
+		}
+	}
+	var got struct {
+		OK    bool `json:"ok"`
+		Steps []struct{ Detail, Error, Cause string }
+		Peer  struct {
+			Ifname    string `json:"ifname"`
+			Driver    string `json:"driver"`
+			LinkLayer string `json:"link_layer"`
+			GIDType   string `json:"gid_type"`
+		}
+	}
+	if err := json.Unmarshal(js.Bytes(), &got); err != nil {
+		t.Fatalf("%v\n%s", err, js.String())
+	}
+	esc := output.Escape(rewrite)
+	if got.OK || got.Peer.Ifname != "rxe0"+esc || got.Peer.Driver != "rxe"+esc || got.Peer.LinkLayer != "Ethernet" ||
+		got.Peer.GIDType != "RoCE v2"+esc || got.Steps[0].Detail != "the peer: "+esc || got.Steps[1].Cause != esc ||
+		got.Steps[1].Error != output.Escape(r.Steps[1].Err.Err.Error()) {
+		t.Errorf("JSON does not carry the text's escaped strings: %+v", got)
 	}
 }

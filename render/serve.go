@@ -30,7 +30,7 @@ func ServedPeer(p *output.Printer, r *verbsprobe.Result) {
 	if p.JSON() {
 		p.StartPlain()
 		p.OpenObject("")
-		untrusted(p, "peer", pr.Host)
+		p.Untrusted(output.JSONOnly, "peer", "", pr.Host)
 		p.String(output.JSONOnly, "result", "", outcome)
 		servedJSON(p, r)
 		p.CloseObject()
@@ -38,12 +38,12 @@ func ServedPeer(p *output.Printer, r *verbsprobe.Result) {
 		return
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s %s: ", output.Escape(pr.Host), test)
+	fmt.Fprintf(&b, "%s %s: ", esc(pr.Host), test)
 	switch s := r.Failed(); {
 	case s != nil:
-		fmt.Fprintf(&b, "FAIL at %s: %s", s.Name, output.Escape(s.Err.Err.Error()))
+		fmt.Fprintf(&b, "FAIL at %s: %s", s.Name, esc(s.Err.Err.Error()))
 	case r.Unsupported != "":
-		fmt.Fprintf(&b, "NOT SUPPORTED: %s", output.Escape(r.Unsupported))
+		fmt.Fprintf(&b, "NOT SUPPORTED: %s", esc(r.Unsupported))
 	default:
 		b.WriteString("PASS")
 		var parts []string
@@ -68,11 +68,11 @@ func servedJSON(p *output.Printer, r *verbsprobe.Result) {
 	p.Float(output.JSONOnly, "usec", "", usec(r.Duration()), 1)
 	p.Uint(output.JSONOnly, "pinned_bytes", "", uint64(pr.Pinned))
 	if s := r.Failed(); s != nil {
-		p.String(output.JSONOnly, "step", "", s.Name)
-		untrusted(p, "error", s.Err.Err.Error())
+		p.Untrusted(output.JSONOnly, "step", "", s.Name)
+		p.Untrusted(output.JSONOnly, "error", "", s.Err.Err.Error())
 	}
 	if r.Unsupported != "" {
-		untrusted(p, "unsupported", r.Unsupported)
+		p.Untrusted(output.JSONOnly, "unsupported", "", r.Unsupported)
 	}
 	resultsJSON(p, pr.Measurements)
 }
@@ -89,18 +89,13 @@ func Refused(p *output.Printer, r verbsprobe.Refusal) {
 	if p.JSON() {
 		p.StartPlain()
 		p.OpenObject("")
-		untrusted(p, "peer", r.Peer)
+		p.Untrusted(output.JSONOnly, "peer", "", r.Peer)
 		p.String(output.JSONOnly, "result", "", outcome)
-		untrusted(p, "error", r.Reason)
+		p.Untrusted(output.JSONOnly, "error", "", r.Reason)
 		p.CloseObject()
 		p.EndPlain()
 		return
 	}
 	reason := strings.TrimPrefix(r.Reason, "busy: ")
-	p.Text(fmt.Sprintf("%s: %s %s\n", output.Escape(r.Peer), strings.ToUpper(outcome), output.Escape(reason)))
-}
-
-// untrusted prints a JSON field whose text may come from a peer, escaped.
-func untrusted(p *output.Printer, key, v string) {
-	p.String(output.JSONOnly, key, "", output.Escape(v))
+	p.Text(fmt.Sprintf("%s: %s %s\n", esc(r.Peer), strings.ToUpper(outcome), esc(reason)))
 }

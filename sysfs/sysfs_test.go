@@ -537,6 +537,7 @@ func TestNamesStayInTheirDirectory(t *testing.T) {
 		"GIDAttrs":       func(n string) error { _, err := f.GIDAttrs(n, 1); return err },
 		"GIDAttr":        func(n string) error { _, err := f.GIDAttr(n, 1, 0); return err },
 		"PMACounters":    func(n string) error { _, err := f.PMACounters(n, 1); return err },
+		"PMACounter":     func(n string) error { _, _, err := f.PMACounter(n, 1, "port_rcv_data"); return err },
 		"Netdev":         func(n string) error { _, err := f.Netdev(n); return err },
 		"NetdevMTU":      func(n string) error { _, err := f.NetdevMTU(n); return err },
 		"VerbsDevice":    func(n string) error { _, err := f.VerbsDevice(n); return err },

@@ -50,13 +50,27 @@ func TestChooseAddressWaitsForDAD(t *testing.T) {
 		}
 		p := newTestTarget(fsys, "rxe9", gidIndex, port)
 		p.opts.AddressWait = time.Minute
+		// DAD finishes once the probe has read the address tentative (a
+		// sleep here raced with a slow probe: emulated arm64, a loaded
+		// machine).
+		in, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := unix.InotifyAddWatch(in, live, unix.IN_CLOSE_NOWRITE); err != nil {
+			t.Fatal(err)
+		}
+		events := os.NewFile(uintptr(in), "inotify")
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			time.Sleep(3 * addressPoll) // DAD finishes while the probe waits
-			os.WriteFile(live, after, 0o644)
+			var buf [4096]byte
+			if _, err := events.Read(buf[:]); err == nil {
+				os.WriteFile(live, after, 0o644)
+			}
 		}()
 		detail, err := p.chooseAddress(context.Background())
+		events.Close()
 		<-done
 		if err != nil || !strings.HasPrefix(detail, "GID 0 fe80::812:e0ff:fed2:e14e RoCE v2 vt0, usable after ") ||
 			!strings.HasSuffix(detail, " of IPv6 duplicate address detection on vt0") {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/grdma/grdma/cmdline"
 	"github.com/grdma/grdma/devinfo"
@@ -174,6 +175,16 @@ func (a *app) report(err error) int {
 		fmt.Fprintf(a.stderr, "grdma: %s\n", ia.Reason)
 		return exitUsage
 	}
-	fmt.Fprintf(a.stderr, "grdma: %s\n", err)
+	fmt.Fprintf(a.stderr, "grdma: %s\n", escapeLines(err.Error()))
 	return exitFailed
+}
+
+// escapeLines is output.Escape line by line: an error may quote what a
+// peer sent (probe between hosts), and its own line breaks stay.
+func escapeLines(s string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = output.Escape(l)
+	}
+	return strings.Join(lines, "\n")
 }

@@ -41,7 +41,10 @@ named, all run:
            a node without an NVIDIA driver only warns
 
 WARN does not fail the node. --textfile writes the results as Prometheus
-gauges (atomically) for node_exporter's textfile collector.
+gauges for node_exporter's textfile collector, atomically and through one
+descriptor (no name another account could swap for a symlink is followed);
+a directory writable by group or others without the sticky bit is refused
+(exit 1) before the checks run.
 
 Exit status: 0 no check failed, 1 a check failed, 2 the checks could not
 run (bad arguments).`,
@@ -69,6 +72,11 @@ func (a *app) check(args []string, quiet bool, textfile string) error {
 	names, exp, err := grammar.ParseCheck(args)
 	if err != nil {
 		return cmdline.WithHelp(err, "grdma check --help")
+	}
+	if textfile != "" {
+		if err := checkTextfileDir(textfile); err != nil {
+			return err
+		}
 	}
 	sys, err := a.sysfs("check")
 	if ue := (*usageError)(nil); errors.As(err, &ue) {

@@ -23,6 +23,7 @@ type exporterOptions struct {
 	configFile    string
 	checks        bool
 	checkInterval time.Duration
+	maxRequests   int
 }
 
 func (a *app) exporterCommand() *cobra.Command {
@@ -41,10 +42,24 @@ scrape. A device that vanishes during a scrape is left out; whatever else
 cannot be read is counted in grdma_export_read_error and
 grdma_exporter_read_errors_total and never fails the scrape.
 
+Scrapes that come at once share one reading of the devices, and a reading
+less than a second old serves the next scrapes too: however many scrape, the
+devices are read at most about once a second. At most --web.max-requests
+scrapes are served at once (default 40, as node_exporter; 0 no limit); more
+are answered 503 at once.
+
+The server decides its own limits: each listen address holds at most 256
+connections; one that arrives past them closes the connection idle longest
+between two requests, or waits in the kernel's listen queue until one ends.
+A connection that has not sent its request headers within 10 s is closed, a
+request gets 30 s to be read and 1 min to be answered, and a keep-alive
+connection idle for 2 min is closed.
+
 The default port, 10041, follows Prometheus' default port allocations
 (9100-9999 is taken). --web.config.file is exporter-toolkit's web
-configuration file: TLS and basic auth. SIGTERM or SIGINT stops the server
-after the scrapes in flight (5 s at most).
+configuration file: TLS and basic auth; without it anyone who reaches the
+port may scrape. SIGTERM or SIGINT stops the server after the scrapes in
+flight (5 s at most).
 
 make build's bin/grdma is built without the Prometheus packages, so that the
 other commands start faster; it runs this command, stat export and check
@@ -67,6 +82,7 @@ flags or web configuration file.`,
 	f.StringArrayVar(&o.listen, "web.listen-address", []string{exporter.DefaultListenAddress}, "listen on `ADDR` (host:port; repeat for several)")
 	f.StringVar(&o.telemetryPath, "web.telemetry-path", exporter.DefaultTelemetryPath, "serve metrics on `PATH`")
 	f.StringVar(&o.configFile, "web.config.file", "", "TLS and basic auth from `FILE` (exporter-toolkit web configuration)")
+	f.IntVar(&o.maxRequests, "web.max-requests", exporter.DefaultMaxRequests, "serve at most `N` scrapes at once, answer more with 503 (0: no limit)")
 	f.BoolVar(&o.checks, "collector.check", false, "also export the devices and ports health checks (grdma_check_status)")
 	f.DurationVar(&o.checkInterval, "collector.check.interval", exporter.DefaultCheckInterval, "run the checks at most once per `DURATION`")
 	return cmd
@@ -79,6 +95,9 @@ func (a *app) exporter(cmd *cobra.Command, o *exporterOptions) error {
 	}
 	if cmd.Flags().Changed("collector.check.interval") && !o.checks {
 		return usagef(help, "--collector.check.interval goes with --collector.check")
+	}
+	if o.maxRequests < 0 {
+		return usagef(help, "--web.max-requests must be 0 (no limit) or more, not %d", o.maxRequests)
 	}
 	so := exporter.ServerOptions{ListenAddresses: o.listen, TelemetryPath: o.telemetryPath, ConfigFile: o.configFile,
 		Logger: slog.New(slog.NewTextHandler(a.stderr, nil))}
@@ -95,7 +114,7 @@ func (a *app) exporter(cmd *cobra.Command, o *exporterOptions) error {
 		return err
 	}
 	so.Version = versionString()
-	h, err := exporter.Handler(reg, o.telemetryPath, so.Version)
+	h, err := exporter.Handler(reg, o.telemetryPath, so.Version, o.maxRequests)
 	if err != nil {
 		return err
 	}

@@ -118,3 +118,5 @@ var errNeedsPrometheus = errors.New("needs the build with the Prometheus package
 func writeCheckTextfile(string, health.Summary, time.Time) error { return errNeedsPrometheus }
 
 func (a *app) writeStatTextfile(sysfs.FS, string) error { return errNeedsPrometheus }
+
+func checkTextfileDir(string) error { return errNeedsPrometheus }

@@ -48,7 +48,10 @@ counters; qp unbind without lqpn unbinds every QP of the counter, as rdma
 does. "stat mr" (also "stat show mr") lists the counters of each memory
 region, for drivers that count per MR (mlx5; rxe lists MRs without
 counters). "stat export" writes all counters and port states in the
-Prometheus text format for node_exporter's textfile collector, atomically.
+Prometheus text format for node_exporter's textfile collector, atomically
+and through one descriptor (no name another account could swap for a
+symlink is followed); a directory writable by group or others without the
+sticky bit is refused (exit 1).
 Text and JSON of the commands rdma has match rdma statistic.`,
 		Example: `  grdma stat
   grdma -j stat show link rxe0/1
@@ -315,6 +318,9 @@ func (a *app) statExport(args *argv, path string) error {
 		return usagef(args.Help, "stat export needs --textfile PATH")
 	}
 	if err := a.needPrometheus("grdma stat export"); err != nil {
+		return err
+	}
+	if err := checkTextfileDir(path); err != nil {
 		return err
 	}
 	sys, err := a.sysfs("stat export")

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/grdma/grdma/nldev"
 	"github.com/mdlayher/netlink"
@@ -73,6 +74,9 @@ type Kernel struct {
 	replies map[Request]string
 	// Seen lists every request received, in order.
 	Seen []Request
+	// mu guards Seen: like the kernel, it answers several sockets at once
+	// (concurrent scrapes).
+	mu sync.Mutex
 }
 
 // NewKernel serves recordings from dir (e.g. testdata/nldev/6.12/nl).
@@ -111,7 +115,9 @@ func (k *Kernel) answer(reqs []netlink.Message) ([]netlink.Message, error) {
 	if err != nil {
 		return nil, err
 	}
+	k.mu.Lock()
 	k.Seen = append(k.Seen, r)
+	k.mu.Unlock()
 	file, ok := k.replies[r]
 	if !ok {
 		return nltest.Error(int(95), reqs) // EOPNOTSUPP
