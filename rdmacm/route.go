@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 
+	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/uverbs"
 )
 
@@ -21,7 +22,7 @@ type Path struct {
 	TrafficClass uint8
 	SL           uint8
 	PKey         uint16
-	MTU          uverbs.MTU
+	MTU          ib.MTU
 	// Rate is the IB static rate code (enum ib_rate: 3 is 2.5 Gb/s ...).
 	Rate           uint8
 	PacketLifeTime uint8 // 4.096 µs × 2^PacketLifeTime
@@ -71,7 +72,7 @@ func (p *userPathRec) path() Path {
 		SGID: p.SGID, DGID: p.DGID,
 		SLID: binary.BigEndian.Uint16(p.SLID[:]), DLID: binary.BigEndian.Uint16(p.DLID[:]),
 		FlowLabel: binary.BigEndian.Uint32(p.FlowLabel[:]), HopLimit: p.HopLimit, TrafficClass: p.TrafficClass,
-		SL: p.SL, PKey: binary.BigEndian.Uint16(p.PKey[:]), MTU: uverbs.MTU(p.MTU), Rate: p.Rate,
+		SL: p.SL, PKey: binary.BigEndian.Uint16(p.PKey[:]), MTU: ib.MTU(p.MTU), Rate: p.Rate,
 		PacketLifeTime: p.PacketLifeTime, Reversible: p.Reversible != 0, RawTraffic: p.RawTraffic != 0,
 		NumbPath: p.NumbPath, Preference: p.Preference, MTUSelector: p.MTUSelector, RateSelector: p.RateSelector,
 		PacketLifeTimeSelector: p.PacketLifeTimeSelector,
@@ -139,7 +140,7 @@ func unpackPath(b []byte) Path {
 	p.NumbPath = b[49] & 0x7f
 	p.PKey = binary.BigEndian.Uint16(b[50:])
 	p.SL = b[53] & 0xf
-	p.MTUSelector, p.MTU = b[54]>>6, uverbs.MTU(b[54]&0x3f)
+	p.MTUSelector, p.MTU = b[54]>>6, ib.MTU(b[54]&0x3f)
 	p.RateSelector, p.Rate = b[55]>>6, b[55]&0x3f
 	p.PacketLifeTimeSelector, p.PacketLifeTime = b[56]>>6, b[56]&0x3f
 	p.Preference = b[57]
@@ -153,7 +154,7 @@ func unpackPath(b []byte) Path {
 // depth), with the mask of those set, ready for uverbs' ModifyQP. RTR
 // and RTS are known once the peer answered (CONNECT_RESPONSE on the
 // active side, CONNECT_REQUEST on the passive).
-func (id *ID) InitQPAttr(state uverbs.QPState) (uverbs.QPAttr, uverbs.QPAttrMask, error) {
+func (id *ID) InitQPAttr(state ib.QPState) (uverbs.QPAttr, uverbs.QPAttrMask, error) {
 	var a qpAttr
 	resp := make([]byte, binary.Size(a))
 	if err := id.ch.execute(cmdInitQPAttr, id.handle, &initQPAttrReq{ID: id.handle, QPState: uint32(state)}, resp); err != nil {
@@ -171,7 +172,7 @@ func (id *ID) InitQPAttr(state uverbs.QPState) (uverbs.QPAttr, uverbs.QPAttrMask
 // dropped, as librdmacm drops them.
 func (a *qpAttr) toUverbs() (uverbs.QPAttr, uverbs.QPAttrMask) {
 	return uverbs.QPAttr{
-		State: uverbs.QPState(a.QPState), CurState: uverbs.QPState(a.CurQPState), PathMTU: uverbs.MTU(a.PathMTU),
+		State: ib.QPState(a.QPState), CurState: ib.QPState(a.CurQPState), PathMTU: ib.MTU(a.PathMTU),
 		PathMigState: uint8(a.PathMigState), QKey: a.QKey, RQPSN: a.RQPSN, SQPSN: a.SQPSN, DestQPN: a.DestQPNum,
 		AccessFlags: uverbs.Access(a.QPAccessFlags), PKeyIndex: a.PKeyIndex, AltPKeyIndex: a.AltPKeyIndex,
 		EnSQDAsyncNotify: a.EnSQDAsyncNotify, SQDraining: a.SQDraining, MaxRdAtomic: a.MaxRdAtomic,

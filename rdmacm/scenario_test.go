@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/uverbs"
 )
 
@@ -42,12 +43,12 @@ const (
 )
 
 // qpAttrs is what INIT_QP_ATTR answered one side, by state.
-type qpAttrs map[uverbs.QPState]struct {
+type qpAttrs map[ib.QPState]struct {
 	attr uverbs.QPAttr
 	mask uverbs.QPAttrMask
 }
 
-func initQPAttrs(id *ID, states ...uverbs.QPState) (qpAttrs, error) {
+func initQPAttrs(id *ID, states ...ib.QPState) (qpAttrs, error) {
 	out := qpAttrs{}
 	for _, s := range states {
 		attr, mask, err := id.InitQPAttr(s)
@@ -99,7 +100,7 @@ func scenarioConnect(t *testing.T, env *scenarioEnv, port uint16, tos int) {
 		id := s.req.ID
 		defer id.Destroy()
 		resources, depth := min(s.req.Peer.ResponderResources, 1), min(s.req.Peer.InitiatorDepth, 1)
-		if s.attrs, s.err = initQPAttrs(id, uverbs.QPStateInit, uverbs.QPStateRTR, uverbs.QPStateRTS); s.err != nil {
+		if s.attrs, s.err = initQPAttrs(id, ib.QPStateInit, ib.QPStateRTR, ib.QPStateRTS); s.err != nil {
 			return
 		}
 		if s.err = id.Accept(ConnParam{QPNum: serverQPN, ResponderResources: resources, InitiatorDepth: depth, RNRRetryCount: 7,
@@ -148,7 +149,7 @@ func scenarioConnect(t *testing.T, env *scenarioEnv, port uint16, tos int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	before, err := initQPAttrs(id, uverbs.QPStateInit)
+	before, err := initQPAttrs(id, ib.QPStateInit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +158,7 @@ func scenarioConnect(t *testing.T, env *scenarioEnv, port uint16, tos int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	attrs, err := initQPAttrs(id, uverbs.QPStateInit, uverbs.QPStateRTR, uverbs.QPStateRTS)
+	attrs, err := initQPAttrs(id, ib.QPStateInit, ib.QPStateRTR, ib.QPStateRTS)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +193,7 @@ func scenarioConnect(t *testing.T, env *scenarioEnv, port uint16, tos int) {
 	if tos >= 0 {
 		wantTC = uint8(tos)
 	}
-	if p.SGID != sgid || p.DGID != dgid || p.TrafficClass != wantTC || p.HopLimit == 0 || p.MTU != uverbs.MTU1024 || p.PKey != 0xffff {
+	if p.SGID != sgid || p.DGID != dgid || p.TrafficClass != wantTC || p.HopLimit == 0 || p.MTU != ib.MTU1024 || p.PKey != 0xffff {
 		t.Errorf("path %+v; want the GIDs, traffic class %#x, a hop limit, MTU 1024 (netdev MTU 1500), P_Key 0xffff", p, wantTC)
 	}
 	if q := paths[0].Path; q != p || paths[0].Flags&PathPrimary == 0 {
@@ -209,27 +210,27 @@ func scenarioConnect(t *testing.T, env *scenarioEnv, port uint16, tos int) {
 	}
 	// Before the connection INIT_QP_ATTR gives the INIT basics; after it
 	// each state's attributes, the remote QPN and PSNs crossed over.
-	if m := before[uverbs.QPStateInit].mask; m != uverbs.QPAttrsResetToInit {
+	if m := before[ib.QPStateInit].mask; m != uverbs.QPAttrsResetToInit {
 		t.Errorf("INIT mask before connecting %v, want %v", m, uverbs.QPAttrsResetToInit)
 	}
 	for side, a := range map[string]qpAttrs{"client": attrs, "server": s.attrs} {
-		if m := a[uverbs.QPStateRTR].mask; m != uverbs.QPAttrsInitToRTR {
+		if m := a[ib.QPStateRTR].mask; m != uverbs.QPAttrsInitToRTR {
 			t.Errorf("%s RTR mask %v, want %v", side, m, uverbs.QPAttrsInitToRTR)
 		}
-		if m := a[uverbs.QPStateRTS].mask; m != uverbs.QPAttrsRTRToRTS {
+		if m := a[ib.QPStateRTS].mask; m != uverbs.QPAttrsRTRToRTS {
 			t.Errorf("%s RTS mask %v, want %v", side, m, uverbs.QPAttrsRTRToRTS)
 		}
-		init := a[uverbs.QPStateInit].attr
+		init := a[ib.QPStateInit].attr
 		if init.PortNum != 1 || init.AccessFlags&uverbs.AccessRemoteWrite == 0 || init.AccessFlags&uverbs.AccessRemoteRead == 0 {
 			t.Errorf("%s INIT %+v; want port 1, remote write and read", side, init)
 		}
-		rtr := a[uverbs.QPStateRTR].attr
-		if av := rtr.AV; av.IsGlobal != 1 || av.TrafficClass != wantTC || av.DGID != dgid || av.PortNum != 1 || rtr.PathMTU != uverbs.MTU1024 {
+		rtr := a[ib.QPStateRTR].attr
+		if av := rtr.AV; av.IsGlobal != 1 || av.TrafficClass != wantTC || av.DGID != dgid || av.PortNum != 1 || rtr.PathMTU != ib.MTU1024 {
 			t.Errorf("%s RTR %+v", side, rtr)
 		}
 	}
-	crt, srt := attrs[uverbs.QPStateRTR].attr, s.attrs[uverbs.QPStateRTR].attr
-	cts, sts := attrs[uverbs.QPStateRTS].attr, s.attrs[uverbs.QPStateRTS].attr
+	crt, srt := attrs[ib.QPStateRTR].attr, s.attrs[ib.QPStateRTR].attr
+	cts, sts := attrs[ib.QPStateRTS].attr, s.attrs[ib.QPStateRTS].attr
 	if crt.DestQPN != serverQPN || srt.DestQPN != clientQPN || crt.RQPSN != sts.SQPSN || srt.RQPSN != cts.SQPSN {
 		t.Errorf("QPNs and PSNs do not cross: client RTR %+v RTS %+v, server RTR %+v RTS %+v", crt, cts, srt, sts)
 	}

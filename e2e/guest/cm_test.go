@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/grdma/grdma/e2e/layout"
+	"github.com/grdma/grdma/ib"
+	"github.com/grdma/grdma/locator"
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/rdmacm"
 	"github.com/grdma/grdma/sysfs"
@@ -85,7 +87,7 @@ func newCMEndpoint(dev rdmacm.DevicePort) (e *cmEndpoint, err error) {
 		return nil, err
 	}
 	e = &cmEndpoint{done: map[uint64]uverbs.WC{}}
-	if e.c, err = uverbs.Open(fsys, d.Name); err != nil {
+	if e.c, err = locator.Open(fsys, nl, dev.Index, d.Name); err != nil {
 		return nil, err
 	}
 	defer func() {
@@ -99,7 +101,7 @@ func newCMEndpoint(dev rdmacm.DevicePort) (e *cmEndpoint, err error) {
 	if e.cq, err = e.c.CreateRxeCQ(16); err != nil {
 		return nil, err
 	}
-	init := uverbs.QPInit{PD: e.pd, SendCQ: e.cq.CQ(), RecvCQ: e.cq.CQ(), Type: uverbs.QPTypeRC,
+	init := uverbs.QPInit{PD: e.pd, SendCQ: e.cq.CQ(), RecvCQ: e.cq.CQ(), Type: ib.QPTypeRC,
 		Cap: uverbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}}
 	if e.qp, err = e.c.CreateRxeQP(init); err != nil {
 		return nil, err
@@ -128,7 +130,7 @@ func (e *cmEndpoint) close() error {
 
 // move takes the queue pair to state with the CM's attributes; adjust,
 // when set, changes them first (the passive side's resources).
-func (e *cmEndpoint) move(id *rdmacm.ID, state uverbs.QPState, adjust func(*uverbs.QPAttr)) (uverbs.QPAttr, error) {
+func (e *cmEndpoint) move(id *rdmacm.ID, state ib.QPState, adjust func(*uverbs.QPAttr)) (uverbs.QPAttr, error) {
 	attr, mask, err := id.InitQPAttr(state)
 	if err != nil {
 		return attr, fmt.Errorf("INIT_QP_ATTR %v: %w", state, err)
@@ -147,17 +149,17 @@ func (e *cmEndpoint) move(id *rdmacm.ID, state uverbs.QPState, adjust func(*uver
 func (e *cmEndpoint) connect(id *rdmacm.ID, resources, depth *uint8) (uverbs.QPAttr, error) {
 	var rtr uverbs.QPAttr
 	var err error
-	if _, err = e.move(id, uverbs.QPStateInit, nil); err != nil {
+	if _, err = e.move(id, ib.QPStateInit, nil); err != nil {
 		return rtr, err
 	}
-	if rtr, err = e.move(id, uverbs.QPStateRTR, func(a *uverbs.QPAttr) {
+	if rtr, err = e.move(id, ib.QPStateRTR, func(a *uverbs.QPAttr) {
 		if resources != nil {
 			a.MaxDestRdAtomic = *resources
 		}
 	}); err != nil {
 		return rtr, err
 	}
-	_, err = e.move(id, uverbs.QPStateRTS, func(a *uverbs.QPAttr) {
+	_, err = e.move(id, ib.QPStateRTS, func(a *uverbs.QPAttr) {
 		if depth != nil {
 			a.MaxRdAtomic = *depth
 		}
@@ -214,7 +216,7 @@ func (e *cmEndpoint) received() (string, error) {
 // toErr moves the queue pair to ERR, as librdmacm does before it
 // disconnects.
 func (e *cmEndpoint) toErr() error {
-	return e.c.ModifyQP(e.qp.QP(), &uverbs.QPAttr{State: uverbs.QPStateErr}, uverbs.QPAttrState)
+	return e.c.ModifyQP(e.qp.QP(), &uverbs.QPAttr{State: ib.QPStateErr}, uverbs.QPAttrState)
 }
 
 // cmConn is what a connection between two IDs of this guest showed.
@@ -314,7 +316,7 @@ func cmLoopback(t *testing.T, addr netip.Addr, tos int) cmConn {
 			t.Error(err)
 		}
 	}()
-	if _, err := e.move(id, uverbs.QPStateInit, nil); err != nil {
+	if _, err := e.move(id, ib.QPStateInit, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.postRecv(); err != nil {
@@ -373,7 +375,7 @@ func cmServe(ctx context.Context, listener *rdmacm.ID, rtr *uverbs.QPAttr) error
 		return err
 	}
 	defer e.close()
-	if _, err := e.move(req.ID, uverbs.QPStateInit, nil); err != nil {
+	if _, err := e.move(req.ID, ib.QPStateInit, nil); err != nil {
 		return err
 	}
 	if err := e.postRecv(); err != nil {
@@ -424,7 +426,7 @@ func TestCMConnect(t *testing.T) {
 		t.Fatalf("QUERY_ROUTE %d paths, QUERY PATH %d; want 1", len(conn.route.Paths), len(conn.paths))
 	}
 	p := conn.route.Paths[0]
-	if p.SGID != conn.srcGID || p.DGID != conn.dstGID || p.HopLimit == 0 || p.MTU != uverbs.MTU1024 || p.PKey != 0xffff {
+	if p.SGID != conn.srcGID || p.DGID != conn.dstGID || p.HopLimit == 0 || p.MTU != ib.MTU1024 || p.PKey != 0xffff {
 		t.Errorf("QUERY_ROUTE path %+v", p)
 	}
 	// QUERY PATH packs the same record as the SA does: both decodings
