@@ -17,7 +17,7 @@ BINPROM  := bin/grdma-prometheus
 # the complete build, for exporter, stat export and check --textfile.
 NOPROM   := grdma_noprometheus
 
-.PHONY: all build test lint uapi-headers e2e fuzz bench check man install uninstall clean
+.PHONY: all build test lint e2e fuzz bench check man install uninstall clean
 
 all: build
 
@@ -34,11 +34,13 @@ $(BIN): $(GOSRC)
 $(BINPROM): $(GOSRC)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BINPROM) ./cmd/grdma
 
-# Unit tests: fakes only, no RDMA kernel needed. The header-layout tests
-# compare the ABI structs with the kernel's UAPI headers (linux-libc-dev),
-# installed here when missing; staticcheck (pinned in go.mod) must be
-# clean and go.mod tidy.
-test: uapi-headers
+# Unit tests: fakes only, no RDMA kernel needed, and nothing installed or
+# changed on the machine. The header-layout tests compare the ABI structs
+# with the kernel's UAPI headers (linux-libc-dev) and skip, naming their
+# package, where those are missing (.ci/run installs them and makes the
+# skip a failure); staticcheck (pinned in go.mod) must be clean and
+# go.mod tidy.
+test:
 	$(GO) vet ./...
 	$(GO) vet -tags $(NOPROM) ./cmd/grdma
 	$(GO) tool staticcheck ./...
@@ -51,13 +53,6 @@ test: uapi-headers
 lint:
 	$(GO) tool staticcheck ./...
 	$(GO) tool staticcheck -tags $(NOPROM) ./cmd/grdma
-
-UAPI_HEADERS := /usr/include/rdma/rdma_netlink.h /usr/include/rdma/ib_user_verbs.h
-uapi-headers:
-	@for h in $(UAPI_HEADERS); do test -e $$h || { \
-		echo "$$h missing: installing linux-libc-dev"; \
-		apt-get update -qq && apt-get install -y -qq linux-libc-dev >/dev/null || \
-		{ echo "install linux-libc-dev (the kernel's UAPI headers) and run make test again" >&2; exit 1; }; break; }; done
 
 # End-to-end tests in QEMU guests booting Debian's 6.1 and 6.12 kernels.
 e2e: build

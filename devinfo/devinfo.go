@@ -54,9 +54,9 @@ type Device struct {
 	// Driver is the kernel driver: the driver bound to the parent bus
 	// device ("mlx5_core"), or "rxe"/"siw" for the software devices.
 	Driver string
-	// Parent is the bus device the RDMA device sits on; nil for a
-	// software device (rxe, siw).
-	Parent *BusDevice
+	// BusDevice is the bus device the RDMA device sits on (its parent);
+	// nil for a software device (rxe, siw).
+	BusDevice *BusDevice
 	// FWVer is the firmware version as ibv_devinfo prints it.
 	FWVer        string
 	NodeGUID     uint64
@@ -221,7 +221,7 @@ func (r *Reader) readDevice(nd nldev.Device) (Device, error) {
 	if err := r.addBus(&d); err != nil {
 		return d, err
 	}
-	if d.Parent != nil { // software devices (rxe, siw) have no board_id
+	if d.BusDevice != nil { // software devices (rxe, siw) have no board_id
 		if d.BoardID, err = r.optionalAttr(d.Name, "board_id"); err != nil {
 			return d, err
 		}
@@ -274,9 +274,9 @@ func (r *Reader) addBus(d *Device) error {
 	case err != nil:
 		return err
 	}
-	d.Parent = &BusDevice{Name: path.Base(target)}
+	d.BusDevice = &BusDevice{Name: path.Base(target)}
 	if sub, err := r.Sysfs.Readlink(dir + "/subsystem"); err == nil {
-		d.Parent.Bus = path.Base(sub)
+		d.BusDevice.Bus = path.Base(sub)
 	}
 	if drv, err := r.Sysfs.Readlink(dir + "/driver"); err == nil {
 		d.Driver = path.Base(drv)

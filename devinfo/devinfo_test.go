@@ -97,10 +97,10 @@ func TestExtras(t *testing.T) {
 			for i, w := range want {
 				d := devs[i]
 				p := d.Ports[0]
-				if d.Name != w.name || d.Driver != "rxe" || d.Parent != nil || d.Uverbs != w.uverbs ||
+				if d.Name != w.name || d.Driver != "rxe" || d.BusDevice != nil || d.Uverbs != w.uverbs ||
 					d.RDMACM != "/dev/infiniband/rdma_cm" || d.Source != devinfo.SourceVerbs || d.Note != "" {
 					t.Errorf("device %d: %s driver %q parent %v uverbs %q rdma_cm %q source %s note %q", i, d.Name,
-						d.Driver, d.Parent, d.Uverbs, d.RDMACM, d.Source, d.Note)
+						d.Driver, d.BusDevice, d.Uverbs, d.RDMACM, d.Source, d.Note)
 				}
 				// ib_umad serves RoCE ports; issm only InfiniBand ones (EOPNOTSUPP).
 				if p.Netdev != w.netdev || p.NetdevOperState != w.state || p.Umad != w.umad || p.Issm != "" ||

@@ -22,14 +22,14 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/grdma/grdma/gid"
 	"github.com/grdma/grdma/health"
 	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/nldev"
+	"github.com/grdma/grdma/node"
 	"github.com/grdma/grdma/ports"
 	"github.com/grdma/grdma/sysfs"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Options configure a Collector.
@@ -69,7 +69,7 @@ type Collector struct {
 
 	mu       sync.Mutex
 	errTotal map[string]float64 // grdma_exporter_read_errors_total by what
-	lastErrs []health.ReadError
+	lastErrs []node.ReadError
 	checks   []health.Result
 	checkAt  time.Time
 }
@@ -104,7 +104,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 // Errors returns what the last collection could not read.
-func (c *Collector) Errors() []health.ReadError {
+func (c *Collector) Errors() []node.ReadError {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return slices.Clone(c.lastErrs)
@@ -121,7 +121,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	defer c.mu.Unlock()
 	if c.opts.Checks {
 		if c.checkAt.IsZero() || start.Sub(c.checkAt) >= c.opts.CheckInterval {
-			c.checks = s.node.Check([]string{"devices", "ports"}, c.opts.CheckExpect)
+			c.checks = append(health.CheckDevices(s.node, c.opts.CheckExpect), health.CheckPorts(s.node, c.opts.CheckExpect)...)
 			c.checkAt = start
 		}
 		exportChecks(e, c.checks, c.checkAt)
@@ -158,37 +158,37 @@ type port struct {
 
 // scrape is one collection's reading.
 type scrape struct {
-	node  *health.Node
+	node  *node.Snapshot
 	ports map[string]*port // by "dev/port"
 	res   []nldev.ResSummary
-	errs  []health.ReadError
+	errs  []node.ReadError
 }
 
 func portKey(dev string, p uint32) string { return dev + "/" + strconv.FormatUint(uint64(p), 10) }
 
-// read reads the node once: the health.Node (devices, ports, GID tables)
+// read reads the node once: the node.Snapshot (devices, ports, GID tables)
 // and what only the exporter needs (counters, PMA counters, resources).
 func (c *Collector) read() *scrape {
 	s := &scrape{ports: map[string]*port{}}
 	nl, err := c.opts.Dial()
 	if err != nil {
-		s.node = &health.Node{DevicesErr: err, PortsErr: err}
-		s.errs = append(s.errs, health.ReadError{What: "devices", Err: err})
+		s.node = &node.Snapshot{DevicesErr: err, PortsErr: err}
+		s.errs = append(s.errs, node.ReadError{What: "devices", Err: err})
 		return s
 	}
 	defer nl.Close()
-	s.node = health.ReadNode(health.Source{Sysfs: c.opts.Sysfs, Netlink: nl, OpenVerbs: c.opts.OpenVerbs})
+	s.node = node.Reader{Sysfs: c.opts.Sysfs, Netlink: nl, OpenVerbs: c.opts.OpenVerbs}.Read()
 	switch {
 	case s.node.DevicesErr != nil: // ErrNoRDMANetlink too: no RDMA to export
-		s.errs = append(s.errs, health.ReadError{What: "devices", Err: s.node.DevicesErr})
+		s.errs = append(s.errs, node.ReadError{What: "devices", Err: s.node.DevicesErr})
 	case s.node.PortsErr != nil:
-		s.errs = append(s.errs, health.ReadError{What: "ports", Err: s.node.PortsErr})
+		s.errs = append(s.errs, node.ReadError{What: "ports", Err: s.node.PortsErr})
 	}
 	s.errs = append(s.errs, s.node.Errors...)
 	for i := range s.node.Ports {
 		p := &s.node.Ports[i].Port
 		if gerr := s.node.Ports[i].GIDErr; gerr != nil {
-			s.errs = append(s.errs, health.ReadError{Device: p.Device, Port: p.Port, What: "gids", Err: gerr})
+			s.errs = append(s.errs, node.ReadError{Device: p.Device, Port: p.Port, What: "gids", Err: gerr})
 		}
 		pr := &port{}
 		pc, err := nl.PortCounters(p.DevIndex, p.Port)
@@ -198,18 +198,18 @@ func (c *Collector) read() *scrape {
 		case nl.Gone(p.DevIndex, err):
 		case nldev.NoCounters(err): // siw
 		default:
-			s.errs = append(s.errs, health.ReadError{Device: p.Device, Port: p.Port, What: "counters", Err: err})
+			s.errs = append(s.errs, node.ReadError{Device: p.Device, Port: p.Port, What: "counters", Err: err})
 		}
 		pr.pma, err = c.opts.Sysfs.PMACounters(p.Device, p.Port)
 		if err != nil && !sysfs.IsGone(err) {
-			s.errs = append(s.errs, health.ReadError{Device: p.Device, Port: p.Port, What: "pma", Err: err})
+			s.errs = append(s.errs, node.ReadError{Device: p.Device, Port: p.Port, What: "pma", Err: err})
 		}
 		s.ports[portKey(p.Device, p.Port)] = pr
 	}
 	if len(s.node.Devices) > 0 {
 		s.res, err = nl.ResSummaries()
 		if err != nil {
-			s.errs = append(s.errs, health.ReadError{What: "resources", Err: err})
+			s.errs = append(s.errs, node.ReadError{What: "resources", Err: err})
 		}
 	}
 	return s
@@ -268,11 +268,11 @@ func (s *scrape) export(e *emitter) {
 		known[d.Name] = true
 	}
 	for _, r := range s.res {
-		if !known[r.DevName] {
+		if !known[r.Device] {
 			continue // vanished (or appeared) between the two listings
 		}
 		for _, cnt := range r.Counts {
-			e.emit(famResources, float64(cnt.Curr), r.DevName, cnt.Name)
+			e.emit(famResources, float64(cnt.Curr), r.Device, cnt.Name)
 		}
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/grdma/grdma/health"
+	"github.com/grdma/grdma/node"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -100,7 +100,7 @@ func (c *Collector) WriteTextfile(path string) error {
 	if err := reg.Register(c); err != nil {
 		return err
 	}
-	var partial []health.ReadError
+	var partial []node.ReadError
 	g := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
 		mfs, err := reg.Gather()
 		if err != nil {
@@ -126,7 +126,7 @@ func (c *Collector) WriteTextfile(path string) error {
 // PartialError is a textfile written without what could not be read.
 type PartialError struct {
 	Path   string
-	Errors []health.ReadError
+	Errors []node.ReadError
 }
 
 func (e *PartialError) Error() string {

@@ -13,7 +13,7 @@ import (
 )
 
 // CheckNames are the checks `grdma check` runs, in this order by default:
-// "devices" and "ports" (health.Node.Check), "probe" (health.Node.Probe)
+// "devices" (health.CheckDevices), "ports" (health.CheckPorts), "probe" (health.Probe)
 // and "gdr" (health.CheckGDR).
 var CheckNames = []string{"devices", "ports", "probe", "gdr"}
 

@@ -6,6 +6,7 @@ import (
 
 	"github.com/grdma/grdma/gid"
 	"github.com/grdma/grdma/grammar"
+	"github.com/grdma/grdma/nldev"
 )
 
 // Accept the words of `grdma probe` in a Go program: the same keywords,
@@ -42,4 +43,23 @@ func ExampleParseGID() {
 	port, c, err := grammar.ParseGID([]string{"rxe0/1", "type", "v2", "ipv4"})
 	fmt.Println(port.Device, port.Port, c.Type, c.Family == gid.IPv4, err)
 	// Output: rxe0 1 RoCE v2 true <nil>
+}
+
+// The words of `grdma res show qp ...` as the nldev.ResSelect that
+// nldev.Client.ResList runs: keys abbreviated as rdma abbreviates them
+// ("st" is state), values checked against the field's names.
+func ExampleParseResSelect() {
+	t, _ := grammar.ParseResType("q")
+	sel, err := grammar.ParseResSelect(t, []string{"link", "rxe0/1", "type", "RC", "st", "rts"})
+	fmt.Println(sel.Type, sel.Device, sel.Port, len(sel.Filters), err)
+	for _, f := range sel.Filters {
+		fmt.Println(f.Field == nldev.FieldQPType, f.Field == nldev.FieldState, f.Words)
+	}
+	_, err = grammar.ParseResSelect(t, []string{"state", "UP"})
+	fmt.Println(err)
+	// Output:
+	// qp rxe0 1 2 <nil>
+	// true false [rc]
+	// false true [rts]
+	// bad state filter: unknown value "UP" (expected RESET, INIT, RTR, RTS, SQD, SQE, ERR)
 }

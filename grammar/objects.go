@@ -12,6 +12,9 @@ import (
 // showVerbs is the common "show|list" pair leading to s.
 func showVerbs(s *Syntax) []Verb { return []Verb{{"show", s}, {"list", s}} }
 
+// helpKeyword is rdma's help among keywords.
+var helpKeyword = Keyword{Name: Help}
+
 // show is the common "[DEV[/PORT]] KEYWORD..." level of show.
 func show(what Value, kws ...Keyword) *Syntax {
 	return &Syntax{Pos: []Positional{{Value: what, Optional: true}}, Keywords: kws}
@@ -30,7 +33,7 @@ var Dev = &Syntax{Verbs: append([]Verb{
 		{"netns", []Value{netns}},
 		{"adaptive-moderation", []Value{onOff}},
 	}}},
-	Verb{"info", show(device)})...)}
+	Verb{"info", show(device)}, helpVerb)...)}
 
 // Link is the grammar of grdma link.
 var Link = &Syntax{Verbs: append([]Verb{
@@ -39,19 +42,21 @@ var Link = &Syntax{Verbs: append([]Verb{
 		{"netdev", []Value{netdev}},
 	}}},
 	{"delete", &Syntax{Pos: []Positional{{Value: device}}}},
-}, showVerbs(show(devPort))...)}
+}, append(showVerbs(show(devPort)), helpVerb)...)}
 
 // Sys is the grammar of grdma sys.
 var Sys = &Syntax{Verbs: []Verb{
 	{"show", &Syntax{Pos: []Positional{{Value: words("netns", "privileged-qkey", "monitor", "copy-on-fork")}}}},
 	{"set", &Syntax{Verbs: []Verb{
+		helpVerb,
 		{"netns", &Syntax{Pos: []Positional{{Value: words("shared", "exclusive")}}}},
 		{"privileged-qkey", &Syntax{Pos: []Positional{{Value: onOff}}}},
 	}}},
+	helpVerb,
 }}
 
 // PortObject is the grammar of grdma port.
-var PortObject = &Syntax{Verbs: showVerbs(show(devPort))}
+var PortObject = &Syntax{Verbs: append(showVerbs(show(devPort)), helpVerb)}
 
 // GIDShow is the grammar of gid show and gid watch: [DEV[/PORT]] and the
 // criteria of gid.Select (ParseGID).
@@ -63,7 +68,7 @@ var GIDShow = show(devPort,
 )
 
 // GID is the grammar of grdma gid.
-var GID = &Syntax{Verbs: append(showVerbs(GIDShow), Verb{"watch", GIDShow})}
+var GID = &Syntax{Verbs: append(showVerbs(GIDShow), Verb{"watch", GIDShow}, helpVerb)}
 
 // statLink is stat's "link DEV[/PORT]".
 var statLink = Keyword{"link", []Value{devPort}}
@@ -71,6 +76,7 @@ var statLink = Keyword{"link", []Value{devPort}}
 // statQPShow are the filters of stat qp show.
 var statQPShow = []Keyword{
 	statLink,
+	helpKeyword,
 	{"cntn", []Value{free}},
 	{"lqpn", []Value{free}},
 	{"pid", []Value{free}},
@@ -79,7 +85,8 @@ var statQPShow = []Keyword{
 }
 
 // Stat is the grammar of grdma stat.
-var Stat = &Syntax{Verbs: append(showVerbs(&Syntax{Keywords: []Keyword{statLink, {"mr", nil}}}),
+var Stat = &Syntax{Verbs: append(showVerbs(&Syntax{Keywords: []Keyword{statLink, {"mr", nil}, helpKeyword}}),
+	helpVerb,
 	Verb{"qp", &Syntax{VerbOptional: true, Keywords: statQPShow, Verbs: []Verb{
 		{"show", &Syntax{Keywords: statQPShow}},
 		{"list", &Syntax{Keywords: statQPShow}},
@@ -91,6 +98,7 @@ var Stat = &Syntax{Verbs: append(showVerbs(&Syntax{Keywords: []Keyword{statLink,
 		}}},
 		{"bind", &Syntax{Keywords: []Keyword{{"link", []Value{port}}, {"lqpn", []Value{free}}, {"cntn", []Value{free}}}}},
 		{"unbind", &Syntax{Keywords: []Keyword{{"link", []Value{port}}, {"cntn", []Value{free}}, {"lqpn", []Value{free}}}}},
+		helpVerb,
 	}}},
 	Verb{"mr", &Syntax{Keywords: []Keyword{{"mrn", []Value{free}}, {"dev", []Value{device}}}}},
 	Verb{"mode", &Syntax{Keywords: []Keyword{{"supported", nil}, statLink}}},
@@ -134,7 +142,7 @@ func resShow() *Syntax {
 // Res is the grammar of grdma res.
 var Res = &Syntax{Verbs: []Verb{{"show", resShow()}, {"set", &Syntax{Verbs: []Verb{{"frmr_pools", &Syntax{Keywords: []Keyword{
 	{"dev", []Value{device}}, {"aging", []Value{free}}, {"pinned", []Value{free, free}},
-}}}}}}, {"list", resShow()}}}
+}}}}}}, {"list", resShow()}, helpVerb}}
 
 // Check is the grammar of grdma check (ParseCheck): the check names
 // (CheckNames), then the expectations.

@@ -247,7 +247,7 @@ func parseLocation(sel *nldev.ResSelect, key, value string) error {
 		if !t.PerPort() {
 			return usagef("%s objects have no port: use dev %s", t, dev)
 		}
-		sel.Dev, sel.Portless = dev, true
+		sel.Device, sel.Portless = dev, true
 		return nil
 	}
 	var n uint64
@@ -261,7 +261,7 @@ func parseLocation(sel *nldev.ResSelect, key, value string) error {
 	if n != 0 && (key == "dev" || !t.PerPort()) {
 		return usagef("%s objects belong to a device, not a port: use dev %s", t, dev)
 	}
-	sel.Dev, sel.Port = dev, uint32(n)
+	sel.Device, sel.Port = dev, uint32(n)
 	return nil
 }
 
@@ -410,7 +410,7 @@ func ParseFRMRPoolSelect(words []string) (nldev.FRMRPoolSelect, error) {
 		}
 		seen[name] = true
 		if name == "dev" {
-			sel.Dev = value
+			sel.Device = value
 			continue
 		}
 		l, err := ParseNumList(value)

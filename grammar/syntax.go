@@ -22,11 +22,19 @@ type Syntax struct {
 	OneKeyword bool
 }
 
-// Verb is a word that leads to the next level of a grammar.
+// Verb is a word that leads to the next level of a grammar. The verb
+// help (Help), where rdma's tables have it, prints the object's help: it
+// leads nowhere and is not offered for completion.
 type Verb struct {
 	Name string
 	Next *Syntax
 }
+
+// Help is the help word of rdma's tables, a Verb or a Keyword in the
+// place rdma gives it (its place can decide an abbreviation).
+const Help = "help"
+
+var helpVerb = Verb{Name: Help, Next: &Syntax{}}
 
 // Positional is a value in a fixed place.
 type Positional struct {
@@ -81,7 +89,8 @@ var (
 	netns   = Value{Kind: Netns}
 )
 
-// KeywordNames lists the keywords of s, in their order.
+// KeywordNames lists the keywords of s, in their order (help included
+// where rdma has it).
 func (s *Syntax) KeywordNames() []string {
 	var out []string
 	for _, k := range s.Keywords {
@@ -90,7 +99,8 @@ func (s *Syntax) KeywordNames() []string {
 	return out
 }
 
-// VerbNames lists the verbs of s, in their order.
+// VerbNames lists the verbs of s, in their order (help included where
+// rdma has it).
 func (s *Syntax) VerbNames() []string {
 	var out []string
 	for _, v := range s.Verbs {
@@ -136,7 +146,7 @@ func (s *Syntax) Next(words []string, values ValuesFunc) []string {
 	node, i := s, 0
 	for len(node.Verbs) > 0 {
 		if i == len(words) {
-			cands := node.VerbNames()
+			cands := offered(node.VerbNames())
 			if node.VerbOptional {
 				cands = append(cands, node.posCandidates(values, 0)...)
 			}
@@ -165,7 +175,7 @@ func (s *Syntax) Next(words []string, values ValuesFunc) []string {
 			return nil
 		}
 		if i == len(words) {
-			return node.KeywordNames()
+			return offered(node.KeywordNames())
 		}
 		k := node.Keyword(words[i])
 		if k == nil {
@@ -186,13 +196,18 @@ func (s *Syntax) Next(words []string, values ValuesFunc) []string {
 // it is optional.
 func (s *Syntax) posCandidates(values ValuesFunc, p int) []string {
 	if p >= len(s.Pos) {
-		return s.KeywordNames()
+		return offered(s.KeywordNames())
 	}
 	out := slices.Clone(values(s.Pos[p].Value, nil))
 	if s.Pos[p].Optional {
-		out = append(out, s.KeywordNames()...)
+		out = append(out, offered(s.KeywordNames())...)
 	}
 	return out
+}
+
+// offered leaves out help: completion offers what does something.
+func offered(names []string) []string {
+	return slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == Help })
 }
 
 // Literals lists every literal word of s: verbs, keywords and fixed

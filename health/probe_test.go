@@ -5,9 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/grdma/grdma/verbsprobe"
+	"golang.org/x/sys/unix"
 )
 
 func TestCheckProbe(t *testing.T) {

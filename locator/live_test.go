@@ -25,8 +25,8 @@ func TestLiveDevices(t *testing.T) {
 		t.Skip("no uverbs device on this machine")
 	}
 	for _, vd := range verbs {
-		t.Run(vd.IBDev, func(t *testing.T) {
-			c, err := OpenSysfs(fsys, vd.IBDev)
+		t.Run(vd.Device, func(t *testing.T) {
+			c, err := OpenSysfs(fsys, vd.Device)
 			var ud *uverbs.UnsupportedDriverError
 			if errors.As(err, &ud) {
 				t.Skip(err)
@@ -39,7 +39,7 @@ func TestLiveDevices(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			sys, err := fsys.Device(vd.IBDev)
+			sys, err := fsys.Device(vd.Device)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -53,11 +53,11 @@ func TestLiveDevices(t *testing.T) {
 					t.Fatal(err)
 				}
 				t.Logf("port %d: %+v", n, attr)
-				p, err := fsys.Port(vd.IBDev, n)
+				p, err := fsys.Port(vd.Device, n)
 				if err != nil {
 					t.Fatal(err)
 				}
-				gids, err := fsys.GIDAttrs(vd.IBDev, n)
+				gids, err := fsys.GIDAttrs(vd.Device, n)
 				if err != nil {
 					t.Fatal(err)
 				}

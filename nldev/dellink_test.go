@@ -5,10 +5,9 @@ import (
 	"path/filepath"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/grdma/grdma/internal/nlfixture"
 	"github.com/grdma/grdma/nldev"
+	"golang.org/x/sys/unix"
 )
 
 // TestDeleteHardwareDevice: the kernel answers DELLINK of a device that no

@@ -10,11 +10,10 @@ import (
 	"strings"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/internal/nlfixture"
 	"github.com/grdma/grdma/nldev"
+	"golang.org/x/sys/unix"
 )
 
 var kernels = []string{"6.1", "6.12"}
@@ -90,7 +89,7 @@ func TestPortsFromRealKernel(t *testing.T) {
 					t.Fatalf("device %d: %d ports, want 1", dev, len(ports))
 				}
 				p, w := ports[0], want[dev]
-				if p.DevName != w["ifname"] || float64(p.Port) != w["port"] || p.State.String() != w["state"] ||
+				if p.Device != w["ifname"] || float64(p.Port) != w["port"] || p.State.String() != w["state"] ||
 					p.PhysState.String() != w["physical_state"] || p.Netdev != w["netdev"] || float64(p.NetdevIndex) != w["netdev_index"] {
 					t.Errorf("port %+v; rdma showed %v", p, w)
 				}

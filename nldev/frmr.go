@@ -33,7 +33,7 @@ func (k FRMRPoolKey) String() string {
 // frmr_pools`.
 type FRMRPool struct {
 	DevIndex uint32
-	DevName  string
+	Device   string
 	Key      FRMRPoolKey // Has(AttrFRMRPoolKey)
 	Queue    uint32      // FRMR_POOL_QUEUE_HANDLES
 	InUse    uint64
@@ -94,18 +94,18 @@ func frmrExplain(errno unix.Errno) string {
 	return ""
 }
 
-// FRMRPools streams the FRMR pools of device q.Dev. Equivalent to one
+// FRMRPools streams the FRMR pools of device q.DevIndex. Equivalent to one
 // device of `rdma res show frmr_pools`.
 func (c *Client) FRMRPools(q ResQuery, fn func(*FRMRPool) error) error {
 	k := &resKind{name: "frmr_pools", table: AttrFRMRPools, entry: AttrFRMRPoolEntry}
 	err := c.dumpTable(CmdFRMRPoolsGet, q.encode(0, 0), k, func(dev uint32, name string, entry []byte, in *interner) error {
-		p := FRMRPool{DevIndex: dev, DevName: name}
+		p := FRMRPool{DevIndex: dev, Device: name}
 		if err := p.decode(entry, in); err != nil {
 			return err
 		}
 		return fn(&p)
 	})
-	return wrap(fmt.Sprintf("list FRMR pools of RDMA device %d", q.Dev), err, frmrExplain)
+	return wrap(fmt.Sprintf("list FRMR pools of RDMA device %d", q.DevIndex), err, frmrExplain)
 }
 
 // SetFRMRPoolsAging sets how many seconds an unused FRMR of device dev
@@ -139,10 +139,10 @@ const (
 )
 
 // FRMRPoolSelect is what `res show frmr_pools [dev DEV] [FILTER VALUE]...`
-// asks for: the pools of Dev ("" for every device) whose fields are in
+// asks for: the pools of Device ("" for every device) whose fields are in
 // their filters' lists.
 type FRMRPoolSelect struct {
-	Dev     string
+	Device  string
 	Filters map[FRMRPoolField]NumList
 }
 
@@ -187,18 +187,18 @@ func boolU64(b bool) uint64 {
 // FRMRPoolList lists the FRMR pools sel selects, device by device, as
 // `rdma res show frmr_pools` does.
 func (c *Client) FRMRPoolList(sel FRMRPoolSelect, driverDetails bool, fn func(*FRMRPool) error) error {
-	devs, err := c.devicesNamed(sel.Dev)
+	devs, err := c.devicesNamed(sel.Device)
 	if err != nil {
 		return err
 	}
 	for _, d := range devs {
-		err := c.FRMRPools(ResQuery{Dev: d.Index, DriverDetails: driverDetails}, func(p *FRMRPool) error {
+		err := c.FRMRPools(ResQuery{DevIndex: d.Index, DriverDetails: driverDetails}, func(p *FRMRPool) error {
 			if sel.Match(p) {
 				return fn(p)
 			}
 			return nil
 		})
-		if err != nil && !(sel.Dev == "" && c.Gone(d.Index, err)) {
+		if err != nil && !(sel.Device == "" && c.Gone(d.Index, err)) {
 			return err
 		}
 	}

@@ -3,19 +3,18 @@ package nldev
 import (
 	"errors"
 
+	"github.com/grdma/grdma/ib"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
-
-	"github.com/grdma/grdma/ib"
 )
 
 // ResSelect is what a `res show OBJECT ...` command line asks for: which
 // devices and ports, which objects (package grammar reads one from the
 // words of a command line); Client.ResList runs it.
 type ResSelect struct {
-	Type ResType
-	Dev  string // "" for every device
-	Port uint32 // 0 for every port
+	Type   ResType
+	Device string // "" for every device
+	Port   uint32 // 0 for every port
 	// Portless (link DEV/-) keeps the QPs and CM IDs bound to no port yet.
 	Portless bool
 	// Filters must all pass (ResFilter.Match).
@@ -71,20 +70,20 @@ func (sel *ResSelect) lookup(port uint32) (uint32, bool) {
 // must outlive the call); with sel.Raw, raw sees each raw entry instead.
 // comm resolves process names for the comm filter; it may be nil.
 func (c *Client) ResList(sel ResSelect, comm CommFunc, fn func(ResObject) error, raw func(*RawEntry) error) error {
-	devs, err := c.devicesNamed(sel.Dev)
+	devs, err := c.devicesNamed(sel.Device)
 	if err != nil {
 		return err
 	}
-	if d := devs; sel.Dev != "" && sel.Port > d[0].NumPorts {
+	if d := devs; sel.Device != "" && sel.Port > d[0].NumPorts {
 		return &ib.NotFoundError{Device: d[0].Name, Port: sel.Port, NumPorts: d[0].NumPorts}
 	}
 	if sel.Raw && !sel.Type.HasRaw() {
 		sel.Raw = false
 	}
 	for _, d := range devs {
-		q := ResQuery{Dev: d.Index, Port: sel.Port, DriverDetails: sel.DriverDetails}
+		q := ResQuery{DevIndex: d.Index, Port: sel.Port, DriverDetails: sel.DriverDetails}
 		if err := c.resListDevice(sel, q, comm, fn, raw); err != nil {
-			if sel.Dev == "" && c.Gone(d.Index, err) {
+			if sel.Device == "" && c.Gone(d.Index, err) {
 				continue
 			}
 			return err

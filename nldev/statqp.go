@@ -88,7 +88,7 @@ func (c *Client) QPCounters(devIndex, port uint32, fn func(*QPCounter) error) er
 					dev.DevIndex = ad.Uint32()
 					dev.add(AttrDevIndex)
 				case AttrDevName:
-					dev.DevName = ad.String()
+					dev.Device = ad.String()
 					dev.add(AttrDevName)
 				case AttrStatCounter:
 					ad.Nested(func(table *netlink.AttributeDecoder) error {

@@ -350,8 +350,8 @@ func (r *Reader) addNetdevMTU(p *Port) error {
 // roceNetdev finds a RoCE port's netdev without netlink: the parent of a
 // software device, else the netdev of GID 0, the port's default GID.
 func (r *Reader) roceNetdev(p *Port, sysDev sysfs.Device) (string, error) {
-	if sysDev.Parent != "" {
-		return sysDev.Parent, nil
+	if sysDev.Netdev != "" {
+		return sysDev.Netdev, nil
 	}
 	g, err := r.Sysfs.GIDAttr(p.Device, p.Port, 0)
 	return g.Netdev, err
@@ -405,7 +405,7 @@ func PMACounters(sys sysfs.FS, refs []nldev.DevicePort, missing func(nldev.Devic
 			}
 			continue
 		}
-		pc := nldev.PortCounters{DevIndex: r.Device.Index, DevName: r.Device.Name, Port: r.Port}
+		pc := nldev.PortCounters{DevIndex: r.Device.Index, Device: r.Device.Name, Port: r.Port}
 		for _, c := range pma {
 			pc.Counters = append(pc.Counters, nldev.Counter{Name: c.Name, Value: c.Value})
 		}

@@ -170,11 +170,11 @@ func (f *fakeNetlink) PortsOf(d nldev.Device) ([]nldev.Port, error) {
 var hcaNetlink = &fakeNetlink{
 	devices: []nldev.Device{{Index: 1, Name: "mlx5_0"}, {Index: 3, Name: "mlx5_2"}, {Index: 4, Name: "mlx5_3"}},
 	ports: map[uint32][]nldev.Port{
-		1: {{DevIndex: 1, DevName: "mlx5_0", Port: 1, State: ib.PortActive, PhysState: ib.PhysLinkUp,
+		1: {{DevIndex: 1, Device: "mlx5_0", Port: 1, State: ib.PortActive, PhysState: ib.PhysLinkUp,
 			NetdevIndex: 4, Netdev: "ens1f0np0"}},
-		3: {{DevIndex: 3, DevName: "mlx5_2", Port: 1, State: ib.PortActive, PhysState: ib.PhysLinkUp,
+		3: {{DevIndex: 3, Device: "mlx5_2", Port: 1, State: ib.PortActive, PhysState: ib.PhysLinkUp,
 			LID: 5, SMLID: 1, SubnetPrefix: 0xfe80000000000000, CapFlags: 0xa651e848}},
-		4: {{DevIndex: 4, DevName: "mlx5_3", Port: 1, State: ib.PortActive, PhysState: ib.PhysLinkUp}},
+		4: {{DevIndex: 4, Device: "mlx5_3", Port: 1, State: ib.PortActive, PhysState: ib.PhysLinkUp}},
 	},
 }
 

@@ -4,9 +4,8 @@ import (
 	"slices"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/grdma/grdma/nldev"
+	"golang.org/x/sys/unix"
 )
 
 // vanishingNetlink is hcaNetlink where device index gone disappears right

@@ -10,10 +10,10 @@ import (
 	"github.com/grdma/grdma/output"
 )
 
-// CheckReport writes a health report as grdma check does: text, a table
-// STATUS CHECK SUBJECT MESSAGE; JSON (o.JSON, indented with o.Pretty),
-// the report's own encoding.
-func CheckReport(w io.Writer, rep health.Report, o output.Options) error {
+// CheckSummary writes the results of health checks as grdma check does:
+// text, a table STATUS CHECK SUBJECT MESSAGE; JSON (o.JSON, indented with
+// o.Pretty), the summary's own encoding.
+func CheckSummary(w io.Writer, rep health.Summary, o output.Options) error {
 	if o.JSON {
 		var b []byte
 		var err error

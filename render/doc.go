@@ -9,7 +9,7 @@
 // Most functions print one record (a device, port, object or counter
 // set); a listing wraps them in Printer.StartList and EndList, as grdma
 // does, so that JSON output is one array. Those that print a whole
-// command's output (ProbeResult, System, GIDs, CheckReport) or one line
+// command's output (ProbeResult, System, GIDs, CheckSummary) or one line
 // of a stream (Rates, Event, GIDChange: JSON lines) begin and end it
 // themselves. Nothing here reads the kernel: the values come from
 // nldev, ports, devinfo, gid, verbsprobe and health.

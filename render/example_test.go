@@ -25,7 +25,7 @@ func Example() {
 	defer c.Close()
 	comm := proc.CommNames(os.DirFS(rec + "root"))
 
-	sel := nldev.ResSelect{Type: nldev.ResQP, Dev: "rxe0", Port: 1}
+	sel := nldev.ResSelect{Type: nldev.ResQP, Device: "rxe0", Port: 1}
 	var qps bytes.Buffer
 	p := output.New(&qps, output.Options{})
 	rs := render.NewResources(p, render.ResOptions{Comm: comm})

@@ -24,7 +24,7 @@ func ExampleNewFS() {
 		return
 	}
 	for _, d := range devs {
-		fmt.Printf("%s node_type %s driver %s parent %s node_guid %016x\n", d.Name, d.NodeType, d.Driver, d.Parent, d.NodeGUID)
+		fmt.Printf("%s node_type %s driver %s parent %s node_guid %016x\n", d.Name, d.NodeType, d.Driver, d.Netdev, d.NodeGUID)
 		ports, err := fsys.Ports(d.Name)
 		if err != nil {
 			fmt.Println(err)

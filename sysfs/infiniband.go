@@ -23,8 +23,9 @@ type Device struct {
 	NodeDesc     string
 	HCAType      string // hca_type (mlx4, mlx5, ...); "" when absent
 	BoardID      string // board_id; "" when absent
-	// Parent is the netdev a software device (rxe, siw) runs on.
-	Parent string
+	// Netdev is the netdev a software device (rxe, siw) runs on, its
+	// parent; "" for a hardware device (its ports' netdevs are the GIDs').
+	Netdev string
 	// Driver is the kernel driver of the device: the driver bound to its
 	// parent bus device (device/driver, e.g. "mlx5_core"), or for software
 	// devices, which have none, "rxe" (a CA with a parent netdev) or "siw"
@@ -113,7 +114,7 @@ func (f FS) Device(name string) (Device, error) {
 		{"node_desc", &d.NodeDesc},
 		{"hca_type", &d.HCAType},
 		{"board_id", &d.BoardID},
-		{"parent", &d.Parent},
+		{"parent", &d.Netdev},
 	} {
 		if *opt.to, err = f.readOptional(dir + "/" + opt.file); err != nil {
 			return Device{}, err
@@ -136,7 +137,7 @@ func (f FS) driver(dir string, d Device) (string, error) {
 		return path.Base(target), nil
 	case !errors.Is(err, fs.ErrNotExist):
 		return "", err
-	case d.Parent == "":
+	case d.Netdev == "":
 		return "", nil
 	case d.NodeType == ib.NodeRNIC:
 		return "siw", nil

@@ -362,9 +362,9 @@ func TestVerbsDevices(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []VerbsDevice{
-		{Name: "uverbs0", IBDev: "mlx5_0", ABIVersion: 1, Major: 231, Minor: 192},
-		{Name: "uverbs1", IBDev: "mlx5_1", ABIVersion: 1, Major: 231, Minor: 193},
-		{Name: "uverbs2", IBDev: "mlx5_2", ABIVersion: 1, Major: 231, Minor: 194},
+		{Name: "uverbs0", Device: "mlx5_0", ABIVersion: 1, Major: 231, Minor: 192},
+		{Name: "uverbs1", Device: "mlx5_1", ABIVersion: 1, Major: 231, Minor: 193},
+		{Name: "uverbs2", Device: "mlx5_2", ABIVersion: 1, Major: 231, Minor: 194},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("VerbsDevices() mismatch (-want +got):\n%s", diff)
@@ -419,7 +419,7 @@ func TestCapturedRxe(t *testing.T) {
 			}
 			for i, d := range devices {
 				name, netdev := "rxe"+strconv.Itoa(i), "veth"+strconv.Itoa(i)
-				if d.Name != name || d.Driver != "rxe" || d.Parent != netdev || d.FWVersion != "" || d.NodeDesc != "rxe" ||
+				if d.Name != name || d.Driver != "rxe" || d.Netdev != netdev || d.FWVersion != "" || d.NodeDesc != "rxe" ||
 					d.NodeType != ib.NodeCA || d.NodeGUID == 0 || !cmp.Equal(d.Ports, []uint32{1}) {
 					t.Errorf("Devices()[%d] = %+v", i, d)
 				}

@@ -82,14 +82,14 @@ var objectLayouts = []struct {
 }
 
 // readHeader parses a UAPI header, or several joined by "+" (a header and
-// the one it includes), failing the test when one is absent.
+// the one it includes), skipping the test when one is absent (noHeader).
 func readHeader(t *testing.T, path string) (*cHeader, string) {
 	t.Helper()
 	var src []byte
 	for _, p := range strings.Split(path, "+") {
 		b, err := os.ReadFile(p)
 		if err != nil {
-			t.Fatalf("no kernel UAPI header to check against: %v: install linux-libc-dev (make test does, as root)", err)
+			noHeader(t, err)
 		}
 		src = append(append(src, b...), '\n')
 	}

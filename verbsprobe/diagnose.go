@@ -124,8 +124,8 @@ func (p *prober) knownDevices() string {
 // netdev names the network device of a RoCE port: the parent of a
 // software device, or the netdev of its GIDs.
 func (p *prober) netdev() string {
-	if dev, err := p.device(); err == nil && dev.Parent != "" {
-		return dev.Parent
+	if dev, err := p.device(); err == nil && dev.Netdev != "" {
+		return dev.Netdev
 	}
 	attrs, err := p.opts.Sysfs.GIDAttrs(p.opts.Device, p.opts.Port)
 	if err != nil {

@@ -1,10 +1,9 @@
 package main
 
 import (
-	"github.com/spf13/cobra"
-
 	"github.com/grdma/grdma/cmdline"
 	"github.com/grdma/grdma/grammar"
+	"github.com/spf13/cobra"
 )
 
 // argv walks the words after an object (cmdline.Args).
@@ -24,9 +23,8 @@ func cmdArgv(cmd *cobra.Command, words []string, help string) *argv {
 	return a
 }
 
-// verbs are the verbs of an object's grammar and help, which every object
-// takes (no verb starts with h, so its place decides no abbreviation).
-func verbs(g *grammar.Syntax) []string { return append(g.VerbNames(), "help") }
+// verbs are the verbs of an object's grammar, help among them.
+func verbs(g *grammar.Syntax) []string { return g.VerbNames() }
 
 // errHelpShown ends a command whose help a "help" word printed: exit 0.
 var errHelpShown = &helpShownError{}

@@ -6,14 +6,14 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/spf13/cobra"
-
 	"github.com/grdma/grdma/cmdline"
 	"github.com/grdma/grdma/gpudirect"
 	"github.com/grdma/grdma/grammar"
 	"github.com/grdma/grdma/health"
+	"github.com/grdma/grdma/node"
 	"github.com/grdma/grdma/output"
 	"github.com/grdma/grdma/render"
+	"github.com/spf13/cobra"
 )
 
 func (a *app) checkCommand() *cobra.Command {
@@ -78,35 +78,37 @@ func (a *app) check(args []string, quiet bool, textfile string) error {
 	}
 	ranAt := time.Now()
 	var results []health.Result
-	var node *health.Node // read once, for devices, ports and probe
-	readNode := func() *health.Node {
-		if node == nil {
+	var snap *node.Snapshot // read once, for devices, ports and probe
+	readNode := func() *node.Snapshot {
+		if snap == nil {
 			if c, err := a.nl(); err != nil {
-				node = &health.Node{DevicesErr: err, PortsErr: err}
+				snap = &node.Snapshot{DevicesErr: err, PortsErr: err}
 			} else {
-				node = health.ReadNode(health.Source{Sysfs: sys, Netlink: c})
+				snap = node.Reader{Sysfs: sys, Netlink: c}.Read()
 			}
 		}
-		return node
+		return snap
 	}
 	for _, name := range names {
 		switch name {
-		case "devices", "ports":
-			results = append(results, readNode().Check([]string{name}, exp)...)
+		case "devices":
+			results = append(results, health.CheckDevices(readNode(), exp)...)
+		case "ports":
+			results = append(results, health.CheckPorts(readNode(), exp)...)
 		case "probe":
-			results = append(results, readNode().Probe(context.Background(), sys)...)
+			results = append(results, health.Probe(context.Background(), readNode(), sys)...)
 		case "gdr":
-			results = append(results, health.CheckGDR(gpudirect.Check(sys, gpudirect.Options{ProbeDMABuf: health.DMABufProbe(sys, a.nl)})))
+			results = append(results, health.CheckGDR(gpudirect.Check(sys, gpudirect.Options{ProbeDMABuf: node.DMABufProbe(sys, a.nl)})))
 		}
 	}
-	rep := health.Summarize(results)
+	rep := health.NewSummary(results)
 	if textfile != "" {
 		if err := writeCheckTextfile(textfile, rep, ranAt); err != nil {
 			return err
 		}
 	}
 	if !quiet {
-		if err := render.CheckReport(a.stdout, rep, output.Options{JSON: a.opts.json, Pretty: a.opts.pretty}); err != nil {
+		if err := render.CheckSummary(a.stdout, rep, output.Options{JSON: a.opts.json, Pretty: a.opts.pretty}); err != nil {
 			return err
 		}
 	}

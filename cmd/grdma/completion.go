@@ -1,11 +1,10 @@
 package main
 
 import (
-	"github.com/spf13/cobra"
-
 	"github.com/grdma/grdma/internal/completion"
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/sysfs"
+	"github.com/spf13/cobra"
 )
 
 // completionCommand prints a shell completion script. The scripts call
@@ -83,8 +82,8 @@ var netnsDir = completion.DefaultNetnsDir
 
 // completionSource is where completion finds device, netdev and namespace
 // names: RDMA netlink in -n's namespace, /sys/class/net below --sysfs-root.
-func (a *app) completionSource() completion.Source {
-	return completion.Source{
+func (a *app) completionSource() completion.Names {
+	return completion.Names{
 		Devices: func() ([]nldev.Device, error) {
 			_, devs, err := a.devices()
 			return devs, err

@@ -9,10 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/spf13/cobra"
-
 	"github.com/grdma/grdma/grammar"
 	"github.com/grdma/grdma/nldev"
+	"github.com/spf13/cobra"
 )
 
 // rxeSysfs is a captured /sys of the guest: netdevs lo, veth0, veth1.

@@ -1,11 +1,10 @@
 package main
 
 import (
-	"github.com/spf13/cobra"
-
 	"github.com/grdma/grdma/grammar"
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/render"
+	"github.com/spf13/cobra"
 )
 
 func (a *app) devCommand() *cobra.Command {
@@ -98,7 +97,7 @@ func (a *app) devSet(args *argv) error {
 		return usagef(args.Help, "dev set needs a device name")
 	}
 	name := args.Next()
-	attr, err := args.Keyword("attribute", "", "name", "netns", "adaptive-moderation")
+	attr, err := args.Keyword("attribute", "", grammar.Dev.Verb("set").Next.KeywordNames()...)
 	if err != nil {
 		return err
 	}

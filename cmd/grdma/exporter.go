@@ -11,9 +11,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/spf13/cobra"
-
 	"github.com/grdma/grdma/exporter"
+	"github.com/spf13/cobra"
 )
 
 // exporterOptions are the flags of grdma exporter, named as Prometheus

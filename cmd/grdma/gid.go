@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/spf13/cobra"
-
 	"github.com/grdma/grdma/cmdline"
 	"github.com/grdma/grdma/gid"
 	"github.com/grdma/grdma/grammar"
@@ -14,6 +12,7 @@ import (
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/render"
 	"github.com/grdma/grdma/uverbs"
+	"github.com/spf13/cobra"
 )
 
 func (a *app) gidCommand() *cobra.Command {

@@ -1,12 +1,11 @@
 package main
 
 import (
-	"github.com/spf13/cobra"
-
 	"github.com/grdma/grdma/grammar"
 	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/render"
+	"github.com/spf13/cobra"
 )
 
 func (a *app) linkCommand() *cobra.Command {
@@ -107,7 +106,7 @@ func (a *app) linkAdd(args *argv) error {
 	name := args.Next()
 	var linkType, netdev string
 	for !args.Empty() {
-		kw, err := args.Keyword("link add parameter", "", "type", "netdev")
+		kw, err := args.Keyword("link add parameter", "", grammar.Link.Verb("add").Next.KeywordNames()...)
 		if err != nil {
 			return err
 		}

@@ -10,12 +10,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mdlayher/netlink"
-
 	"github.com/grdma/grdma/cmdline"
 	"github.com/grdma/grdma/internal/nlfixture"
 	"github.com/grdma/grdma/internal/rdmacompat"
 	"github.com/grdma/grdma/nldev"
+	"github.com/mdlayher/netlink"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")

@@ -3,10 +3,9 @@
 package main
 
 import (
-	"github.com/spf13/cobra"
-
 	"github.com/grdma/grdma/grammar"
 	"github.com/grdma/grdma/internal/manpage"
+	"github.com/spf13/cobra"
 )
 
 //go:generate go test -run ^TestManPages$ -update

@@ -3,10 +3,9 @@ package main
 import (
 	"errors"
 
-	"github.com/spf13/cobra"
-
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/render"
+	"github.com/spf13/cobra"
 )
 
 func (a *app) monitorCommand() *cobra.Command {

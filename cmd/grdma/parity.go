@@ -18,7 +18,7 @@ func (a *app) statMR(args *argv) error {
 	var dev string
 	var f nldev.MRCounterFilter
 	for !args.Empty() {
-		kw, err := args.Keyword("filter", "", "mrn", "dev")
+		kw, err := args.Keyword("filter", "", grammar.Stat.Verb("mr").Next.KeywordNames()...)
 		if err != nil {
 			return err
 		}
@@ -125,7 +125,7 @@ func (a *app) resSet(args *argv) error {
 	if err != nil {
 		return err
 	}
-	kw, err := args.Keyword("parameter", "", "aging", "pinned")
+	kw, err := args.Keyword("parameter", "", grammar.Res.Verb("set").Next.Verb("frmr_pools").Next.KeywordNames()[1:]...)
 	if err != nil {
 		return err
 	}

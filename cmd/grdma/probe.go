@@ -6,12 +6,11 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/spf13/cobra"
-
 	"github.com/grdma/grdma/cmdline"
 	"github.com/grdma/grdma/grammar"
 	"github.com/grdma/grdma/render"
 	"github.com/grdma/grdma/verbsprobe"
+	"github.com/spf13/cobra"
 )
 
 func (a *app) probeCommand() *cobra.Command {

@@ -15,7 +15,7 @@ import (
 func (a *app) needPrometheus(string) error { return nil }
 
 // writeCheckTextfile writes check's results as Prometheus gauges.
-func writeCheckTextfile(path string, rep health.Report, ranAt time.Time) error {
+func writeCheckTextfile(path string, rep health.Summary, ranAt time.Time) error {
 	return (&exporter.CheckResults{Results: rep.Checks, RanAt: ranAt}).WriteTextfile(path)
 }
 

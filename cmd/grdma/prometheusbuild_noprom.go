@@ -13,10 +13,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/spf13/cobra"
-
 	"github.com/grdma/grdma/health"
 	"github.com/grdma/grdma/sysfs"
+	"github.com/spf13/cobra"
 )
 
 // prometheusBinary is the name of the complete build, looked up next to
@@ -116,6 +115,6 @@ func completeInPrometheusBuild(cmd *cobra.Command, args []string, toComplete str
 var errNeedsPrometheus = errors.New("needs the build with the Prometheus packages")
 
 // The writers are not reached in this build: needPrometheus runs first.
-func writeCheckTextfile(string, health.Report, time.Time) error { return errNeedsPrometheus }
+func writeCheckTextfile(string, health.Summary, time.Time) error { return errNeedsPrometheus }
 
 func (a *app) writeStatTextfile(sysfs.FS, string) error { return errNeedsPrometheus }

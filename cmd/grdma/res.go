@@ -5,14 +5,12 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/spf13/cobra"
-
-	"github.com/grdma/grdma/cmdline"
 	"github.com/grdma/grdma/grammar"
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/output"
 	"github.com/grdma/grdma/proc"
 	"github.com/grdma/grdma/render"
+	"github.com/spf13/cobra"
 )
 
 func (a *app) resCommand() *cobra.Command {
@@ -93,7 +91,7 @@ func (a *app) res(cmd *cobra.Command, args *argv) error {
 		// res_show), so a device named like an object abbreviation wins.
 		return a.resSummary(word)
 	}
-	if full, ok := cmdline.Abbrev(word, append(grammar.ResTypeNames(), "frmr_pools")); ok && full == "frmr_pools" {
+	if v := grammar.Res.Verb("show").Next.Verb(word); v != nil && v.Name == "frmr_pools" {
 		return a.resFRMRPools(args)
 	}
 	t, ok := grammar.ParseResType(word)
@@ -149,11 +147,11 @@ func (a *app) resSummary(dev string) error {
 		return err
 	}
 	if dev != "" {
-		i := slices.IndexFunc(sums, func(s nldev.ResSummary) bool { return s.DevName == dev })
+		i := slices.IndexFunc(sums, func(s nldev.ResSummary) bool { return s.Device == dev })
 		if i < 0 {
 			var names, objects []string
 			for _, s := range sums {
-				names = append(names, s.DevName)
+				names = append(names, s.Device)
 			}
 			objects = grammar.ResTypeNames()
 			return usagef("grdma res help", "%q is neither an object (%s) nor an RDMA device (%s)",

@@ -11,13 +11,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mdlayher/netlink"
-	"github.com/mdlayher/netlink/nltest"
-	"golang.org/x/sys/unix"
-
 	"github.com/grdma/grdma/internal/nlfixture"
 	"github.com/grdma/grdma/internal/rdmacompat"
 	"github.com/grdma/grdma/nldev"
+	"github.com/mdlayher/netlink"
+	"github.com/mdlayher/netlink/nltest"
+	"golang.org/x/sys/unix"
 )
 
 // resRecorded is where the resource recordings of a kernel are: replies

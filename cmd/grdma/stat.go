@@ -5,14 +5,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spf13/cobra"
-
 	"github.com/grdma/grdma/grammar"
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/output"
 	"github.com/grdma/grdma/ports"
 	"github.com/grdma/grdma/render"
 	"github.com/grdma/grdma/sysfs"
+	"github.com/spf13/cobra"
 )
 
 // statOptions are the options only stat takes.
@@ -135,7 +134,7 @@ func (a *app) readCounters(c *nldev.Client, refs []portRef) ([]nldev.PortCounter
 func (a *app) statShow(args *argv, so *statOptions) error {
 	if !args.Empty() {
 		// rdma: stat show link ... | stat show mr ... | stat show help.
-		w, err := args.Sub(args.Words[:1]).Keyword("parameter", "", "link", "mr", "help")
+		w, err := args.Sub(args.Words[:1]).Keyword("parameter", "", grammar.Stat.Verb("show").Next.KeywordNames()...)
 		if err != nil {
 			return err
 		}

@@ -9,11 +9,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mdlayher/netlink"
-
 	"github.com/grdma/grdma/internal/nlfixture"
 	"github.com/grdma/grdma/internal/rdmacompat"
 	"github.com/grdma/grdma/nldev"
+	"github.com/mdlayher/netlink"
 )
 
 // statKernel serves the recordings made after ibv_rc_pingpong traffic.

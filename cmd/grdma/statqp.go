@@ -164,7 +164,7 @@ func (a *app) statQPShow(args *argv) error {
 	var want ib.PortRef
 	var f nldev.QPCounterFilter
 	for !args.Empty() {
-		kw, err := args.Keyword("parameter", "", "link", "help", "cntn", "lqpn", "pid", "qp-type", "optional-counters")
+		kw, err := args.Keyword("parameter", "", grammar.Stat.Verb("qp").Next.KeywordNames()...)
 		if err != nil {
 			return err
 		}

@@ -18,9 +18,9 @@ import (
 	"github.com/grdma/grdma/sysfs"
 )
 
-// Source is where the names completion offers come from; nil functions
+// Names is where the names completion offers come from; nil functions
 // offer none.
-type Source struct {
+type Names struct {
 	// Devices lists the RDMA devices (over RDMA netlink).
 	Devices func() ([]nldev.Device, error)
 	// Sysfs reads /sys/class/net for netdev names.
@@ -36,7 +36,7 @@ const DefaultNetnsDir = "/run/netns"
 // Complete returns the candidates for the word toComplete after words, the
 // words after object on a command line ("link", ["add", "rxe0", "type"],
 // "r" gives "rxe"). known is false when object has no grammar.
-func Complete(src Source, object string, words []string, toComplete string) (cands []string, known bool) {
+func Complete(src Names, object string, words []string, toComplete string) (cands []string, known bool) {
 	g := grammar.Object(object)
 	if g == nil {
 		return nil, false
@@ -68,7 +68,7 @@ func dirNames(entries []fs.DirEntry, err error) []string {
 
 // completer produces the candidates of one word being completed.
 type completer struct {
-	src        Source
+	src        Names
 	toComplete string
 }
 

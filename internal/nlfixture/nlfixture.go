@@ -1,5 +1,5 @@
 // Package nlfixture replays RDMA netlink replies recorded from a real kernel
-// (by internal/nlcapture, stored under testdata/nldev) to an nltest
+// (by internal/cmd/nlcapture, stored under testdata/nldev) to an nltest
 // connection, so unit tests decode exactly what a kernel sent.
 package nlfixture
 
@@ -86,7 +86,7 @@ func (k *Kernel) On(r Request, file string) *Kernel {
 	return k
 }
 
-// Standard routes the files internal/nlcapture records for devices 0 and 1.
+// Standard routes the files internal/cmd/nlcapture records for devices 0 and 1.
 func (k *Kernel) Standard() *Kernel {
 	k.On(Request{Cmd: nldev.CmdGet, Dump: true, Dev: -1, Port: -1}, "get_dump.bin")
 	k.On(Request{Cmd: nldev.CmdSysGet, Dev: -1, Port: -1}, "sys_get.bin")

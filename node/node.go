@@ -1,4 +1,13 @@
-package health
+// Package node reads what a node's RDMA devices and ports look like, once:
+// every device with its uverbs character device and driver, every port
+// (ports.Reader: state, rate, width, MTU, netdev) with its GID table. The
+// health checks (package health), the exporter's metrics (package
+// exporter), and the responder and topology code derive their verdicts,
+// metrics and answers from the same Snapshot, so a port is read once per
+// check run or scrape. A device that vanishes while it is read is left out;
+// what cannot be read of one device or port is a ReadError and the rest is
+// read still.
+package node
 
 import (
 	"errors"
@@ -15,14 +24,10 @@ import (
 	"github.com/grdma/grdma/uverbs"
 )
 
-// Node is what the checks look at, read once: every RDMA device with its
-// uverbs character device, every port (ports.Reader: state, rate, width,
-// MTU, netdev) with its GID table. `grdma check` and the exporter (package
-// exporter) read a Node and derive their verdicts and metrics from the
-// same reading, so a port is read once per check run or scrape.
-type Node struct {
-	Devices []DeviceInput
-	Ports   []PortInput
+// Snapshot is a node's RDMA devices and ports as Reader.Read found them.
+type Snapshot struct {
+	Devices []Device
+	Ports   []Port
 	// DevicesErr and PortsErr are why the devices or the ports could not
 	// be listed at all; the checks of that kind then fail as a whole.
 	DevicesErr, PortsErr error
@@ -50,8 +55,8 @@ func (e *ReadError) Error() string {
 
 func (e *ReadError) Unwrap() error { return e.Err }
 
-// Source is where a Node is read from.
-type Source struct {
+// Reader reads a Snapshot.
+type Reader struct {
 	Sysfs sysfs.FS
 	// Netlink lists the devices and their ports; *nldev.Client is one
 	// (and names each device's uverbs device and driver, which makes
@@ -59,17 +64,17 @@ type Source struct {
 	Netlink ports.Netlink
 	// OpenVerbs, when set, opens a device's uverbs device for QUERY_PORT
 	// (ports.Reader.OpenVerbs); nil opens the node netlink names, else
-	// uverbs.Open on Sysfs.
+	// sysfs's (locator.Open).
 	OpenVerbs func(dev string) (ports.PortQuerier, error)
 }
 
-// ReadNode reads the devices and ports of the node. A device that vanishes
+// Read reads the devices and ports of the node. A device that vanishes
 // while it is read is left out, as a moment later it would be; a device
 // whose ports cannot be read is a ReadError and the other devices are
 // read still. Only failures to list anything at all end up in DevicesErr
 // and PortsErr; a kernel without RDMA netlink has no ports and no error.
-func ReadNode(src Source) *Node {
-	n := &Node{}
+func (src Reader) Read() *Snapshot {
+	n := &Snapshot{}
 	devs, err := src.Netlink.Devices()
 	if err != nil {
 		n.DevicesErr, n.PortsErr = err, err
@@ -79,7 +84,7 @@ func ReadNode(src Source) *Node {
 		return n
 	}
 	for _, d := range devs {
-		di := DeviceInput{Name: d.Name, Index: d.Index, Info: d}
+		di := Device{Name: d.Name, Index: d.Index, Info: d}
 		sd, err := src.Sysfs.Device(d.Name)
 		if sysfs.IsGone(err) {
 			continue // vanished since the listing
@@ -149,7 +154,7 @@ func ReadNode(src Source) *Node {
 	}
 	n.Devices = kept
 	for _, p := range ps {
-		n.Ports = append(n.Ports, PortInput{Port: p})
+		n.Ports = append(n.Ports, Port{Port: p})
 	}
 	n.readGIDs(src)
 	return n
@@ -167,7 +172,7 @@ var _ chardevs = (*nldev.Client)(nil)
 // QUERY_GID_TABLE a device when netlink can name the device's driver
 // (gid.ReadTablesVerbs), else from sysfs, slot by slot (rxe has 1,024 a
 // port).
-func (n *Node) readGIDs(src Source) {
+func (n *Snapshot) readGIDs(src Reader) {
 	var nodeOf gid.NodeFunc
 	if len(n.uverbs) > 0 {
 		nodeOf = func(dev string) (uverbs.Node, error) {
@@ -227,45 +232,8 @@ func isNotFound(err error) bool {
 	return errors.As(err, &nf)
 }
 
-// Check runs the named checks that need nothing but the node ("devices",
-// "ports"; other names are ignored) in the order given.
-func (n *Node) Check(names []string, exp Expect) []Result {
-	var out []Result
-	for _, name := range names {
-		switch name {
-		case "devices":
-			if n.DevicesErr != nil {
-				out = append(out, failure("devices", n.DevicesErr))
-				continue
-			}
-			out = append(out, CheckDevices(n.Devices, exp)...)
-		case "ports":
-			if n.PortsErr != nil {
-				out = append(out, failure("ports", n.PortsErr))
-				continue
-			}
-			res := CheckPorts(n.Ports, exp)
-			if len(n.Ports) == 0 && len(n.Errors) > 0 {
-				res = nil // the errors below say why there are none
-			}
-			for _, e := range n.Errors {
-				if e.What == "ports" {
-					res = append(res, Result{Name: "ports", Status: Fail, Subject: e.Device, Message: e.Error(), Signals: []Signal{}})
-				}
-			}
-			out = append(out, res...)
-		}
-	}
-	return out
-}
-
-// failure is the result of a check that could not read its inputs.
-func failure(check string, err error) Result {
-	return Result{Name: check, Status: Fail, Subject: "node", Message: err.Error(), Signals: []Signal{}}
-}
-
 // Active returns the ports whose state is ACTIVE (those a probe can use).
-func (n *Node) Active() []ports.Port {
+func (n *Snapshot) Active() []ports.Port {
 	var out []ports.Port
 	for _, p := range n.Ports {
 		if p.Port.State == ib.PortActive {
@@ -273,4 +241,27 @@ func (n *Node) Active() []ports.Port {
 		}
 	}
 	return out
+}
+
+// Port is one port with its populated GID entries.
+type Port struct {
+	Port ports.Port
+	GIDs []gid.Entry
+	// GIDErr is why the GID table could not be read: an expected GID type
+	// then fails as unverifiable, not as missing.
+	GIDErr error
+}
+
+// Device is one RDMA device and its uverbs character device.
+type Device struct {
+	Name   string
+	Index  uint32       // the netlink device index
+	Info   nldev.Device // what netlink says of it
+	Driver string       // as sysfs names it ("rxe", "mlx5_core")
+	// Verbs is the path of the uverbs character device, "" when the
+	// device has none (ib_uverbs not loaded).
+	Verbs string
+	// VerbsErr is why Verbs cannot be opened for reading and writing
+	// (permission, missing node), nil when it can.
+	VerbsErr error
 }
