@@ -34,6 +34,22 @@ var scenarios = []struct {
 	{"connect", func(t *testing.T, env *scenarioEnv) { scenarioConnect(t, env, 7300, -1) }},
 	{"tos", func(t *testing.T, env *scenarioEnv) { scenarioConnect(t, env, 7310, 0x68) }},
 	{"errors", scenarioErrors},
+	{"choose", scenarioChoose},
+}
+
+// scenarioChoose: what the CM chooses for the rxe device's address.
+func scenarioChoose(t *testing.T, env *scenarioEnv) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ch, err := env.open(t, "choose").Choose(ctx, env.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapped := netip.AddrFrom16(env.addr.As16())
+	if ch.Addr != env.addr || ch.Device.Port != 1 || ch.Device.NodeGUID == 0 || netip.AddrFrom16(ch.SGID) != mapped ||
+		ch.Path.DGID != ch.SGID || ch.Path.TrafficClass != 0 || ch.SGIDIndex == 0 {
+		t.Errorf("choice %+v; want port 1, GID %s (not index 0: the link-local GID)", ch, mapped)
+	}
 }
 
 // The made-up queue pair numbers.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"slices"
 	"sync"
 	"testing"
 	"unsafe"
@@ -30,6 +31,8 @@ type call struct {
 	Opt   string `json:"opt,omitempty"`  // hex, SET_OPTION's value
 	Resp  string `json:"resp,omitempty"` // hex
 	Errno int    `json:"errno,omitempty"`
+
+	replayed bool
 }
 
 // pointerFields are where requests carry user addresses: the response
@@ -140,8 +143,10 @@ func (k *fakeKernel) channel(opts Options) *Channel {
 }
 
 func (k *fakeKernel) nextName() string {
-	if k.done < len(k.cmds) {
-		return k.cmds[k.done].Cmd
+	for _, c := range k.cmds {
+		if !c.replayed {
+			return c.Cmd + " " + c.Req
+		}
 	}
 	return "(none)"
 }
@@ -172,17 +177,20 @@ func (k *fakeKernel) write(msg []byte) (int, error) {
 		rec = k.events[k.read]
 		k.read++
 	} else {
-		if k.done >= len(k.cmds) {
-			k.t.Errorf("%s: command %s beyond the transcript", k.name, commandNames[cmd])
-			return 0, unix.EINVAL
-		}
-		rec = k.cmds[k.done]
+		// The next recorded command this one is: the first not yet
+		// replayed with the same request (the ID handle in it tells the
+		// goroutines of a scenario apart, whose order may differ).
 		req, opt := maskedRequest(cmd, msg)
-		if want := commandNumbers[rec.Cmd]; want != cmd || hex.EncodeToString(req) != rec.Req || hex.EncodeToString(opt) != rec.Opt {
-			k.t.Errorf("%s: command %d is %s %x (option %x); the kernel was sent %s %s (option %s)",
-				k.name, k.done, commandNames[cmd], req, opt, rec.Cmd, rec.Req, rec.Opt)
+		i := slices.IndexFunc(k.cmds, func(c call) bool {
+			return !c.replayed && commandNumbers[c.Cmd] == cmd && c.Req == hex.EncodeToString(req) && c.Opt == hex.EncodeToString(opt)
+		})
+		if i < 0 {
+			k.t.Errorf("%s: command %s %x (option %x) is not in the transcript; next recorded: %s",
+				k.name, commandNames[cmd], req, opt, k.nextName())
 			return 0, unix.EINVAL
 		}
+		k.cmds[i].replayed = true
+		rec = k.cmds[i]
 		k.done++
 	}
 	defer k.signal()

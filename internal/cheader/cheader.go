@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"testing"
 )
 
 // Type is a laid-out C struct or union (or scalar).
@@ -450,4 +451,17 @@ func Compare(goValue any, c *Type, members map[string]string) []string {
 		}
 	}
 	return diffs
+}
+
+// Missing ends a test that cannot read its headers (err from Read): a
+// skip naming the package where the machine lacks them (make test
+// installs nothing), a failure where CI requires them
+// (GRDMA_UAPI_HEADERS=required, which .ci/run sets after installing
+// them) or for any other error.
+func Missing(tb testing.TB, pkg string, err error) {
+	tb.Helper()
+	if errors.Is(err, fs.ErrNotExist) && os.Getenv("GRDMA_UAPI_HEADERS") != "required" {
+		tb.Skipf("%s: kernel UAPI header missing (%v): the ABI layouts are not checked; install linux-libc-dev to check them", pkg, err)
+	}
+	tb.Fatalf("%s: no kernel UAPI header to check against: %v (install linux-libc-dev)", pkg, err)
 }
