@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/grdma/grdma/cmconfig"
+	"github.com/grdma/grdma/gid"
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/rdmacm"
 	"github.com/grdma/grdma/sysfs"
@@ -67,7 +68,9 @@ func RDMACM(fsys sysfs.FS, nl CMNetlink) (rdmacm.Node, error) {
 }
 
 // OpenRDMACM opens the RDMA CM's character device (RDMACM) with errors
-// that name devices (through nl) and their ports' default RoCE mode as
+// that name devices (through nl) and the RoCE version of the source GID
+// of a route: the type of that GID in the port's table, or where the
+// table has it as both RoCE v1 and v2, the port's default mode as
 // configfs shows it (read only where the device's directory exists:
 // nothing is made or mounted for an error message).
 func OpenRDMACM(fsys sysfs.FS, nl CMNetlink) (*rdmacm.Channel, error) {
@@ -78,20 +81,44 @@ func OpenRDMACM(fsys sysfs.FS, nl CMNetlink) (*rdmacm.Channel, error) {
 	return rdmacm.OpenNode(node, rdmacm.Options{Describe: describer(fsys, nl)})
 }
 
-// describer names a device port for rdmacm's errors.
-func describer(fsys sysfs.FS, nl CMNetlink) func(devIndex uint32, port uint8) rdmacm.PortInfo {
+// describer names a device port and the RoCE version of a GID on it for
+// rdmacm's errors.
+func describer(fsys sysfs.FS, nl CMNetlink) func(rdmacm.DevicePort, [16]byte) rdmacm.PortInfo {
 	if nl == nil {
 		return nil
 	}
-	return func(devIndex uint32, port uint8) rdmacm.PortInfo {
-		d, err := nl.Device(devIndex)
+	return func(dp rdmacm.DevicePort, sgid [16]byte) rdmacm.PortInfo {
+		d, err := nl.Device(dp.Index)
 		if err != nil {
 			return rdmacm.PortInfo{}
 		}
-		info := rdmacm.PortInfo{Device: d.Name}
-		if def, err := cmconfig.Shown(fsys, d.Name, uint32(port)); err == nil {
-			info.RoCE = def.RoCEMode.String()
-		}
-		return info
+		return rdmacm.PortInfo{Device: d.Name, RoCE: roceVersion(fsys, d.Name, uint32(dp.Port), gid.GID(sgid))}
 	}
+}
+
+// roceVersion is the RoCE version the CM uses for sgid on a port: the
+// GID's only type in the table, else the port's default mode.
+func roceVersion(fsys sysfs.FS, dev string, port uint32, sgid gid.GID) string {
+	if sgid.IsZero() {
+		return ""
+	}
+	entries, err := gid.ReadTable(fsys, dev, port)
+	if err != nil {
+		return ""
+	}
+	types := map[gid.Type]bool{}
+	for _, e := range entries {
+		if e.GID == sgid {
+			types[e.Type] = true
+		}
+	}
+	if len(types) == 1 {
+		for t := range types {
+			return t.String()
+		}
+	}
+	if def, err := cmconfig.Shown(fsys, dev, port); err == nil && types[def.RoCEMode] {
+		return def.RoCEMode.String()
+	}
+	return ""
 }

@@ -58,17 +58,18 @@ type Channel struct {
 
 // Options are a Channel's settings beyond the device.
 type Options struct {
-	// Describe, when set, names a device port (by its RDMA netlink
-	// index) and its default RoCE mode for error messages; package
-	// cmnode sets it. Without it errors name the device by index.
-	Describe func(devIndex uint32, port uint8) PortInfo
+	// Describe, when set, names a device port for error messages, and
+	// the RoCE version of the route's source GID there (sgid is zero
+	// before route resolution); locator.OpenRDMACM sets it. Without it
+	// errors name the device by its index.
+	Describe func(port DevicePort, sgid [16]byte) PortInfo
 }
 
 // PortInfo describes a device port in error messages.
 type PortInfo struct {
 	Device string // "rxe0"
-	// RoCE is the port's default RoCE mode as configfs shows it ("RoCE
-	// v2"), "" when unknown.
+	// RoCE is the RoCE version the CM uses there ("RoCE v2"), "" when
+	// unknown.
 	RoCE string
 }
 

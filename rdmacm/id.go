@@ -37,6 +37,7 @@ type ID struct {
 	// What errors describe.
 	src, dst netip.AddrPort
 	dev      DevicePort
+	sgid     [16]byte
 	tos      int // -1 until known
 }
 
@@ -141,12 +142,13 @@ func (id *ID) await(ctx context.Context, step string, want EventType, start time
 func (id *ID) stepError(step string, ev Event, err error, start time.Time) *Error {
 	id.mu.Lock()
 	e := &Error{Step: step, Event: ev.Type, Status: ev.Status, Err: err, Src: id.src, Dst: id.dst, Device: id.dev, TOS: id.tos}
+	sgid := id.sgid
 	id.mu.Unlock()
 	if !start.IsZero() {
 		e.Waited = time.Since(start)
 	}
 	if e.Device.Port != 0 && id.ch.opts.Describe != nil {
-		e.Port = id.ch.opts.Describe(e.Device.Index, e.Device.Port)
+		e.Port = id.ch.opts.Describe(e.Device, sgid)
 	}
 	if err == nil && ev.Type == EventAddrError && ev.Status == -int32(unix.ENODEV) && e.Dst.IsValid() {
 		e.Egress, e.EgressSrc = id.ch.egress(e.Dst.Addr())
@@ -286,7 +288,7 @@ func (id *ID) ResolveRoute(ctx context.Context, timeout time.Duration) error {
 	}
 	if r, err := id.QueryRoute(); err == nil && len(r.Paths) > 0 {
 		id.mu.Lock()
-		id.tos = int(r.Paths[0].TrafficClass)
+		id.tos, id.sgid = int(r.Paths[0].TrafficClass), r.Paths[0].SGID
 		id.mu.Unlock()
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net/netip"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -219,192 +220,266 @@ func (e *cmEndpoint) toErr() error {
 	return e.c.ModifyQP(e.qp.QP(), &uverbs.QPAttr{State: ib.QPStateErr}, uverbs.QPAttrState)
 }
 
-// cmConn is what a connection between two IDs of this guest showed.
+// cmConn is what the active side of a connection saw.
 type cmConn struct {
-	clientRTR, serverRTR uverbs.QPAttr
-	route                rdmacm.Route
-	paths                []rdmacm.PathRecord
-	addr                 rdmacm.Addr
-	srcGID, dstGID       [16]byte
-	steps                []string
+	id             *rdmacm.ID
+	e              *cmEndpoint
+	peer           rdmacm.ConnParam
+	rtr            uverbs.QPAttr
+	route          rdmacm.Route
+	paths          []rdmacm.PathRecord
+	addr           rdmacm.Addr
+	srcGID, dstGID [16]byte
+	steps          []string
+}
+
+// cmDial connects an RC queue pair to dst through the CM as a librdmacm
+// client does, with a receive posted before the connection; tos, if not
+// negative, is set on the ID. The caller closes the endpoint and
+// destroys the ID (close does both).
+func cmDial(ctx context.Context, ch *rdmacm.Channel, dst netip.AddrPort, tos int) (c *cmConn, err error) {
+	c = &cmConn{}
+	start := time.Now()
+	step := func(format string, args ...any) {
+		c.steps = append(c.steps, fmt.Sprintf("%8v %s", time.Since(start).Round(time.Microsecond), fmt.Sprintf(format, args...)))
+	}
+	if c.id, err = ch.CreateID(rdmacm.PortSpaceTCP); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			c.close()
+		}
+	}()
+	if err := c.id.ResolveAddr(ctx, netip.AddrPort{}, dst, 2*time.Second); err != nil {
+		return c, err
+	}
+	step("address resolved")
+	if c.addr, err = c.id.QueryAddr(); err != nil {
+		return c, err
+	}
+	if tos >= 0 {
+		if err := c.id.SetTOS(uint8(tos)); err != nil {
+			return c, err
+		}
+	}
+	if err := c.id.ResolveRoute(ctx, 2*time.Second); err != nil {
+		return c, err
+	}
+	step("route resolved")
+	if c.route, err = c.id.QueryRoute(); err != nil {
+		return c, err
+	}
+	if c.paths, err = c.id.QueryPath(); err != nil {
+		return c, err
+	}
+	if c.srcGID, c.dstGID, err = c.id.QueryGID(); err != nil {
+		return c, err
+	}
+	if c.e, err = newCMEndpoint(c.addr.Device); err != nil {
+		return c, err
+	}
+	if _, err := c.e.move(c.id, ib.QPStateInit, nil); err != nil {
+		return c, err
+	}
+	if err := c.e.postRecv(); err != nil {
+		return c, err
+	}
+	c.peer, err = c.id.Connect(ctx, rdmacm.ConnParam{QPNum: c.e.qp.QP().QPN, ResponderResources: 1, InitiatorDepth: 1, RetryCount: 7, RNRRetryCount: 7})
+	if err != nil {
+		return c, err
+	}
+	step("connect response: peer QPN %d", c.peer.QPNum)
+	if c.rtr, err = c.e.connect(c.id, nil, nil); err != nil {
+		return c, err
+	}
+	if c.rtr.DestQPN != c.peer.QPNum {
+		return c, fmt.Errorf("RTR dest QPN %d, the peer's is %d", c.rtr.DestQPN, c.peer.QPNum)
+	}
+	if err := c.id.Establish(); err != nil {
+		return c, err
+	}
+	step("established (RTU sent)")
+	return c, nil
+}
+
+// disconnect ends the connection from this side: ERR, DISCONNECT, and
+// the DISCONNECTED event.
+func (c *cmConn) disconnect(ctx context.Context) error {
+	if err := c.e.toErr(); err != nil {
+		return err
+	}
+	if err := c.id.Disconnect(); err != nil {
+		return err
+	}
+	return c.id.WaitDisconnected(ctx)
+}
+
+func (c *cmConn) close() error {
+	var errs []error
+	if c.e != nil {
+		errs = append(errs, c.e.close())
+	}
+	if c.id != nil {
+		errs = append(errs, c.id.Destroy())
+	}
+	return errors.Join(errs...)
+}
+
+// cmAccepted is the passive side of a connection.
+type cmAccepted struct {
+	req *rdmacm.Request
+	e   *cmEndpoint
+	rtr uverbs.QPAttr
+}
+
+// cmAccept takes the listener's next request and connects it as a
+// librdmacm server does: a queue pair with a receive posted, through RTS
+// with the resources it accepts (1), ACCEPT, and ESTABLISHED.
+func cmAccept(ctx context.Context, listener *rdmacm.ID) (a *cmAccepted, err error) {
+	a = &cmAccepted{}
+	if a.req, err = listener.GetRequest(ctx); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			a.close()
+		}
+	}()
+	if !a.req.Addr.HasDevice() {
+		return a, fmt.Errorf("the request's ID has no device: %+v", a.req.Addr)
+	}
+	if a.e, err = newCMEndpoint(a.req.Addr.Device); err != nil {
+		return a, err
+	}
+	if _, err := a.e.move(a.req.ID, ib.QPStateInit, nil); err != nil {
+		return a, err
+	}
+	if err := a.e.postRecv(); err != nil {
+		return a, err
+	}
+	resources := min(a.req.Peer.ResponderResources, 1)
+	depth := min(a.req.Peer.InitiatorDepth, 1)
+	if a.rtr, err = a.e.connect(a.req.ID, &resources, &depth); err != nil {
+		return a, err
+	}
+	if err := a.req.ID.Accept(rdmacm.ConnParam{QPNum: a.e.qp.QP().QPN, ResponderResources: resources, InitiatorDepth: depth, RNRRetryCount: 7}); err != nil {
+		return a, err
+	}
+	return a, a.req.ID.WaitEstablished(ctx)
+}
+
+func (a *cmAccepted) close() error {
+	var errs []error
+	if a.e != nil {
+		errs = append(errs, a.e.close())
+	}
+	if a.req != nil {
+		errs = append(errs, a.req.ID.Destroy())
+	}
+	return errors.Join(errs...)
+}
+
+// cmListen makes a listener on addr (an IPv4 address of the guest, or
+// 0.0.0.0) and port.
+func cmListen(t *testing.T, ch *rdmacm.Channel, addr netip.Addr, port uint16) *rdmacm.ID {
+	t.Helper()
+	l, err := ch.CreateID(rdmacm.PortSpaceTCP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Destroy() })
+	if err := l.Bind(netip.AddrPortFrom(addr, port)); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Listen(1); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func openCM(t *testing.T) *rdmacm.Channel {
+	t.Helper()
+	ch, err := rdmacm.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ch.Close() })
+	return ch
+}
+
+// loopback is what a connection between two IDs of this guest showed.
+type loopback struct {
+	client    *cmConn
+	serverRTR uverbs.QPAttr
 }
 
 // cmLoopback connects a client ID to a listener on the wildcard address
 // and cmPort, both in this guest, the client to addr; sends a message
 // each way and disconnects. tos, if not negative, is set on the client ID.
-func cmLoopback(t *testing.T, addr netip.Addr, tos int) cmConn {
+func cmLoopback(t *testing.T, addr netip.Addr, tos int) loopback {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var conn cmConn
-	start := time.Now()
-	step := func(format string, args ...any) {
-		conn.steps = append(conn.steps, fmt.Sprintf("%8v %s", time.Since(start).Round(time.Microsecond), fmt.Sprintf(format, args...)))
-	}
-	defer func() {
-		for _, s := range conn.steps {
-			t.Log(s)
-		}
-	}()
-
-	server, err := rdmacm.Open()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer server.Close()
-	listener, err := server.CreateID(rdmacm.PortSpaceTCP)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer listener.Destroy()
-	if err := listener.Bind(netip.AddrPortFrom(netip.IPv4Unspecified(), cmPort)); err != nil {
-		t.Fatal(err)
-	}
-	if err := listener.Listen(1); err != nil {
-		t.Fatal(err)
-	}
+	listener := cmListen(t, openCM(t), netip.IPv4Unspecified(), cmPort)
+	var lb loopback
 	served := make(chan error, 1)
-	go func() { served <- cmServe(ctx, listener, &conn.serverRTR) }()
-	defer func() {
-		cancel()
-		if err := <-served; err != nil {
-			t.Errorf("passive side: %v", err)
+	go func() {
+		a, err := cmAccept(ctx, listener)
+		if err == nil {
+			lb.serverRTR = a.rtr
+			err = a.echo(ctx)
 		}
+		if a != nil {
+			err = errors.Join(err, a.close())
+		}
+		served <- err
 	}()
-
-	client, err := rdmacm.Open()
+	c, err := cmDial(ctx, openCM(t), netip.AddrPortFrom(addr, cmPort), tos)
+	if c != nil {
+		defer func() {
+			for _, s := range c.steps {
+				t.Log(s)
+			}
+			if err := c.close(); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer client.Close()
-	id, err := client.CreateID(rdmacm.PortSpaceTCP)
-	if err != nil {
+	lb.client = c
+	if err := c.e.send("ping from the client"); err != nil {
 		t.Fatal(err)
 	}
-	defer id.Destroy()
-	if err := id.ResolveAddr(ctx, netip.AddrPort{}, netip.AddrPortFrom(addr, cmPort), 2*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	step("address resolved")
-	if conn.addr, err = id.QueryAddr(); err != nil {
-		t.Fatal(err)
-	}
-	if tos >= 0 {
-		if err := id.SetTOS(uint8(tos)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := id.ResolveRoute(ctx, 2*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	step("route resolved")
-	if conn.route, err = id.QueryRoute(); err != nil {
-		t.Fatal(err)
-	}
-	if conn.paths, err = id.QueryPath(); err != nil {
-		t.Fatal(err)
-	}
-	if conn.srcGID, conn.dstGID, err = id.QueryGID(); err != nil {
-		t.Fatal(err)
-	}
-	e, err := newCMEndpoint(conn.addr.Device)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := e.close(); err != nil {
-			t.Error(err)
-		}
-	}()
-	if _, err := e.move(id, ib.QPStateInit, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.postRecv(); err != nil {
-		t.Fatal(err)
-	}
-	peer, err := id.Connect(ctx, rdmacm.ConnParam{QPNum: e.qp.QP().QPN, ResponderResources: 1, InitiatorDepth: 1, RetryCount: 7, RNRRetryCount: 7})
-	if err != nil {
-		t.Fatal(err)
-	}
-	step("connect response: peer QPN %d", peer.QPNum)
-	if conn.clientRTR, err = e.connect(id, nil, nil); err != nil {
-		t.Fatal(err)
-	}
-	if conn.clientRTR.DestQPN != peer.QPNum {
-		t.Errorf("RTR dest QPN %d, the peer's is %d", conn.clientRTR.DestQPN, peer.QPNum)
-	}
-	if err := id.Establish(); err != nil {
-		t.Fatal(err)
-	}
-	step("established (RTU sent)")
-	if err := e.send("ping from the client"); err != nil {
-		t.Fatal(err)
-	}
-	if got, err := e.received(); err != nil || got != "pong from the server" {
+	if got, err := c.e.received(); err != nil || got != "pong from the server" {
 		t.Fatalf("client received %q, %v", got, err)
 	}
-	step("message exchanged")
-	// The client ends the connection: ERR, DISCONNECT, and both see
-	// DISCONNECTED.
-	if err := e.toErr(); err != nil {
+	if err := c.disconnect(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := id.Disconnect(); err != nil {
-		t.Fatal(err)
+	if err := <-served; err != nil {
+		t.Fatalf("passive side: %v", err)
 	}
-	if err := id.WaitDisconnected(ctx); err != nil {
-		t.Fatal(err)
-	}
-	step("disconnected")
-	return conn
+	return lb
 }
 
-// cmServe takes one request of the listener, connects it and answers one
-// message, then waits for the peer to disconnect.
-func cmServe(ctx context.Context, listener *rdmacm.ID, rtr *uverbs.QPAttr) error {
-	req, err := listener.GetRequest(ctx)
-	if err != nil {
-		return err
-	}
-	defer req.ID.Destroy()
-	if !req.Addr.HasDevice() {
-		return fmt.Errorf("the request's ID has no device: %+v", req.Addr)
-	}
-	e, err := newCMEndpoint(req.Addr.Device)
-	if err != nil {
-		return err
-	}
-	defer e.close()
-	if _, err := e.move(req.ID, ib.QPStateInit, nil); err != nil {
-		return err
-	}
-	if err := e.postRecv(); err != nil {
-		return err
-	}
-	resources := min(req.Peer.ResponderResources, 1)
-	depth := min(req.Peer.InitiatorDepth, 1)
-	if *rtr, err = e.connect(req.ID, &resources, &depth); err != nil {
-		return err
-	}
-	if err := req.ID.Accept(rdmacm.ConnParam{QPNum: e.qp.QP().QPN, ResponderResources: resources, InitiatorDepth: depth, RNRRetryCount: 7}); err != nil {
-		return err
-	}
-	if err := req.ID.WaitEstablished(ctx); err != nil {
-		return err
-	}
-	if got, err := e.received(); err != nil || got != "ping from the client" {
+// echo answers the client's message and waits for its disconnection.
+func (a *cmAccepted) echo(ctx context.Context) error {
+	if got, err := a.e.received(); err != nil || got != "ping from the client" {
 		return fmt.Errorf("server received %q, %v", got, err)
 	}
-	if err := e.send("pong from the server"); err != nil {
+	if err := a.e.send("pong from the server"); err != nil {
 		return err
 	}
-	if err := req.ID.WaitDisconnected(ctx); err != nil {
+	if err := a.req.ID.WaitDisconnected(ctx); err != nil {
 		return err
 	}
-	if err := e.toErr(); err != nil {
+	if err := a.e.toErr(); err != nil {
 		return err
 	}
-	return req.ID.Disconnect()
+	return a.req.ID.Disconnect()
 }
 
 // TestCMConnect connects two IDs of this guest over rxe0's IPv4 address:
@@ -413,7 +488,7 @@ func cmServe(ctx context.Context, listener *rdmacm.ID, rtr *uverbs.QPAttr) error
 // INIT_QP_ATTR answers alone, a SEND goes each way, and nothing is left.
 func TestCMConnect(t *testing.T) {
 	addr := cmSetup(t)
-	conn := cmLoopback(t, addr, -1)
+	conn := cmLoopback(t, addr, -1).client
 	a := conn.addr
 	if a.Device.Port != 1 || a.Dst.Addr() != addr || a.Src.Addr() != addr {
 		t.Errorf("QUERY ADDR: %+v; want port 1, %s both ways", a, addr)
@@ -435,23 +510,23 @@ func TestCMConnect(t *testing.T) {
 		t.Errorf("QUERY PATH %+v\nQUERY_ROUTE %+v", q, p)
 	}
 	// The address vector the CM gives the queue pair is the route's.
-	av := conn.clientRTR.AV
+	av := conn.rtr.AV
 	if av.IsGlobal != 1 || av.DGID != p.DGID || av.HopLimit != p.HopLimit || av.TrafficClass != p.TrafficClass || av.PortNum != 1 {
 		t.Errorf("client RTR address vector %+v, route %+v", av, p)
 	}
 	t.Logf("route: %s → %s, sgid index %d, traffic class %d, hop limit %d, path MTU %v, packet lifetime %d, timeout %d",
-		conn.route.Src, conn.route.Dst, av.SGIDIndex, p.TrafficClass, p.HopLimit, p.MTU, p.PacketLifeTime, conn.clientRTR.Timeout)
+		conn.route.Src, conn.route.Dst, av.SGIDIndex, p.TrafficClass, p.HopLimit, p.MTU, p.PacketLifeTime, conn.rtr.Timeout)
 }
 
 // TestCMToS: a ToS set on the ID is the route's traffic class and the
 // address vector's on both sides (the passive side mirrors the request).
 func TestCMToS(t *testing.T) {
 	addr := cmSetup(t)
-	conn := cmLoopback(t, addr, 0x68)
-	if tc := conn.route.Paths[0].TrafficClass; tc != 0x68 {
+	lb := cmLoopback(t, addr, 0x68)
+	if tc := lb.client.route.Paths[0].TrafficClass; tc != 0x68 {
 		t.Errorf("route traffic class %#x, want 0x68", tc)
 	}
-	if c, s := conn.clientRTR.AV.TrafficClass, conn.serverRTR.AV.TrafficClass; c != 0x68 || s != 0x68 {
+	if c, s := lb.client.rtr.AV.TrafficClass, lb.serverRTR.AV.TrafficClass; c != 0x68 || s != 0x68 {
 		t.Errorf("RTR traffic class: client %#x, server %#x; want 0x68", c, s)
 	}
 }
@@ -576,4 +651,119 @@ func TestCMErrors(t *testing.T) {
 		}
 		t.Log(err)
 	})
+}
+
+// cmDefault is what grdma -j cm show prints for a port.
+type cmDefault struct {
+	Ifname   string `json:"ifname"`
+	Port     int    `json:"port"`
+	RoCEMode string `json:"roce_mode"`
+	ToS      int    `json:"tos"`
+}
+
+// TestCMDefaults: grdma cm show and set read and change configfs's
+// default_roce_mode and default_roce_tos as cma_roce_mode and
+// cma_roce_tos do, leaving configfs as they found it (here: not
+// mounted); what they set is what the CM then picks; grdma check cm
+// passes.
+func TestCMDefaults(t *testing.T) {
+	addr := cmSetup(t)
+	mounts := readFile("/proc/mounts")
+	show := func(t *testing.T) []cmDefault {
+		t.Helper()
+		r := must(t, grdma(), "-j", "cm", "show", "rxe0/1")
+		var defs []cmDefault
+		if err := json.Unmarshal([]byte(r.stdout), &defs); err != nil {
+			t.Fatalf("%v\n%s", err, r)
+		}
+		return defs
+	}
+	unchanged := func(t *testing.T) {
+		t.Helper()
+		if now := readFile("/proc/mounts"); now != mounts {
+			t.Errorf("mounts changed:\nbefore\n%s\nafter\n%s", mounts, now)
+		}
+	}
+	if defs := show(t); len(defs) != 1 || defs[0] != (cmDefault{"rxe0", 1, "RoCE v2", 0}) {
+		t.Fatalf("cm show: %+v", defs)
+	}
+	unchanged(t)
+	if r := must(t, grdma(), "cm"); r.stdout != "cm rxe0/1 roce-mode v2 tos 0\n" {
+		t.Errorf("cm:\n%s", r)
+	}
+
+	// The ToS default: what connections without a ToS of their own get.
+	must(t, grdma(), "cm", "set", "rxe0/1", "tos", "104")
+	t.Cleanup(func() { must(t, grdma(), "cm", "set", "rxe0/1", "tos", "0") })
+	unchanged(t)
+	if defs := show(t); len(defs) != 1 || defs[0].ToS != 104 {
+		t.Fatalf("after cm set tos 104: %+v", defs)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	choice, err := openCM(t).Choose(ctx, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if choice.Path.TrafficClass != 104 || choice.Device.Port != 1 {
+		t.Errorf("the CM's choice after cm set tos 104: %+v", choice)
+	}
+	lb := cmLoopback(t, addr, -1)
+	if c, s := lb.client.rtr.AV.TrafficClass, lb.serverRTR.AV.TrafficClass; c != 104 || s != 104 {
+		t.Errorf("RTR traffic class: client %d, server %d; want 104", c, s)
+	}
+
+	// rxe has RoCE v2 GIDs only: the kernel refuses v1, and says why.
+	r := run(grdma(), "cm", "set", "rxe0/1", "roce-mode", "v1")
+	if r.code != 1 || !strings.Contains(r.stderr, "the port has no RoCE v1 GIDs (rxe has RoCE v2 only)") {
+		t.Errorf("roce-mode v1 on rxe:\n%s", r)
+	}
+	must(t, grdma(), "cm", "set", "rxe0/1", "roce-mode", "v2")
+	unchanged(t)
+
+	// Bad input exits 2, a missing device or port 1, nothing changed.
+	for _, c := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"cm", "set", "rxe0/1", "tos", "256"}, 2, `tos "256": want the ToS byte, 0 to 255`},
+		{[]string{"cm", "set", "rxe0", "tos", "1"}, 2, "cm set needs a port: rxe0/PORT"},
+		{[]string{"cm", "set", "rxe0/1"}, 2, "nothing to set"},
+		{[]string{"cm", "set", "rxe0/1", "roce-mode", "v3"}, 2, `roce-mode "v3": want v1 or v2`},
+		{[]string{"cm", "set", "rxe9/1", "tos", "1"}, 1, "rxe9"},
+		{[]string{"cm", "set", "rxe0/2", "tos", "1"}, 1, "rxe0/2"},
+		{[]string{"cm", "show", "rxe9"}, 1, "rxe9"},
+	} {
+		r := run(grdma(), c.args...)
+		if r.code != c.code || !strings.Contains(r.stderr, c.msg) {
+			t.Errorf("want exit %d with %q:\n%s", c.code, c.msg, r)
+		}
+	}
+	if defs := show(t); len(defs) != 1 || defs[0] != (cmDefault{"rxe0", 1, "RoCE v2", 104}) {
+		t.Errorf("after the bad input: %+v", defs)
+	}
+	unchanged(t)
+
+	// Unprivileged: configfs's directory cannot be made.
+	if r := runAs(65534, grdma(), "cm", "show"); r.code != 1 || !strings.Contains(r.stderr, "root") {
+		t.Errorf("as nobody:\n%s", r)
+	}
+
+	// grdma check cm: rxe0/1 binds its address with a RoCE v2 GID.
+	var sum struct {
+		OK     bool `json:"ok"`
+		Checks []struct {
+			Name, Status, Subject, Message string
+		} `json:"checks"`
+	}
+	r = must(t, grdma(), "-j", "check", "cm")
+	if err := json.Unmarshal([]byte(r.stdout), &sum); err != nil {
+		t.Fatalf("%v\n%s", err, r)
+	}
+	if !sum.OK || len(sum.Checks) != 1 || sum.Checks[0].Status != "PASS" || sum.Checks[0].Subject != "rxe0/1" {
+		t.Errorf("check cm:\n%s", r)
+	}
+	t.Log(sum.Checks)
+	unchanged(t)
 }
