@@ -104,7 +104,7 @@ type session struct {
 // open shows dev's directory: configfs mounted (on the live root only),
 // the device's directory created if absent.
 func open(fsys sysfs.FS, dev string) (*session, error) {
-	if dev == "" || strings.ContainsAny(dev, "/\x00") || dev == "." || dev == ".." {
+	if !validName(dev) {
 		return nil, fmt.Errorf("cmconfig: invalid device name %q", dev)
 	}
 	s := &session{fsys: fsys, dev: dev, dir: path.Join(Dir, dev)}
@@ -136,6 +136,12 @@ func open(fsys sysfs.FS, dev string) (*session, error) {
 		s.made = true
 	}
 	return s, nil
+}
+
+// validName reports whether dev can name a directory of configfs's
+// rdma_cm.
+func validName(dev string) bool {
+	return dev != "" && dev != "." && dev != ".." && !strings.ContainsAny(dev, "/\x00")
 }
 
 // mounted reports whether a file system is mounted on sys/kernel/config:
@@ -202,9 +208,14 @@ func (s *session) portFile(port uint32, file string) string {
 	return path.Join(s.dir, "ports", strconv.FormatUint(uint64(port), 10), file)
 }
 
-// read reads one port's defaults; linkLayer tells IB from RoCE v1.
-func (s *session) read(port uint32, linkLayer ib.LinkLayer) (Defaults, error) {
+// read reads one port's defaults; the port's link layer in sysfs tells
+// IB from RoCE v1.
+func (s *session) read(port uint32) (Defaults, error) {
 	d := Defaults{Device: s.dev, Port: port}
+	linkLayer, err := s.fsys.LinkLayer(s.dev, port)
+	if err != nil {
+		linkLayer = ib.LinkLayerEthernet // the CM's only use of it: naming v1
+	}
 	mode, err := s.fsys.ReadAttr(s.portFile(port, modeFile))
 	if err != nil {
 		return d, s.readError(port, modeFile, err)
@@ -235,27 +246,13 @@ func (s *session) readError(port uint32, file string, err error) error {
 // Read returns the defaults of each port of device dev, or of port only
 // when it is not 0, reading the link layer of each port in sysfs.
 func Read(fsys sysfs.FS, dev string, port uint32) (out []Defaults, err error) {
-	s, err := open(fsys, dev)
+	s, ports, err := openPorts(fsys, dev, port)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, s.close()) }()
-	ports, err := s.ports()
-	if err != nil {
-		return nil, err
-	}
-	if port != 0 {
-		if !slices.Contains(ports, port) {
-			return nil, &ib.NotFoundError{Device: dev, Port: port, NumPorts: uint32(len(ports))}
-		}
-		ports = []uint32{port}
-	}
 	for _, p := range ports {
-		ll, err := fsys.LinkLayer(dev, p)
-		if err != nil {
-			ll = ib.LinkLayerEthernet // the CM's only use of it: naming v1
-		}
-		d, err := s.read(p, ll)
+		d, err := s.read(p)
 		if err != nil {
 			return out, err
 		}
@@ -264,19 +261,35 @@ func Read(fsys sysfs.FS, dev string, port uint32) (out []Defaults, err error) {
 	return out, nil
 }
 
+// openPorts opens dev's directory and lists its ports, or port alone
+// when it is not 0 (a port configfs does not show is an
+// *ib.NotFoundError).
+func openPorts(fsys sysfs.FS, dev string, port uint32) (*session, []uint32, error) {
+	s, err := open(fsys, dev)
+	if err != nil {
+		return nil, nil, err
+	}
+	ports, err := s.ports()
+	if err == nil && port != 0 {
+		if !slices.Contains(ports, port) {
+			err = &ib.NotFoundError{Device: dev, Port: port, NumPorts: uint32(len(ports))}
+		}
+		ports = []uint32{port}
+	}
+	if err != nil {
+		return nil, nil, errors.Join(err, s.close())
+	}
+	return s, ports, nil
+}
+
 // Shown returns a port's defaults where configfs shows them already (the
 // device's directory exists), making and mounting nothing: for messages
 // that may mention them. Otherwise the error is fs.ErrNotExist.
 func Shown(fsys sysfs.FS, dev string, port uint32) (Defaults, error) {
-	s := &session{fsys: fsys, dev: dev, dir: path.Join(Dir, dev)}
-	if strings.ContainsAny(dev, "/\x00") || dev == "" || dev == "." || dev == ".." {
+	if !validName(dev) {
 		return Defaults{}, fs.ErrNotExist
 	}
-	ll, err := fsys.LinkLayer(dev, port)
-	if err != nil {
-		ll = ib.LinkLayerEthernet
-	}
-	return s.read(port, ll)
+	return (&session{fsys: fsys, dev: dev, dir: path.Join(Dir, dev)}).read(port)
 }
 
 // modeText is what default_roce_mode takes for a GID type.
@@ -294,23 +307,15 @@ func modeText(t gid.Type) (string, error) {
 // shows them. A mode the port has no GIDs of is refused by the kernel
 // (EINVAL; rxe has RoCE v2 only); nothing is changed then.
 func Set(fsys sysfs.FS, dev string, port uint32, set Setting) (d Defaults, err error) {
-	s, err := open(fsys, dev)
+	if port == 0 {
+		return d, fmt.Errorf("cmconfig: set %s: the defaults are per port: name one", dev)
+	}
+	s, _, err := openPorts(fsys, dev, port)
 	if err != nil {
 		return d, err
 	}
 	defer func() { err = errors.Join(err, s.close()) }()
-	ports, err := s.ports()
-	if err != nil {
-		return d, err
-	}
-	if !slices.Contains(ports, port) {
-		return d, &ib.NotFoundError{Device: dev, Port: port, NumPorts: uint32(len(ports))}
-	}
-	ll, err := fsys.LinkLayer(dev, port)
-	if err != nil {
-		ll = ib.LinkLayerEthernet
-	}
-	before, err := s.read(port, ll)
+	before, err := s.read(port)
 	if err != nil {
 		return d, err
 	}
@@ -340,7 +345,7 @@ func Set(fsys sysfs.FS, dev string, port uint32, set Setting) (d Defaults, err e
 			return d, err
 		}
 	}
-	return s.read(port, ll)
+	return s.read(port)
 }
 
 // write writes one attribute of a port.

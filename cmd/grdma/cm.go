@@ -6,6 +6,7 @@ import (
 	"github.com/grdma/grdma/grammar"
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/render"
+	"github.com/grdma/grdma/sysfs"
 	"github.com/spf13/cobra"
 )
 
@@ -55,24 +56,9 @@ func (a *app) cm(cmd *cobra.Command, args *argv) error {
 	if err != nil {
 		return cmdline.WithHelp(err, args.Help)
 	}
-	fsys, err := a.sysfs("cm")
+	fsys, devs, err := a.cmDevices(want.Device)
 	if err != nil {
 		return err
-	}
-	c, err := a.nl()
-	if err != nil {
-		return err
-	}
-	devs, err := c.Devices()
-	if err != nil {
-		return err
-	}
-	if want.Device != "" {
-		d, err := nldev.FindDevice(devs, want.Device)
-		if err != nil {
-			return err
-		}
-		devs = []nldev.Device{d}
 	}
 	var all []cmconfig.Defaults
 	for _, d := range devs {
@@ -87,25 +73,34 @@ func (a *app) cm(cmd *cobra.Command, args *argv) error {
 	return p.Flush()
 }
 
+// cmDevices returns the root cm reads below and the RDMA devices, or the
+// one named dev (an *ib.NotFoundError naming those there are when it is
+// missing).
+func (a *app) cmDevices(dev string) (sysfs.FS, []nldev.Device, error) {
+	fsys, err := a.sysfs("cm")
+	if err != nil {
+		return fsys, nil, err
+	}
+	c, err := a.nl()
+	if err != nil {
+		return fsys, nil, err
+	}
+	devs, err := c.Devices()
+	if err != nil || dev == "" {
+		return fsys, devs, err
+	}
+	d, err := nldev.FindDevice(devs, dev)
+	return fsys, []nldev.Device{d}, err
+}
+
 // cmSet changes one port's defaults.
 func (a *app) cmSet(args *argv) error {
 	want, set, err := grammar.ParseCMSet(args.Words)
 	if err != nil {
 		return cmdline.WithHelp(err, args.Help)
 	}
-	fsys, err := a.sysfs("cm")
+	fsys, _, err := a.cmDevices(want.Device)
 	if err != nil {
-		return err
-	}
-	c, err := a.nl()
-	if err != nil {
-		return err
-	}
-	devs, err := c.Devices()
-	if err != nil {
-		return err
-	}
-	if _, err := nldev.FindDevice(devs, want.Device); err != nil {
 		return err
 	}
 	_, err = cmconfig.Set(fsys, want.Device, want.Port, set)
