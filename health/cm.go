@@ -24,7 +24,16 @@ type CMPort struct {
 	Choices     []CMChoice
 	Defaults    cmconfig.Defaults
 	DefaultsErr error
+	// MaxCQE is the device's largest completion queue (QUERY_DEVICE
+	// max_cqe), 0 when unknown.
+	MaxCQE uint32
 }
+
+// RXMMsgCQ is the completion queue libfabric's verbs;ofi_rxm opens for
+// its MSG endpoints, by default: (FI_OFI_RXM_MSG_TX_SIZE 128 +
+// FI_OFI_RXM_MSG_RX_SIZE 128) × FI_UNIVERSE_SIZE 256 entries
+// (prov/rxm/src/rxm_ep.c, libfabric 1.17).
+const RXMMsgCQ = (128 + 128) * 256
 
 // CMChoice is the CM's choice for one address, or why there is none.
 type CMChoice struct {
@@ -95,6 +104,11 @@ func cmResult(cp CMPort, sel gid.Criteria) Result {
 				pick.Index, pick.Type, entry.Type, entry.Index, c.Addr, subject, entry.Type.Version()))
 		}
 	}
+	if cp.MaxCQE != 0 && cp.MaxCQE < RXMMsgCQ {
+		r.Facts = append(r.Facts, Fact{"max_cqe", strconv.Itoa(int(cp.MaxCQE))})
+		problem(Warn, fmt.Sprintf("%s's completion queues hold at most %d entries (max_cqe): libfabric's verbs;ofi_rxm asks %d by default ((128 + 128) × FI_UNIVERSE_SIZE 256) and fails with \"Unable to create verbs CQ\" (EINVAL): run such jobs with FI_UNIVERSE_SIZE=%d or less",
+			p.Device, cp.MaxCQE, RXMMsgCQ, cp.MaxCQE/256))
+	}
 	if cp.DefaultsErr == nil && cp.Defaults.RoCEMode == gid.TypeRoCEv1 {
 		problem(Warn, fmt.Sprintf("the port's default RoCE mode is v1, which cannot cross IP routers and which peers defaulting to v2 do not answer: grdma cm set %s roce-mode v2", subject))
 	}
@@ -132,13 +146,25 @@ func Addresses(p node.Port) []netip.Addr {
 	return out
 }
 
+// CMSource is where CheckCM reads what it checks beyond the snapshot.
+type CMSource struct {
+	Sysfs sysfs.FS // configfs is read below its root
+	// OpenCM opens the RDMA CM (locator.OpenRDMACM).
+	OpenCM func() (*rdmacm.Channel, error)
+	// MaxCQE, when set, returns a device's max_cqe (uverbs
+	// QUERY_DEVICE).
+	MaxCQE func(d node.Device) (uint32, error)
+	// GIDSelect are the criteria of the GID `gid show -q` picks.
+	GIDSelect gid.Criteria
+}
+
 // CheckCM is the "cm" check: for each ACTIVE RoCE port of s with an IP
-// address, what the RDMA CM chooses for connections over each address
-// (through a channel open gives) and the port's configfs defaults (read
-// through sys), judged by CMResults. A node whose CM cannot be opened
-// (rdma_ucm not loaded) gets one WARN: applications that connect by IP
-// cannot run there.
-func CheckCM(ctx context.Context, s *node.Snapshot, sys sysfs.FS, open func() (*rdmacm.Channel, error), sel gid.Criteria) []Result {
+// address, what the RDMA CM chooses for connections over each address,
+// the port's configfs defaults and its device's completion queue limit,
+// judged by CMResults. A node whose CM cannot be opened (rdma_ucm not
+// loaded) gets one WARN: applications that connect by IP cannot run
+// there.
+func CheckCM(ctx context.Context, s *node.Snapshot, src CMSource) []Result {
 	if s.PortsErr != nil {
 		return []Result{failure("cm", s.PortsErr)}
 	}
@@ -151,15 +177,23 @@ func CheckCM(ctx context.Context, s *node.Snapshot, sys sysfs.FS, open func() (*
 	if len(ports) == 0 {
 		return nil
 	}
-	ch, err := open()
+	ch, err := src.OpenCM()
 	if err != nil {
 		return []Result{{Name: "cm", Status: Warn, Subject: "node", Facts: []Fact{},
 			Message: fmt.Sprintf("the RDMA CM is not available, so applications that connect by IP address cannot run: %v", err)}}
 	}
 	defer ch.Close()
+	maxCQE := map[string]uint32{}
+	if src.MaxCQE != nil {
+		for _, d := range s.Devices {
+			if n, err := src.MaxCQE(d); err == nil {
+				maxCQE[d.Name] = n
+			}
+		}
+	}
 	var in []CMPort
 	for _, p := range ports {
-		cp := CMPort{Port: p}
+		cp := CMPort{Port: p, MaxCQE: maxCQE[p.Port.Device]}
 		for _, a := range Addresses(p) {
 			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			c, err := ch.Choose(cctx, a)
@@ -167,7 +201,7 @@ func CheckCM(ctx context.Context, s *node.Snapshot, sys sysfs.FS, open func() (*
 			c.Addr = a
 			cp.Choices = append(cp.Choices, CMChoice{Choice: c, Err: err})
 		}
-		d, err := cmconfig.Read(sys, p.Port.Device, p.Port.Port)
+		d, err := cmconfig.Read(src.Sysfs, p.Port.Device, p.Port.Port)
 		if err == nil && len(d) == 1 {
 			cp.Defaults = d[0]
 		} else {
@@ -175,5 +209,5 @@ func CheckCM(ctx context.Context, s *node.Snapshot, sys sysfs.FS, open func() (*
 		}
 		in = append(in, cp)
 	}
-	return CMResults(in, sel)
+	return CMResults(in, src.GIDSelect)
 }

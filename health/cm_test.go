@@ -67,6 +67,9 @@ func TestCMResults(t *testing.T) {
 			"the RDMA CM cannot connect over 10.0.0.1: resolve address"},
 		{"mode unreadable", CMPort{Port: cmPort(onlyV2), Choices: []CMChoice{choice(3, 3)}, DefaultsErr: errors.New("needs root")}, gid.Criteria{}, Warn,
 			"cannot read the port's default RoCE mode: needs root"},
+		{"rxe's CQ limit", CMPort{Port: cmPort(onlyV2), Choices: []CMChoice{choice(3, 3)}, Defaults: v2, MaxCQE: 32767}, gid.Criteria{}, Warn,
+			"mlx5_0's completion queues hold at most 32767 entries (max_cqe): libfabric's verbs;ofi_rxm asks 65536 by default ((128 + 128) × FI_UNIVERSE_SIZE 256) and fails with \"Unable to create verbs CQ\" (EINVAL): run such jobs with FI_UNIVERSE_SIZE=127 or less"},
+		{"a ConnectX's CQs", CMPort{Port: cmPort(onlyV2), Choices: []CMChoice{choice(3, 3)}, Defaults: v2, MaxCQE: 4194303}, gid.Criteria{}, Pass, "GID index 3"},
 		{"unknown index", CMPort{Port: cmPort(onlyV2), Choices: []CMChoice{choice(9, 3)}, Defaults: v2}, gid.Criteria{}, Warn,
 			"the RDMA CM uses GID index 9 for 10.0.0.1, which the GID table read has not"},
 	}
@@ -100,14 +103,14 @@ func TestCheckCMSkips(t *testing.T) {
 	noAddr := cmPort(nil)
 	s := &node.Snapshot{Ports: []node.Port{down, noAddr, {Port: ports.Port{Device: "mlx5_1", Port: 1, State: ib.PortActive, LinkLayer: ib.LinkLayerInfiniBand}}}}
 	opened := false
-	res := CheckCM(t.Context(), s, sysfsRoot(t), func() (*rdmacm.Channel, error) { opened = true; return nil, errors.New("no") }, gid.Criteria{})
+	res := CheckCM(t.Context(), s, CMSource{Sysfs: sysfsRoot(t), OpenCM: func() (*rdmacm.Channel, error) { opened = true; return nil, errors.New("no") }})
 	if len(res) != 0 || opened {
 		t.Errorf("results %+v, channel opened %v; want none", res, opened)
 	}
 	s.Ports = append(s.Ports, cmPort(mlx5Table()))
-	res = CheckCM(t.Context(), s, sysfsRoot(t), func() (*rdmacm.Channel, error) {
+	res = CheckCM(t.Context(), s, CMSource{Sysfs: sysfsRoot(t), OpenCM: func() (*rdmacm.Channel, error) {
 		return nil, errors.New("open /dev/infiniband/rdma_cm: no such file or directory")
-	}, gid.Criteria{})
+	}})
 	if len(res) != 1 || res[0].Status != Warn || !strings.Contains(res[0].Message, "the RDMA CM is not available") {
 		t.Errorf("without rdma_ucm: %+v", res)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/grdma/grdma/output"
 	"github.com/grdma/grdma/rdmacm"
 	"github.com/grdma/grdma/render"
+	"github.com/grdma/grdma/sysfs"
 	"github.com/spf13/cobra"
 )
 
@@ -109,14 +110,7 @@ func (a *app) check(args []string, quiet bool, textfile string) error {
 		case "gdr":
 			results = append(results, health.CheckGDR(gpudirect.Check(sys, gpudirect.Options{ProbeDMABuf: node.DMABufProbe(sys, a.nl)})))
 		case "cm":
-			open := func() (*rdmacm.Channel, error) {
-				c, err := a.nl()
-				if err != nil {
-					return nil, err
-				}
-				return locator.OpenRDMACM(sys, c)
-			}
-			results = append(results, health.CheckCM(context.Background(), readNode(), sys, open, exp.GIDSelect)...)
+			results = append(results, health.CheckCM(context.Background(), readNode(), a.cmSource(sys, exp))...)
 		}
 	}
 	rep := health.NewSummary(results)
@@ -134,4 +128,33 @@ func (a *app) check(args []string, quiet bool, textfile string) error {
 		return errBatchFailed // failures are in the report already
 	}
 	return nil
+}
+
+// cmSource is where check cm reads: the RDMA CM, configfs and each
+// device's QUERY_DEVICE through its uverbs node.
+func (a *app) cmSource(sys sysfs.FS, exp health.Expect) health.CMSource {
+	return health.CMSource{
+		Sysfs: sys,
+		OpenCM: func() (*rdmacm.Channel, error) {
+			c, err := a.nl()
+			if err != nil {
+				return nil, err
+			}
+			return locator.OpenRDMACM(sys, c)
+		},
+		MaxCQE: func(d node.Device) (uint32, error) {
+			c, err := a.nl()
+			if err != nil {
+				return 0, err
+			}
+			v, err := locator.Open(sys, c, d.Index, d.Name)
+			if err != nil {
+				return 0, err
+			}
+			defer v.Close()
+			attr, err := v.QueryDevice()
+			return attr.MaxCQE, err
+		},
+		GIDSelect: exp.GIDSelect,
+	}
 }

@@ -750,7 +750,9 @@ func TestCMDefaults(t *testing.T) {
 		t.Errorf("as nobody:\n%s", r)
 	}
 
-	// grdma check cm: rxe0/1 binds its address with a RoCE v2 GID.
+	// grdma check cm: rxe0/1 binds its address with a RoCE v2 GID; it
+	// warns of rxe's completion queue limit, which libfabric's
+	// verbs;ofi_rxm exceeds by default.
 	var sum struct {
 		OK     bool `json:"ok"`
 		Checks []struct {
@@ -761,7 +763,8 @@ func TestCMDefaults(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &sum); err != nil {
 		t.Fatalf("%v\n%s", err, r)
 	}
-	if !sum.OK || len(sum.Checks) != 1 || sum.Checks[0].Status != "PASS" || sum.Checks[0].Subject != "rxe0/1" {
+	if !sum.OK || len(sum.Checks) != 1 || sum.Checks[0].Status != "WARN" || sum.Checks[0].Subject != "rxe0/1" ||
+		!strings.Contains(sum.Checks[0].Message, "completion queues hold at most 32767 entries (max_cqe)") {
 		t.Errorf("check cm:\n%s", r)
 	}
 	t.Log(sum.Checks)
