@@ -216,14 +216,14 @@ func (s *session) read(port uint32) (Defaults, error) {
 	if err != nil {
 		linkLayer = ib.LinkLayerEthernet // the CM's only use of it: naming v1
 	}
-	mode, err := s.fsys.ReadAttr(s.portFile(port, modeFile))
+	mode, err := s.readAttr(s.portFile(port, modeFile))
 	if err != nil {
 		return d, s.readError(port, modeFile, err)
 	}
 	if d.RoCEMode, err = gid.ParseSysfsType(mode, linkLayer); err != nil {
 		return d, s.readError(port, modeFile, err)
 	}
-	tos, err := s.fsys.ReadAttr(s.portFile(port, tosFile))
+	tos, err := s.readAttr(s.portFile(port, tosFile))
 	if err != nil {
 		return d, s.readError(port, tosFile, err)
 	}
@@ -233,6 +233,12 @@ func (s *session) read(port uint32) (Defaults, error) {
 	}
 	d.ToS = uint8(v)
 	return d, nil
+}
+
+// readAttr reads a configfs attribute (p is from the root, sysfs.FS's
+// ReadAttr takes it from sys/).
+func (s *session) readAttr(p string) (string, error) {
+	return s.fsys.ReadAttr(strings.TrimPrefix(p, "sys/"))
 }
 
 func (s *session) readError(port uint32, file string, err error) error {

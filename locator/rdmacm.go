@@ -39,7 +39,7 @@ func RDMACM(fsys sysfs.FS, nl CMNetlink) (rdmacm.Node, error) {
 		}
 		nlErr = err
 	}
-	abi, err := fsys.ReadAttr("sys/class/misc/rdma_cm/abi_version")
+	abi, err := fsys.ReadAttr("class/misc/rdma_cm/abi_version")
 	if errors.Is(err, fs.ErrNotExist) {
 		if nlErr != nil {
 			return rdmacm.Node{}, nlErr
@@ -53,7 +53,7 @@ func RDMACM(fsys sysfs.FS, nl CMNetlink) (rdmacm.Node, error) {
 	if n.ABI, err = strconv.ParseUint(abi, 10, 32); err != nil {
 		return n, fmt.Errorf("/sys/class/misc/rdma_cm/abi_version %q: %w", abi, err)
 	}
-	dev, err := fsys.ReadAttr("sys/class/misc/rdma_cm/dev")
+	dev, err := fsys.ReadAttr("class/misc/rdma_cm/dev")
 	if err != nil {
 		return n, err
 	}

@@ -9,6 +9,9 @@ import (
 	"fmt"
 	"io/fs"
 	"net/netip"
+	"os"
+	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -505,8 +508,10 @@ func TestCMConnect(t *testing.T) {
 		t.Errorf("QUERY_ROUTE path %+v", p)
 	}
 	// QUERY PATH packs the same record as the SA does: both decodings
-	// must agree.
-	if q := conn.paths[0].Path; q != p {
+	// must agree, but for the LIDs, where RoCE's record has MAC bytes.
+	q := conn.paths[0].Path
+	q.SLID, q.DLID = p.SLID, p.DLID
+	if q != p {
 		t.Errorf("QUERY PATH %+v\nQUERY_ROUTE %+v", q, p)
 	}
 	// The address vector the CM gives the queue pair is the route's.
@@ -769,4 +774,103 @@ func TestCMDefaults(t *testing.T) {
 	}
 	t.Log(sum.Checks)
 	unchanged(t)
+}
+
+// TestCMLibfabricRxm is issue 29's finding: libfabric's
+// `fi_pingpong -e rdm -p "verbs;ofi_rxm"` fails on rxe because ofi_rxm
+// opens its MSG completion queue with (128 + 128) × FI_UNIVERSE_SIZE
+// (256) = 65536 entries and rxe's hold at most 32767 (max_cqe): the
+// kernel refuses the CQ (EINVAL) and libfabric says "Unable to create
+// verbs CQ". With FI_UNIVERSE_SIZE=127 (32512 entries) it runs.
+func TestCMLibfabricRxm(t *testing.T) {
+	addr := cmSetup(t)
+	// The limit itself, through uverbs.
+	nl, err := nldev.Dial(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nl.Close()
+	d, err := nl.DeviceByName("rxe0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsys, err := sysfs.NewFS("/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := locator.Open(fsys, nl, d.Index, d.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	attr, err := c.QueryDevice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if attr.MaxCQE != 32767 {
+		t.Errorf("rxe's max_cqe %d, want 32767", attr.MaxCQE)
+	}
+	if cq, err := c.CreateRxeCQ(attr.MaxCQE + 1); !errors.Is(err, syscall.EINVAL) {
+		t.Errorf("a CQ of max_cqe+1 entries: %v, want EINVAL", err)
+		if err == nil {
+			cq.Destroy()
+		}
+	}
+	cq, err := c.CreateRxeCQ(attr.MaxCQE)
+	if err != nil {
+		t.Fatalf("a CQ of max_cqe entries: %v", err)
+	}
+	cq.Destroy()
+
+	// fi_pingpong, both ends on rxe0's address, its control connection
+	// on TCP port fiPort.
+	const fiPort = "47592"
+	pingpong := func(t *testing.T, env ...string) (server, client result) {
+		t.Helper()
+		args := []string{"-e", "rdm", "-p", "verbs;ofi_rxm", "-m", "tagged", "-I", "2", "-S", "64"}
+		srv := exec.Command(layout.FiPingpong, append(args, "-B", fiPort)...)
+		srv.Env = append(os.Environ(), append(env, "FI_LOG_LEVEL=warn")...)
+		var out, errb strings.Builder
+		srv.Stdout, srv.Stderr = &out, &errb
+		if err := srv.Start(); err != nil {
+			t.Fatal(err)
+		}
+		ended := make(chan struct{})
+		go func() { srv.Wait(); close(ended) }()
+		t.Cleanup(func() { srv.Process.Kill(); <-ended })
+		port, _ := strconv.Atoi(fiPort)
+		if !eventually(10*time.Second, func() bool { return listening(port) }) {
+			t.Fatalf("fi_pingpong's server never listened on %s:\n%s%s", fiPort, out.String(), errb.String())
+		}
+		cli := append(quoteAll(append(args, "-P", fiPort)), addr.String())
+		client = run(layout.Sh, "-c", strings.Join(env, " ")+" FI_LOG_LEVEL=warn exec "+layout.FiPingpong+" "+strings.Join(cli, " "))
+		select {
+		case <-ended:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("fi_pingpong's server did not end:\n%s%s", out.String(), errb.String())
+		}
+		server = result{cmd: "fi_pingpong (server) " + strings.Join(env, " "), stdout: out.String(), stderr: errb.String(), code: srv.ProcessState.ExitCode()}
+		return server, client
+	}
+	t.Run("default", func(t *testing.T) {
+		srv, cli := pingpong(t)
+		if srv.code == 0 || !strings.Contains(srv.stderr, "Unable to create verbs CQ") {
+			t.Errorf("want the server to fail creating its CQ:\n%s\n%s", srv, cli)
+		}
+	})
+	t.Run("universe_127", func(t *testing.T) {
+		srv, cli := pingpong(t, "FI_UNIVERSE_SIZE=127")
+		if srv.code != 0 || cli.code != 0 {
+			t.Errorf("want both to pass:\n%s\n%s", srv, cli)
+		}
+	})
+}
+
+// quoteAll quotes words for sh -c.
+func quoteAll(words []string) []string {
+	out := make([]string, len(words))
+	for i, w := range words {
+		out[i] = "'" + strings.ReplaceAll(w, "'", `'\''`) + "'"
+	}
+	return out
 }

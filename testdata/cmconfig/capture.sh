@@ -4,7 +4,8 @@
 #   go run ./e2e/cmd/guestrun -kernel all -script testdata/cmconfig/capture.sh -out testdata/cmconfig
 #
 # It writes /out/sys/... (the configfs files of rxe0 once its directory is
-# made, and the port's link layer) and /out/tools/*.txt (what the kernel
+# made, the port's link layer, and rdma_cm's misc device for package
+# locator) and /out/tools/*.txt (what the kernel
 # shows and answers around them).
 IP=/usr/sbin/ip
 RDMA=/usr/bin/rdma
@@ -21,7 +22,7 @@ ls -a $C/rdma_cm >/out/tools/rdma_cm-before.txt
 mkdir $C/rdma_cm/rxe0
 ls -R $C/rdma_cm >/out/tools/rdma_cm-made.txt
 for f in $C/rdma_cm/rxe0/ports/1/default_roce_mode $C/rdma_cm/rxe0/ports/1/default_roce_tos \
-	/sys/class/infiniband/rxe0/ports/1/link_layer; do
+	/sys/class/infiniband/rxe0/ports/1/link_layer /sys/class/misc/rdma_cm/dev /sys/class/misc/rdma_cm/abi_version; do
 	mkdir -p /out${f%/*}
 	cat $f >/out$f
 done
