@@ -104,9 +104,9 @@ type PathRecord struct {
 
 // QueryPath returns the ID's paths as the SA packs them (QUERY, option
 // PATH), what librdmacm's rdma_query_route reads. On RoCE the kernel
-// packs the Ethernet half of its path record's union where the LIDs go:
-// there SLID and DLID are bytes of a MAC address, not LIDs (QueryRoute's
-// are 0).
+// packs the Ethernet half of its path record's union where the IB fields
+// go: there SLID, DLID and RawTraffic are bytes of a MAC address
+// (QueryRoute's are 0 and false).
 func (id *ID) QueryPath() ([]PathRecord, error) {
 	// The kernel copies a record only while more than one record's room
 	// is left: give it room for one beyond the most it has (two).

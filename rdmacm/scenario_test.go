@@ -213,7 +213,7 @@ func scenarioConnect(t *testing.T, env *scenarioEnv, port uint16, tos int) {
 		t.Errorf("path %+v; want the GIDs, traffic class %#x, a hop limit, MTU 1024 (netdev MTU 1500), P_Key 0xffff", p, wantTC)
 	}
 	q := paths[0].Path
-	q.SLID, q.DLID = p.SLID, p.DLID // on RoCE bytes of a MAC (QueryPath)
+	q.SLID, q.DLID, q.RawTraffic = p.SLID, p.DLID, p.RawTraffic // on RoCE bytes of a MAC (QueryPath)
 	if q != p || paths[0].Flags&PathPrimary == 0 {
 		t.Errorf("QUERY PATH (packed) %+v flags %#x\nQUERY_ROUTE          %+v", q, paths[0].Flags, p)
 	}

@@ -508,9 +508,9 @@ func TestCMConnect(t *testing.T) {
 		t.Errorf("QUERY_ROUTE path %+v", p)
 	}
 	// QUERY PATH packs the same record as the SA does: both decodings
-	// must agree, but for the LIDs, where RoCE's record has MAC bytes.
+	// must agree, but for the IB fields, where RoCE's record has MAC bytes.
 	q := conn.paths[0].Path
-	q.SLID, q.DLID = p.SLID, p.DLID
+	q.SLID, q.DLID, q.RawTraffic = p.SLID, p.DLID, p.RawTraffic
 	if q != p {
 		t.Errorf("QUERY PATH %+v\nQUERY_ROUTE %+v", q, p)
 	}
@@ -737,7 +737,7 @@ func TestCMDefaults(t *testing.T) {
 		{[]string{"cm", "set", "rxe0/1"}, 2, "nothing to set"},
 		{[]string{"cm", "set", "rxe0/1", "roce-mode", "v3"}, 2, `roce-mode "v3": want v1 or v2`},
 		{[]string{"cm", "set", "rxe9/1", "tos", "1"}, 1, "rxe9"},
-		{[]string{"cm", "set", "rxe0/2", "tos", "1"}, 1, "rxe0/2"},
+		{[]string{"cm", "set", "rxe0/2", "tos", "1"}, 1, "RDMA device rxe0 has no port 2 (it has 1)"},
 		{[]string{"cm", "show", "rxe9"}, 1, "rxe9"},
 	} {
 		r := run(grdma(), c.args...)
