@@ -44,7 +44,7 @@ func openLocatedCM(t *testing.T) *rdmacm.Channel {
 // rdmacm, against peers nobody here wrote (rping's server and client),
 // and meets each failure of the link: nothing listening, and RoCE
 // dropped on the way (a connect deadline, then the kernel's own
-// UNREACHABLE). withFleet fails the test if a CM ID is left on a node.
+// UNREACHABLE). After each, neither guest has a CM ID left.
 func TestFleetCM(t *testing.T) {
 	f := withFleet(t, 2)
 	n2 := f.Node(2)
@@ -52,6 +52,7 @@ func TestFleetCM(t *testing.T) {
 	peer := netip.MustParseAddr(n2.Addr)
 
 	t.Run("to_rping_server", func(t *testing.T) {
+		t.Cleanup(func() { noCMIDs(t); noCMIDsOn(t, n2.Name, n2.on(t).Run) })
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		srv := n2.on(t).ServeCM(7174, layout.Rping, "-s", "-a", n2.Addr, "-p", "7174", "-d")
@@ -78,6 +79,7 @@ func TestFleetCM(t *testing.T) {
 	})
 
 	t.Run("from_rping_client", func(t *testing.T) {
+		t.Cleanup(func() { noCMIDs(t); noCMIDsOn(t, n2.Name, n2.on(t).Run) })
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		listener := cmListen(t, openLocatedCM(t), local, 7175)
@@ -115,6 +117,7 @@ func TestFleetCM(t *testing.T) {
 	})
 
 	t.Run("rejected_nothing_listens", func(t *testing.T) {
+		t.Cleanup(func() { noCMIDs(t); noCMIDsOn(t, n2.Name, n2.on(t).Run) })
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		c, err := cmDial(ctx, openLocatedCM(t), netip.AddrPortFrom(peer, 7176), -1)
@@ -129,6 +132,7 @@ func TestFleetCM(t *testing.T) {
 	})
 
 	t.Run("roce_dropped", func(t *testing.T) {
+		t.Cleanup(func() { noCMIDs(t); noCMIDsOn(t, n2.Name, n2.on(t).Run) })
 		n2.DropRoCE(t)
 		ch := openLocatedCM(t)
 		// A deadline of our own first: the error says with what the

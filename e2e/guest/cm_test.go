@@ -46,14 +46,21 @@ func cmSetup(t *testing.T) netip.Addr {
 // noCMIDs fails the test if the kernel still has an RDMA CM ID.
 func noCMIDs(t *testing.T) {
 	t.Helper()
+	noCMIDsOn(t, "this guest", run)
+}
+
+// noCMIDsOn fails the test if `rdma -j res show cm_id`, run by runner,
+// still lists an ID (after a while: a destroyed ID's events drain).
+func noCMIDsOn(t *testing.T, where string, runner func(string, ...string) result) {
+	t.Helper()
 	var ids []map[string]any
 	ok := eventually(5*time.Second, func() bool {
-		r := run(layout.Rdma, "-j", "res", "show", "cm_id")
+		r := runner(layout.Rdma, "-j", "res", "show", "cm_id")
 		ids = nil
 		return r.code == 0 && json.Unmarshal([]byte(r.stdout), &ids) == nil && len(ids) == 0
 	})
 	if !ok {
-		t.Errorf("RDMA CM IDs left behind: %v", ids)
+		t.Errorf("RDMA CM IDs left behind on %s: %v", where, ids)
 	}
 }
 
@@ -548,6 +555,7 @@ func TestCMErrors(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	newID := func(t *testing.T) *rdmacm.ID {
+		t.Helper()
 		id, err := ch.CreateID(rdmacm.PortSpaceTCP)
 		if err != nil {
 			t.Fatal(err)
@@ -557,6 +565,7 @@ func TestCMErrors(t *testing.T) {
 	}
 
 	t.Run("addr_error_no_rdma_device", func(t *testing.T) {
+		t.Cleanup(func() { noCMIDs(t) })
 		// veth1 has an address but no RDMA device.
 		ip(t, "addr", "add", "192.168.78.1/24", "dev", "veth1")
 		defer run(layout.IP, "addr", "del", "192.168.78.1/24", "dev", "veth1")
@@ -572,6 +581,7 @@ func TestCMErrors(t *testing.T) {
 		t.Log(err)
 	})
 	t.Run("bind_no_rdma_device", func(t *testing.T) {
+		t.Cleanup(func() { noCMIDs(t) })
 		ip(t, "addr", "add", "192.168.78.1/24", "dev", "veth1")
 		defer run(layout.IP, "addr", "del", "192.168.78.1/24", "dev", "veth1")
 		id := newID(t)
@@ -582,6 +592,7 @@ func TestCMErrors(t *testing.T) {
 		t.Log(err)
 	})
 	t.Run("rejected_nothing_listens", func(t *testing.T) {
+		t.Cleanup(func() { noCMIDs(t) })
 		id := newID(t)
 		if err := id.ResolveAddr(ctx, netip.AddrPort{}, netip.AddrPortFrom(addr, cmPort+1), 2*time.Second); err != nil {
 			t.Fatal(err)
@@ -598,6 +609,7 @@ func TestCMErrors(t *testing.T) {
 		t.Log(err)
 	})
 	t.Run("rejected_by_peer", func(t *testing.T) {
+		t.Cleanup(func() { noCMIDs(t) })
 		listener := newID(t)
 		if err := listener.Bind(netip.AddrPortFrom(addr, cmPort+2)); err != nil {
 			t.Fatal(err)
@@ -626,6 +638,7 @@ func TestCMErrors(t *testing.T) {
 		t.Log(err)
 	})
 	t.Run("route_before_address", func(t *testing.T) {
+		t.Cleanup(func() { noCMIDs(t) })
 		id := newID(t)
 		err := id.ResolveRoute(ctx, time.Second)
 		if !errors.Is(err, syscall.EINVAL) {
@@ -634,6 +647,7 @@ func TestCMErrors(t *testing.T) {
 		t.Log(err)
 	})
 	t.Run("canceled", func(t *testing.T) {
+		t.Cleanup(func() { noCMIDs(t) })
 		id := newID(t)
 		cctx, ccancel := context.WithCancel(ctx)
 		ccancel()
@@ -643,6 +657,7 @@ func TestCMErrors(t *testing.T) {
 		}
 	})
 	t.Run("listen_port_taken", func(t *testing.T) {
+		t.Cleanup(func() { noCMIDs(t) })
 		a, b := newID(t), newID(t)
 		if err := a.Bind(netip.AddrPortFrom(addr, cmPort+3)); err != nil {
 			t.Fatal(err)
