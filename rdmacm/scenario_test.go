@@ -181,15 +181,16 @@ func scenarioConnect(t *testing.T, env *scenarioEnv, port uint16, tos int) {
 	if err := id.Establish(); err != nil {
 		t.Fatal(err)
 	}
-	s := <-done
-	if s.err != nil {
-		t.Fatalf("passive side: %v", s.err)
-	}
+	// The client ends it; the passive side answers its DREQ.
 	if err := id.Disconnect(); err != nil {
 		t.Fatal(err)
 	}
 	if err := id.WaitDisconnected(ctx); err != nil {
 		t.Fatal(err)
+	}
+	s := <-done
+	if s.err != nil {
+		t.Fatalf("passive side: %v", s.err)
 	}
 
 	// Where the CM bound the client: the rxe device's port 1, its
