@@ -25,8 +25,9 @@ var linkModules = []string{"virtio_net"}
 // extraModules are in the image for scripts and tests to load, not at
 // boot (rdma_ucm: connection manager IDs for resource captures; 8021q: a
 // VLAN netdev, which rxe must refuse; ib_umad: the umad and issm character
-// devices `grdma dev info` lists).
-var extraModules = []string{"rdma_ucm", "8021q", "ib_umad"}
+// devices `grdma dev info` lists; e1000e: the PCIe NICs of a guest booted
+// with a PCIe topology, BootOptions.QEMUArgs).
+var extraModules = []string{"rdma_ucm", "8021q", "ib_umad", "e1000e"}
 
 // guestTools are host binaries copied to the same guest path, with the
 // shared libraries ldd finds for them.

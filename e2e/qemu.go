@@ -61,6 +61,12 @@ type BootOptions struct {
 	Console io.Writer
 	// MemoryMB is the guest's memory; 0 means 1024.
 	MemoryMB int
+	// QEMUArgs are appended to QEMU's command line: a PCIe topology
+	// ("-machine", "q35", "-device", "pcie-root-port,..."), more CPUs or
+	// NUMA nodes (a later -smp or -m replaces the default).
+	QEMUArgs []string
+	// KernelArgs are appended to the kernel command line.
+	KernelArgs string
 }
 
 // Boot builds the initramfs for g, boots it under QEMU (software
@@ -126,12 +132,16 @@ func (b *Bed) launch(ctx context.Context, g *Guest, opt BootOptions) (*machine, 
 	if qemu == "" {
 		return m, errors.New("e2e: qemu-system-x86_64 not found (EnsureTools not run?)")
 	}
+	cmdline := "console=ttyS0 panic=-1 quiet mitigations=off"
+	if opt.KernelArgs != "" {
+		cmdline += " " + opt.KernelArgs
+	}
 	args := []string{
 		"-nographic", "-no-reboot",
 		"-nodefaults", "-no-user-config", "-serial", "stdio",
 		"-m", strconv.Itoa(opt.MemoryMB), "-smp", "1",
 		"-kernel", g.Kernel.Vmlinuz(), "-initrd", initrd,
-		"-append", "console=ttyS0 panic=-1 quiet mitigations=off",
+		"-append", cmdline,
 		"-fsdev", "local,id=host,path=" + m.share + ",security_model=none",
 		"-device", "virtio-9p-pci,fsdev=host,mount_tag=host",
 	}
@@ -141,6 +151,7 @@ func (b *Bed) launch(ctx context.Context, g *Guest, opt BootOptions) (*machine, 
 		args = append(args, "-netdev", "socket,id=n0,"+g.Link.Socket,
 			"-device", "virtio-net-pci,netdev=n0,mac="+g.Link.MAC)
 	}
+	args = append(args, opt.QEMUArgs...)
 	m.tctx, m.cancel = context.WithTimeout(ctx, opt.Timeout)
 	m.cmd = exec.CommandContext(m.tctx, qemu, args...)
 	m.cmd.WaitDelay = 5 * time.Second
