@@ -267,7 +267,7 @@ func (r *Reader) open(dev string, node uverbs.Node) (Verbs, error) {
 // fallback.
 func (r *Reader) addBus(d *Device) error {
 	dir := "sys/class/infiniband/" + d.Name + "/device"
-	target, err := r.Sysfs.Readlink(dir)
+	target, err := r.Sysfs.ReadLink(dir)
 	switch {
 	case errors.Is(err, unix.ENOENT):
 		return nil
@@ -275,10 +275,10 @@ func (r *Reader) addBus(d *Device) error {
 		return err
 	}
 	d.BusDevice = &BusDevice{Name: path.Base(target)}
-	if sub, err := r.Sysfs.Readlink(dir + "/subsystem"); err == nil {
+	if sub, err := r.Sysfs.ReadLink(dir + "/subsystem"); err == nil {
 		d.BusDevice.Bus = path.Base(sub)
 	}
-	if drv, err := r.Sysfs.Readlink(dir + "/driver"); err == nil {
+	if drv, err := r.Sysfs.ReadLink(dir + "/driver"); err == nil {
 		d.Driver = path.Base(drv)
 	}
 	return nil
