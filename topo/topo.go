@@ -403,7 +403,7 @@ func (t *Topology) gdr(path PathType, node *bool) GDR {
 		g.Used = new(false)
 		g.Reason = fmt.Sprintf("%s is beyond NCCL_NET_GDR_LEVEL %s: NCCL stages through host memory", nccl.NCCLName(), level.NCCLName())
 	case node == nil:
-		g.Reason = fmt.Sprintf("%s is within NCCL_NET_GDR_LEVEL %s; the node's GPUDirect support was not checked", nccl.NCCLName(), level.NCCLName())
+		g.Reason = fmt.Sprintf("%s is within NCCL_NET_GDR_LEVEL %s; whether the node can register GPU memory is unknown (grdma check gdr)", nccl.NCCLName(), level.NCCLName())
 	case !*node:
 		g.Used = new(false)
 		g.Reason = fmt.Sprintf("%s is within NCCL_NET_GDR_LEVEL %s, but the node cannot register GPU memory (neither peer_mem nor dma-buf)", nccl.NCCLName(), level.NCCLName())
