@@ -242,12 +242,12 @@ func TestTopoCheckGDR(t *testing.T) {
 	var gpu0, gpu1 string
 	for subj, s := range bySubject {
 		switch {
-		case strings.HasPrefix(subj, "GPU0:"):
+		case strings.HasPrefix(subj, "GPU0 "):
 			gpu0 = s
-			if fn := functions[strings.TrimPrefix(subj, "GPU0:")]; fn != "0000:03:00.0" && fn != "0000:04:00.0" {
+			if fn := functions[strings.TrimPrefix(subj, "GPU0 ")]; fn != "0000:03:00.0" && fn != "0000:04:00.0" {
 				t.Errorf("GPU0 paired with %s at %s, want a NIC on its switch", subj, fn)
 			}
-		case strings.HasPrefix(subj, "GPU1:"):
+		case strings.HasPrefix(subj, "GPU1 "):
 			gpu1 = s
 		}
 	}

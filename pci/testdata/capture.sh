@@ -7,20 +7,29 @@
 #
 # It loads the NIC drivers (e1000e, virtio_net), puts an rxe device on every
 # netdev that sits on a PCI function (rxeN on the Nth in name order; with
-# NO_RXE=1 none), and writes /out/tree.tar: for every PCI function the
+# NO_RXE=1 none), and writes $OUT/tree.tar: for every PCI function the
 # files the readers use, with the kernel's symlinks (a file whose read
 # fails is left out and listed in read-errors.txt), config space as root
 # reads it, class/net and class/infiniband with what sysfs.Device and
 # sysfs.Netdev read, IOMMU groups, NUMA nodes, DMI names, proc/cpuinfo and
-# proc/cmdline; and /out/tree-unprivileged.tar, the same with config
+# proc/cmdline; and $OUT/tree-unprivileged.tar, the same with config
 # space as uid 65534 reads it.
+#
+# On a real GPU host (no guestrun; nothing is loaded or created there):
+#
+#	sudo NO_RXE=1 OUT=/tmp/pci-capture sh pci/testdata/capture.sh
+#
+# which also copies the NVIDIA driver's /proc/driver/nvidia files.
 IP=/usr/sbin/ip
 RDMA=/usr/bin/rdma
-T=/tmp/capture
-mkdir -p $T
-uname -r >/out/uname.txt
-loadmod e1000e virtio_net
-sleep 2
+OUT=${OUT:-/out}
+T=$(mktemp -d)
+mkdir -p $T $OUT
+uname -r >$OUT/uname.txt
+if command -v loadmod >/dev/null; then # the e2e guest
+	loadmod e1000e virtio_net
+	sleep 2
+fi
 
 i=0
 for n in $(ls /sys/class/net); do
@@ -28,8 +37,8 @@ for n in $(ls /sys/class/net); do
 	*/devices/pci*) ;;
 	*) continue ;;
 	esac
-	$IP link set $n up
 	if [ -z "$NO_RXE" ]; then
+		$IP link set $n up
 		$RDMA link add rxe$i type rxe netdev $n && i=$((i + 1))
 	fi
 done
@@ -118,20 +127,23 @@ link /sys/class/dmi/id
 mkdir -p $T/proc
 cat /proc/cpuinfo >$T/proc/cpuinfo
 cat /proc/cmdline >$T/proc/cmdline
+for f in /proc/driver/nvidia/version /proc/driver/nvidia/params /proc/driver/nvidia/gpus/*/information; do
+	[ -e "$f" ] && attr $f
+done
 
-tar -C $T -cf /out/tree.tar sys proc $( [ -e $T/read-errors.txt ] && echo read-errors.txt)
+tar -C $T -cf $OUT/tree.tar sys proc $( [ -e $T/read-errors.txt ] && echo read-errors.txt)
 
 # The same tree with config space as an unprivileged reader gets it (the
 # 64-byte header): tree-unprivileged.tar.
 grep -q '^nobody:' /etc/passwd 2>/dev/null || echo 'nobody:x:65534:65534:nobody:/:/bin/sh' >>/etc/passwd
-U=/tmp/capture-unprivileged
-cp -a $T $U
+U=$(mktemp -d)
+cp -a $T/. $U/
 for f in /sys/bus/pci/devices/*; do
 	d=$(realpath $f)
 	[ -e $d/config ] && su nobody -s /bin/sh -c "cat $d/config" >$U$d/config
 done
-tar -C $U -cf /out/tree-unprivileged.tar sys proc
-$RDMA -j dev show >/out/rdma-dev.json 2>&1
-$RDMA -j link show >/out/rdma-link.json 2>&1
-dmesg >/out/dmesg.txt
+tar -C $U -cf $OUT/tree-unprivileged.tar sys proc
+$RDMA -j dev show >$OUT/rdma-dev.json 2>&1
+$RDMA -j link show >$OUT/rdma-link.json 2>&1
+dmesg >$OUT/dmesg.txt
 echo captured
