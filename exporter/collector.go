@@ -64,8 +64,8 @@ type Options struct {
 
 	// PCIe turns on the PCIe topology metrics (grdma_pcie_*, grdma_gpu_*):
 	// the links from every GPU and RDMA device up to its root port, the
-	// GPU–NIC path types and AER counters (package topo), read at every
-	// collection. PCIeGPUs are functions to treat as GPUs besides those
+	// GPU–NIC path types and AER counters (package topo), read with each
+	// reading of the devices (shared as that is). PCIeGPUs are functions to treat as GPUs besides those
 	// found by ID (topo.Options.GPUs).
 	PCIe     bool
 	PCIeGPUs []pci.Address
