@@ -23,6 +23,7 @@ var CheckNames = []string{"devices", "ports", "probe", "gdr", "cm"}
 //
 //	[devices|ports|probe|gdr|cm]... [state STATE] [min-rate GBPS] [mtu BYTES] [gid-type v1|v2|ib]
 //	[gid-index N [type v1|v2|ib] [ipv4|ipv6]] [netdev-mtu BYTES] [device-count N] [device-names A,B]
+//	[gpu BDF...]
 //
 // Wrong words are a *cmdline.UsageError naming the problem.
 func ParseCheck(words []string) (checks []string, exp health.Expect, err error) {
@@ -35,6 +36,12 @@ func ParseCheck(words []string) (checks []string, exp health.Expect, err error) 
 		}
 		if slices.Contains(CheckNames, kw) {
 			checks = append(checks, kw)
+			continue
+		}
+		if kw == "gpu" {
+			if exp.GPUs, err = gpuFunctions(args, exp.GPUs); err != nil {
+				return nil, exp, err
+			}
 			continue
 		}
 		if kw == "ipv4" || kw == "ipv6" {

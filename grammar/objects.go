@@ -158,6 +158,7 @@ var Check = &Syntax{Keywords: append(checkWords(),
 	Keyword{"netdev-mtu", []Value{free}},
 	Keyword{"device-count", []Value{free}},
 	Keyword{"device-names", []Value{device}},
+	Keyword{"gpu", []Value{gpuFn}},
 )}
 
 func checkWords() []Keyword {
@@ -195,7 +196,7 @@ var Probe = &Syntax{Pos: []Positional{{Value: devPort}}, Keywords: []Keyword{
 // exporter flags only (cobra completes them).
 var objects = map[string]*Syntax{
 	"dev": Dev, "link": Link, "sys": Sys, "port": PortObject, "gid": GID, "stat": Stat,
-	"monitor": {}, "res": Res, "check": Check, "probe": Probe, "exporter": {}, "cm": CM,
+	"monitor": {}, "res": Res, "check": Check, "topo": Topo, "probe": Probe, "exporter": {}, "cm": CM,
 }
 
 // Object returns the grammar of object (a command name: dev, link, res,

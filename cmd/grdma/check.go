@@ -16,6 +16,7 @@ import (
 	"github.com/grdma/grdma/rdmacm"
 	"github.com/grdma/grdma/render"
 	"github.com/grdma/grdma/sysfs"
+	"github.com/grdma/grdma/topo"
 	"github.com/spf13/cobra"
 )
 
@@ -23,7 +24,7 @@ func (a *app) checkCommand() *cobra.Command {
 	var quiet bool
 	var textfile string
 	cmd := &cobra.Command{
-		Use:   "check [devices|ports|probe|gdr|cm]... [state STATE] [min-rate GBPS] [mtu BYTES] [gid-type v1|v2|ib] [gid-index N [type v1|v2|ib] [ipv4|ipv6]] [netdev-mtu BYTES] [device-count N] [device-names A,B]",
+		Use:   "check [devices|ports|probe|gdr|cm]... [state STATE] [min-rate GBPS] [mtu BYTES] [gid-type v1|v2|ib] [gid-index N [type v1|v2|ib] [ipv4|ipv6]] [netdev-mtu BYTES] [device-count N] [device-names A,B] [gpu BDF...]",
 		Short: "Check node health: RDMA devices, ports, GPUDirect RDMA, the RDMA CM",
 		Long: `Run health checks and print a PASS/WARN/FAIL table (-j: a JSON object with
 "ok" and "checks"; -q: nothing, the exit status tells). With no check
@@ -41,7 +42,17 @@ named, all run:
            an RC QP brought to RTS and, on rxe, data sent and verified
   gdr      GPUDirect RDMA readiness: peer_mem (nvidia_peermem, PeerDirect)
            and dma-buf, with huge pages, RLIMIT_MEMLOCK and the IOMMU mode;
-           a node without an NVIDIA driver only warns
+           a node without an NVIDIA driver only warns, one without an RDMA
+           device on PCI never passes (nothing to pair a GPU with). Then
+           per GPU, with the NIC NCCL would give it (grdma topo): FAIL for
+           a PCIe link on the way trained below what both ends can do (a
+           GPU's speed alone is mentioned: idle GPUs drop to Gen1); WARN
+           for a path beyond NCCL_NET_GDR_LEVEL (PHB, NODE, SYS: NCCL turns
+           GPUDirect off), and on bare metal for ACS redirecting peer
+           traffic on a bridge between them or an IOMMU translating, for
+           GPUs sharing a NIC while a closer one idles, Max Payload Sizes
+           that differ, and AER errors since boot. gpu BDF... treats more
+           PCI functions as GPUs
   cm       the RDMA connection manager, on every ACTIVE RoCE port with an IP
            address: connections over each address go through that port,
            with a GID of the RoCE version of the port's default mode (grdma
@@ -61,6 +72,7 @@ run (bad arguments).`,
   grdma check ports min-rate 100 mtu 4096 gid-type v2 netdev-mtu 9000
   grdma check ports gid-index 3 type v2 ipv4
   grdma -j check gdr
+  grdma check gdr gpu 0000:05:00.0
   grdma check cm
   grdma check devices device-count 8 -q && echo healthy
   grdma check --textfile /var/lib/node_exporter/textfile/grdma_check.prom`,
@@ -116,7 +128,12 @@ func (a *app) check(args []string, quiet bool, textfile string) error {
 		case "probe":
 			results = append(results, health.Probe(context.Background(), readNode(), sys)...)
 		case "gdr":
-			results = append(results, health.CheckGDR(gpudirect.Check(sys, gpudirect.Options{ProbeDMABuf: node.DMABufProbe(sys, a.nl)})))
+			rep := gpudirect.Check(sys, gpudirect.Options{ProbeDMABuf: node.DMABufProbe(sys, a.nl)})
+			t, err := topo.Read(sys, topo.Options{GPUs: exp.GPUs, NodeGDR: gpudirect.NodeCanRegister(rep)})
+			if err != nil {
+				return &cannotRunError{fmt.Errorf("gdr: reading the PCI topology: %w", err)}
+			}
+			results = append(results, health.CheckGDRTopology(rep, t)...)
 		case "cm":
 			results = append(results, health.CheckCM(context.Background(), readNode(), a.cmSource(sys, exp))...)
 		}

@@ -105,7 +105,7 @@ func TestCompletion(t *testing.T) {
 		{"res show cq poll-ctx ", "DIRECT SOFTIRQ WORKQUEUE UNBOUND_WORKQUEUE"},
 		{"probe ", "rxe0 rxe1"},
 		{"probe rxe0/1 ", "gid-index traffic count listen peer bw lat pingpong size iters duration timeout from serve peers memory peer-memory grace auth"},
-		{"check ", "devices ports probe gdr cm state min-rate mtu gid-type gid-index type ipv4 ipv6 netdev-mtu device-count device-names"},
+		{"check ", "devices ports probe gdr cm state min-rate mtu gid-type gid-index type ipv4 ipv6 netdev-mtu device-count device-names gpu"},
 		{"check ports gid-type ", "v1 v2 ib"},
 		{"cm ", "show list set"},
 		{"cm show ", "rxe0 rxe1"},
