@@ -33,8 +33,8 @@ type Criteria struct {
 	LatCeilingUsec float64
 }
 
-// DefaultCriteria are ClusterKit's limits with Spread 2.
-var DefaultCriteria = Criteria{BWFraction: 0.93, LatFactor: 2.1, Spread: 2}
+// DefaultCriteria are ClusterKit's limits with Spread 2.5.
+var DefaultCriteria = Criteria{BWFraction: 0.93, LatFactor: 2.1, Spread: 2.5}
 
 // Validate reports criteria that cannot be applied.
 func (c Criteria) Validate() error {
@@ -363,25 +363,35 @@ func (in *instance) merge() {
 	}
 }
 
-// thresholds computes the limits from the main pass's measurements.
+// thresholds computes the limits from the main pass's measurements. The
+// fleet's median is the median of the nodes' medians: a bad node's pairs
+// (a quarter of an 8-node fleet's) pull the median of all pairs down, and
+// with it the limit, but move the other nodes' medians little.
 func thresholds(insts map[testKey]*instance, main string, c Criteria, starts map[int]*Record) []Threshold {
 	var bw, lat []float64
+	bwBy, latBy := map[int][]float64{}, map[int][]float64{}
 	for _, in := range insts {
 		if in.key.pass != main || in.outcome != OutcomeOK || in.figures == nil {
 			continue
 		}
 		switch in.test.Kind {
 		case verbsprobe.TestBandwidth:
-			bw = append(bw, in.figures.BWGbps)
+			v := in.figures.BWGbps
+			bw = append(bw, v)
+			bwBy[in.key.client] = append(bwBy[in.key.client], v)
+			bwBy[in.key.server] = append(bwBy[in.key.server], v)
 		case verbsprobe.TestLatency:
 			if in.figures.LatUsec != nil {
-				lat = append(lat, in.figures.LatUsec.Median)
+				v := in.figures.LatUsec.Median
+				lat = append(lat, v)
+				latBy[in.key.client] = append(latBy[in.key.client], v)
+				latBy[in.key.server] = append(latBy[in.key.server], v)
 			}
 		}
 	}
 	var out []Threshold
 	if len(bw) > 0 {
-		t := Threshold{Metric: metricBW, Samples: len(bw), Best: slices.Max(bw), Median: median(bw), Floor: c.BWFloorGbps}
+		t := Threshold{Metric: metricBW, Samples: len(bw), Best: slices.Max(bw), Median: medianOfMedians(bwBy), Floor: c.BWFloorGbps}
 		t.Relative = c.BWFraction * t.Best
 		t.Limit = t.Relative
 		if c.Spread > 0 && t.Best > 0 && t.Median > 0 {
@@ -392,7 +402,7 @@ func thresholds(insts map[testKey]*instance, main string, c Criteria, starts map
 		out = append(out, t)
 	}
 	if len(lat) > 0 {
-		t := Threshold{Metric: metricLat, Samples: len(lat), Best: slices.Min(lat), Median: median(lat), Floor: c.LatCeilingUsec}
+		t := Threshold{Metric: metricLat, Samples: len(lat), Best: slices.Min(lat), Median: medianOfMedians(latBy), Floor: c.LatCeilingUsec}
 		t.Relative = c.LatFactor * t.Best
 		t.Limit = t.Relative
 		if c.Spread > 0 && t.Best > 0 && t.Median > 0 {
@@ -403,6 +413,15 @@ func thresholds(insts map[testKey]*instance, main string, c Criteria, starts map
 		out = append(out, t)
 	}
 	return out
+}
+
+// medianOfMedians is the median of each node's median.
+func medianOfMedians(by map[int][]float64) float64 {
+	var meds []float64
+	for _, v := range by {
+		meds = append(meds, median(v))
+	}
+	return median(meds)
 }
 
 // median of values (the mean of the middle two of an even count).

@@ -21,7 +21,7 @@ import (
 // runners' real ports (a one-line hello each way), so the listener's
 // routing of probe connections is exercised too.
 type fabric struct {
-	ranks  map[string]int                  // addr → rank
+	ranks  map[string]int                   // addr → rank
 	bw     func(client, server int) float64 // Gb/s
 	lat    func(a, b int) float64           // µs
 	fail   func(client, server int) string  // a failed step's error, "" none
