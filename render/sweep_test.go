@@ -4,51 +4,21 @@ import (
 	"bytes"
 	"encoding/json"
 	"encoding/xml"
-	"fmt"
 	"io"
 	"strings"
 	"testing"
 
 	"github.com/grdma/grdma/output"
 	"github.com/grdma/grdma/sweep"
-	"github.com/grdma/grdma/verbsprobe"
+	"github.com/grdma/grdma/sweep/sweeptest"
 )
 
 // sweepRecords makes the records of an all-pairs sweep of n nodes whose
-// pairs measure bw(c, s) Gb/s and 2 µs, with a node whose name needs
-// escaping.
+// pairs measure bw(c, s) Gb/s and 2 µs.
 func sweepRecords(n int, bw func(c, s int) float64) []sweep.Record {
-	p := sweep.Params{Schedule: sweep.KindAllPairs, Tests: []verbsprobe.Test{sweep.DefaultBW, sweep.DefaultLat}}
-	for i := range n {
-		p.Hosts = append(p.Hosts, fmt.Sprintf("node%02d", i+1))
-	}
-	id := p.ID()
-	var recs []sweep.Record
-	for i, h := range p.Hosts {
-		recs = append(recs, sweep.Record{Version: 1, Sweep: id, Node: h, Rank: i, Start: &sweep.StartRecord{Params: p, Device: "rxe0/1"}})
-	}
-	for ri, round := range sweep.AllPairs(n).Rounds {
-		for _, pair := range round {
-			for _, pl := range sweep.Plan(pair, p.Tests) {
-				fig := &sweep.Figures{BWGbps: bw(pl.Client, pl.Server)}
-				if pl.Test.Kind == verbsprobe.TestLatency {
-					fig = &sweep.Figures{LatUsec: &sweep.LatUsec{Median: 2}}
-				}
-				for _, side := range []struct {
-					rank, peer int
-					role       string
-				}{{pl.Client, pl.Server, verbsprobe.RoleClient}, {pl.Server, pl.Client, verbsprobe.RoleServer}} {
-					t := &sweep.TestRecord{Pass: sweep.KindAllPairs, Round: ri + 1, Index: pl.Index, Peer: p.Hosts[side.peer],
-						PeerRank: side.peer, Role: side.role, Test: pl.Test, Outcome: sweep.OutcomeOK}
-					if side.role == verbsprobe.RoleClient {
-						t.Figures = fig
-					}
-					recs = append(recs, sweep.Record{Version: 1, Sweep: id, Node: p.Hosts[side.rank], Rank: side.rank, Test: t})
-				}
-			}
-		}
-	}
-	return recs
+	return sweeptest.Flat(sweeptest.Records(sweeptest.Params(n), func(pl sweep.Planned) sweeptest.Outcome {
+		return sweeptest.Outcome{BWGbps: bw(pl.Client, pl.Server), LatUsec: 2}
+	}))
 }
 
 func slowNode(bad int) func(c, s int) float64 {
@@ -188,8 +158,8 @@ func TestSweepSVG(t *testing.T) {
 	if n := strings.Count(b.String(), `class="link"`); n != 2+2 { // bw and lat grids, both cells
 		t.Errorf("%d outlined cells, want 4 (the style defines the class too)", n)
 	}
-	// 200 nodes: cells too small for labels; still valid.
-	rep, _ = sweep.Build(sweepRecords(200, func(c, s int) float64 { return 10 }), sweep.DefaultCriteria)
+	// 100 nodes: cells too small for labels; still valid.
+	rep, _ = sweep.Build(sweepRecords(100, func(c, s int) float64 { return 10 }), sweep.DefaultCriteria)
 	b.Reset()
 	SweepSVG(&b, rep)
 	parseSVG(t, b.Bytes())
