@@ -78,7 +78,7 @@ func SweepSVG(w io.Writer, rep *sweep.Report) error {
 		}
 	}
 	top := float64(svgMargin + 2*svgLineSkip + 10) // title and subtitle
-	gridTop := top + svgLineSkip + float64(labelW)  // matrix title, column labels
+	gridTop := top + svgLineSkip + float64(labelW) // matrix title, column labels
 	titles := map[string]string{"bw_gbps": "bandwidth, Gb/s (row sends to column)", "lat_usec": "latency, median µs"}
 	panelW := float64(labelW) + grid + 3*svgMargin
 	for _, t := range titles {
