@@ -188,7 +188,7 @@ var Probe = &Syntax{Pos: []Positional{{Value: devPort}}, Keywords: []Keyword{
 // exporter flags only (cobra completes them).
 var objects = map[string]*Syntax{
 	"dev": Dev, "link": Link, "sys": Sys, "port": PortObject, "gid": GID, "stat": Stat,
-	"monitor": {}, "res": Res, "check": Check, "probe": Probe, "exporter": {},
+	"monitor": {}, "res": Res, "check": Check, "probe": Probe, "sweep": Sweep, "exporter": {},
 }
 
 // Object returns the grammar of object (a command name: dev, link, res,

@@ -1,4 +1,4 @@
-package sweep
+package sweep_test
 
 import (
 	"bytes"
@@ -8,11 +8,13 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
-	"slices"
 	"strings"
 	"testing"
 
 	yaml "go.yaml.in/yaml/v2"
+
+	"github.com/grdma/grdma/grammar"
+	"github.com/grdma/grdma/sweep"
 )
 
 // The deploy files (deploy/slurm, deploy/kubernetes) are what operators
@@ -50,7 +52,7 @@ func TestSbatchScript(t *testing.T) {
 			t.Errorf("srun line %q lacks %q", srun[1], want)
 		}
 	}
-	if _, err := ParseRunArgs([]string{"mlx5_0"}); err != nil {
+	if _, err := grammar.ParseSweepRun([]string{"mlx5_0"}); err != nil {
 		t.Errorf("the script's default words: %v", err)
 	}
 	report := regexp.MustCompile(`(?m)^"\$grdma" sweep report (.*)$`).FindStringSubmatch(script)
@@ -83,7 +85,7 @@ func TestKubernetesJob(t *testing.T) {
 	}
 	job, svc, cm := docs["Job"], docs["Service"], docs["ConfigMap"]
 	if job == nil || svc == nil || cm == nil {
-		t.Fatalf("want a Job, a Service and a ConfigMap: %v", slices.Collect(mapKeys(docs)))
+		t.Fatalf("want a Job, a Service and a ConfigMap: %v", docs)
 	}
 	get := func(v any, path ...any) any {
 		for _, k := range path {
@@ -124,7 +126,7 @@ func TestKubernetesJob(t *testing.T) {
 		t.Errorf("want one pod per node: %v", anti)
 	}
 	// The host list: rank i is pod i, named as the Service resolves it.
-	hosts, err := ReadHosts(strings.NewReader(get(cm, "data", "hosts").(string)))
+	hosts, err := sweep.ReadHosts(strings.NewReader(get(cm, "data", "hosts").(string)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +148,7 @@ func TestKubernetesJob(t *testing.T) {
 	if len(cmd) < 3 || cmd[1] != "sweep" || cmd[2] != "run" {
 		t.Fatalf("command %q: want grdma sweep run", cmd)
 	}
-	req, err := ParseRunArgs(cmd[3:])
+	req, err := grammar.ParseSweepRun(cmd[3:])
 	if err != nil {
 		t.Fatalf("command %q: %v", cmd, err)
 	}

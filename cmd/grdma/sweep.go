@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/grdma/grdma/cmdline"
+	"github.com/grdma/grdma/grammar"
 	"github.com/grdma/grdma/output"
 	"github.com/grdma/grdma/render"
 	"github.com/grdma/grdma/sweep"
@@ -84,7 +86,7 @@ command line was wrong.`,
   grdma -j sweep report spread 0 bw-floor 350 /shared/sweep-*.jsonl`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			av := cmdArgv(cmd, args, "grdma sweep help")
-			verb, err := av.Keyword("command", "", sweep.Verbs...)
+			verb, err := av.Keyword("command", "", verbs(grammar.Sweep)...)
 			if err != nil {
 				return err
 			}
@@ -93,15 +95,15 @@ command line was wrong.`,
 				if svg != "" {
 					return usagef("grdma sweep help", "--svg is an option of sweep report")
 				}
-				req, err := sweep.ParseRunArgs(av.Words)
+				req, err := grammar.ParseSweepRun(av.Words)
 				if err != nil {
-					return err
+					return cmdline.WithHelp(err, "grdma sweep help")
 				}
 				return a.sweepRun(req)
 			case "report":
-				req, err := sweep.ParseReportArgs(av.Words)
+				req, err := grammar.ParseSweepReport(av.Words)
 				if err != nil {
-					return err
+					return cmdline.WithHelp(err, "grdma sweep help")
 				}
 				return a.sweepReport(req, svg)
 			}
@@ -230,7 +232,7 @@ func self() sweep.Self {
 	return s
 }
 
-func (a *app) sweepRun(req sweep.RunRequest) error {
+func (a *app) sweepRun(req grammar.SweepRunRequest) error {
 	fsys, err := a.sysfs("sweep run")
 	if err != nil {
 		return err
@@ -314,7 +316,7 @@ func (a *app) sweepOut(name string) (io.Writer, func(), error) {
 	return f, func() { f.Close() }, nil
 }
 
-func (a *app) sweepReport(req sweep.ReportRequest, svg string) error {
+func (a *app) sweepReport(req grammar.SweepReportRequest, svg string) error {
 	var recs []sweep.Record
 	skipped := 0
 	for _, name := range req.Files {

@@ -1,37 +1,64 @@
-package sweep
+package grammar
 
 import (
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/grdma/grdma/cmdline"
+	"github.com/grdma/grdma/sweep"
 	"github.com/grdma/grdma/verbsprobe"
 )
 
-// Verbs of `grdma sweep`, in the order that decides abbreviations.
-var Verbs = []string{"run", "report", "help"}
+// Sweep is the grammar of grdma sweep: run (ParseSweepRun) and report
+// (ParseSweepReport).
+var Sweep = &Syntax{Verbs: []Verb{
+	{"run", SweepRun},
+	{"report", SweepReport},
+}}
 
-// RunKeywords are the words of `grdma sweep run` after DEV[/PORT], in
-// the order that decides abbreviations.
-var RunKeywords = []string{"hosts", "rank", "port", "quick", "bw", "lat", "size", "iters", "duration", "timeout", "start", "out", "gid-index"}
+// SweepRun is the grammar of sweep run, after the verb.
+var SweepRun = &Syntax{Pos: []Positional{{Value: devPort}}, Keywords: []Keyword{
+	{"hosts", []Value{free}},
+	{"rank", []Value{free}},
+	{"port", []Value{free}},
+	{"quick", nil},
+	{"bw", []Value{sweepOps}},
+	{"lat", []Value{sweepOps}},
+	{"size", []Value{free}},
+	{"iters", []Value{free}},
+	{"duration", []Value{free}},
+	{"timeout", []Value{free}},
+	{"start", []Value{free}},
+	{"out", []Value{free}},
+	{"gid-index", []Value{free}},
+}}
 
-// ReportKeywords are the words of `grdma sweep report` before its files.
-var ReportKeywords = []string{"bw-fraction", "lat-factor", "spread", "bw-floor", "port-fraction", "lat-ceiling"}
+// SweepReport is the grammar of sweep report's keywords, before its
+// files.
+var SweepReport = &Syntax{Keywords: []Keyword{
+	{"bw-fraction", []Value{free}},
+	{"lat-factor", []Value{free}},
+	{"spread", []Value{free}},
+	{"bw-floor", []Value{free}},
+	{"port-fraction", []Value{free}},
+	{"lat-ceiling", []Value{free}},
+}}
 
-// Operations a sweep's bw and lat tests take.
-var Operations = []string{string(verbsprobe.OpWrite), string(verbsprobe.OpSend), string(verbsprobe.OpRead)}
+// sweepOps are the operations a sweep's bw and lat tests take.
+var sweepOps = words(string(verbsprobe.OpWrite), string(verbsprobe.OpSend), string(verbsprobe.OpRead))
 
-// RunRequest is `grdma sweep run` as its words say it.
-type RunRequest struct {
+// SweepRunRequest is `grdma sweep run` as its words say it.
+type SweepRunRequest struct {
 	// Options say the device, port and GID index (Sysfs is the caller's).
 	Options verbsprobe.Options
 	// HostsFile is the host list's file, "-" standard input, "" none
 	// given (SLURM_JOB_NODELIST then).
 	HostsFile string
-	Rank      int // -1: from the launcher or the host list (Rank)
-	Port      int // the sweep's TCP port (DefaultPort)
+	Rank      int // -1: from the launcher or the host list (sweep.Rank)
+	Port      int // the sweep's TCP port (sweep.DefaultPort)
 	Schedule  string
 	Tests     []verbsprobe.Test // with their defaults filled in
 	Timeout   time.Duration
@@ -39,59 +66,55 @@ type RunRequest struct {
 	Out       string // the records' file; "" standard output
 }
 
-// ParseRunArgs reads the words after `grdma sweep run`:
+// ParseSweepRun reads the words after `grdma sweep run`:
 //
 //	DEV[/PORT] [hosts FILE|-] [rank N] [port N] [quick] [bw [write|send|read]] [lat [write|send|read]]
 //	           [size BYTES] [iters N] [duration D] [timeout D] [start D] [out FILE] [gid-index N]
 //
-// Without bw or lat both run (DefaultBW, DefaultLat); size is bw's
+// Without bw or lat both run (sweep.DefaultBW, DefaultLat); size is bw's
 // message size (lat's when lat runs alone), iters lat's exchanges (bw's
 // messages when bw runs alone), duration runs every test for that long
 // instead. Wrong words are a *cmdline.UsageError.
-func ParseRunArgs(words []string) (RunRequest, error) {
-	const help = "grdma sweep help"
-	args := cmdline.NewArgs(words, help)
+func ParseSweepRun(words []string) (SweepRunRequest, error) {
+	args := cmdline.NewArgs(words, "")
 	if args.Empty() {
-		return RunRequest{}, cmdline.Usagef(help, "sweep run needs a device: DEV[/PORT]")
+		return SweepRunRequest{}, cmdline.Usagef("", "sweep run needs a device: DEV[/PORT]")
 	}
 	target, err := args.DevPort(args.Next())
 	if err != nil {
-		return RunRequest{}, err
+		return SweepRunRequest{}, err
 	}
-	req := RunRequest{Options: verbsprobe.Options{Device: target.Dev, Port: target.Port, GIDIndex: verbsprobe.AutoGID},
-		Rank: -1, Port: DefaultPort, Schedule: KindAllPairs, Timeout: DefaultTimeout}
+	req := SweepRunRequest{Options: verbsprobe.Options{Device: target.Device, Port: target.Port, GIDIndex: verbsprobe.AutoGID},
+		Rank: -1, Port: sweep.DefaultPort, Schedule: sweep.KindAllPairs, Timeout: sweep.DefaultTimeout}
 	var bw, lat *verbsprobe.Test
 	var size, iters int
 	var duration time.Duration
 	seen := map[string]bool{}
 	for !args.Empty() {
-		kw, err := args.Keyword("argument", "", RunKeywords...)
+		kw, err := args.Keyword("argument", "", SweepRun.KeywordNames()...)
 		if err != nil {
-			return RunRequest{}, err
+			return SweepRunRequest{}, err
 		}
 		if seen[kw] {
-			return RunRequest{}, cmdline.Usagef(help, "%s given twice", kw)
+			return SweepRunRequest{}, cmdline.Usagef("", "%s given twice", kw)
 		}
 		seen[kw] = true
 		switch kw {
 		case "hosts":
 			req.HostsFile, err = args.Value("host list FILE (- for standard input)")
 		case "rank":
-			req.Rank, err = args.Number("rank", 0, MaxHosts-1)
+			req.Rank, err = args.Number("rank", 0, sweep.MaxHosts-1)
 		case "port":
 			req.Port, err = args.Number("port", 1, 65535)
 		case "quick":
-			req.Schedule = KindQuick
+			req.Schedule = sweep.KindQuick
 		case "bw", "lat":
-			t := DefaultBW
+			t := sweep.DefaultBW
 			if kw == "lat" {
-				t = DefaultLat
+				t = sweep.DefaultLat
 			}
-			if !args.Empty() {
-				if op, ok := cmdline.Abbrev(args.Words[0], Operations); ok && op == args.Words[0] {
-					t.Op = verbsprobe.Operation(op)
-					args.Next()
-				}
+			if !args.Empty() && slices.Contains(sweepOps.Words, args.Words[0]) {
+				t.Op = verbsprobe.Operation(args.Next())
 			}
 			if kw == "bw" {
 				bw = &t
@@ -114,15 +137,15 @@ func ParseRunArgs(words []string) (RunRequest, error) {
 			req.Options.GIDIndex, err = args.Number("gid-index", 0, math.MaxUint8)
 		}
 		if err != nil {
-			return RunRequest{}, err
+			return SweepRunRequest{}, err
 		}
 	}
 	if bw == nil && lat == nil {
-		b, l := DefaultBW, DefaultLat
+		b, l := sweep.DefaultBW, sweep.DefaultLat
 		bw, lat = &b, &l
 	}
 	if iters != 0 && duration != 0 {
-		return RunRequest{}, cmdline.Usagef(help, "iters or duration, not both")
+		return SweepRunRequest{}, cmdline.Usagef("", "iters or duration, not both")
 	}
 	// size is bw's, iters lat's, unless that test is not run.
 	sized, counted := bw, lat
@@ -153,43 +176,42 @@ func ParseRunArgs(words []string) (RunRequest, error) {
 			req.Tests[i] = t
 		}
 		if err := t.Validate(); err != nil {
-			return RunRequest{}, cmdline.Usagef(help, "%v", err)
+			return SweepRunRequest{}, cmdline.Usagef("", "%v", err)
 		}
 	}
 	return req, nil
 }
 
-// ReportRequest is `grdma sweep report` as its words say it.
-type ReportRequest struct {
-	Criteria Criteria
+// SweepReportRequest is `grdma sweep report` as its words say it.
+type SweepReportRequest struct {
+	Criteria sweep.Criteria
 	Files    []string // "-" is standard input
 }
 
-// ParseReportArgs reads the words after `grdma sweep report`: keywords
+// ParseSweepReport reads the words after `grdma sweep report`: keywords
 // first, then the files of the nodes' records (a file named like a
 // keyword is written ./NAME):
 //
 //	[bw-fraction F] [lat-factor F] [spread F] [bw-floor GBPS] [port-fraction F] [lat-ceiling USEC] FILE...
 //
 // Fractions may be written 0.93 or 93%, factors 2.1 or 2.1x.
-func ParseReportArgs(words []string) (ReportRequest, error) {
-	const help = "grdma sweep help"
-	req := ReportRequest{Criteria: DefaultCriteria}
-	args := cmdline.NewArgs(words, help)
+func ParseSweepReport(words []string) (SweepReportRequest, error) {
+	req := SweepReportRequest{Criteria: sweep.DefaultCriteria}
+	args := cmdline.NewArgs(words, "")
 	seen := map[string]bool{}
 	for !args.Empty() {
-		kw, ok := cmdline.Abbrev(args.Words[0], ReportKeywords)
+		kw, ok := cmdline.Abbrev(args.Words[0], SweepReport.KeywordNames())
 		if !ok || args.Words[0] == "-" {
 			break
 		}
 		args.Next()
 		if seen[kw] {
-			return ReportRequest{}, cmdline.Usagef(help, "%s given twice", kw)
+			return SweepReportRequest{}, cmdline.Usagef("", "%s given twice", kw)
 		}
 		seen[kw] = true
 		v, err := args.Value(kw + " value")
 		if err != nil {
-			return ReportRequest{}, err
+			return SweepReportRequest{}, err
 		}
 		c := &req.Criteria
 		var dst *float64
@@ -210,13 +232,13 @@ func ParseReportArgs(words []string) (ReportRequest, error) {
 		}
 		f, ok := parseNumber(v, unit)
 		if !ok || f < lo || f > hi || (kw == "bw-fraction" && f == 0) {
-			return ReportRequest{}, cmdline.Usagef(help, "%s must be a number from %g to %g%s, not %q", kw, lo, hi, unitHint(unit), v)
+			return SweepReportRequest{}, cmdline.Usagef("", "%s must be a number from %g to %g%s, not %q", kw, lo, hi, unitHint(unit), v)
 		}
 		*dst = f
 	}
 	req.Files = args.Words
 	if len(req.Files) == 0 {
-		return ReportRequest{}, cmdline.Usagef(help, "sweep report needs the nodes' record files (- for standard input)")
+		return SweepReportRequest{}, cmdline.Usagef("", "sweep report needs the nodes' record files (- for standard input)")
 	}
 	return req, nil
 }

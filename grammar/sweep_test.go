@@ -1,4 +1,4 @@
-package sweep
+package grammar_test
 
 import (
 	"errors"
@@ -8,28 +8,30 @@ import (
 	"time"
 
 	"github.com/grdma/grdma/cmdline"
+	"github.com/grdma/grdma/grammar"
+	"github.com/grdma/grdma/sweep"
 	"github.com/grdma/grdma/verbsprobe"
 )
 
-func TestParseRunArgs(t *testing.T) {
+func TestParseSweepRun(t *testing.T) {
 	bw := verbsprobe.Test{Kind: verbsprobe.TestBandwidth, Op: verbsprobe.OpWrite, Size: 65536, Duration: 500 * time.Millisecond}
 	lat := verbsprobe.Test{Kind: verbsprobe.TestLatency, Op: verbsprobe.OpWrite, Size: 2, Iters: 1000}
 	for _, tc := range []struct {
 		words string
-		check func(RunRequest) string
+		check func(grammar.SweepRunRequest) string
 		want  string
 	}{
-		{"mlx5_0/1 hosts /etc/fleet rank 3 port 19000 quick timeout 1m start 5m out r.jsonl gid-index 3", func(r RunRequest) string {
+		{"mlx5_0/1 hosts /etc/fleet rank 3 port 19000 quick timeout 1m start 5m out r.jsonl gid-index 3", func(r grammar.SweepRunRequest) string {
 			return fmt.Sprint(r.Options.Device, " ", r.Options.Port, " ", r.Options.GIDIndex, " ", r.HostsFile, " ", r.Rank, " ", r.Port, " ", r.Schedule, " ", r.Timeout, " ", r.Start, " ", r.Out)
 		}, "mlx5_0 1 3 /etc/fleet 3 19000 quick 1m0s 5m0s r.jsonl"},
-		{"rxe0 h - bw read lat send", func(r RunRequest) string { return fmt.Sprint(r.HostsFile, r.Tests) }, "-[bw read lat send]"},
-		{"rxe0 bw size 4096 duration 2s", func(r RunRequest) string {
+		{"rxe0 h - bw read lat send", func(r grammar.SweepRunRequest) string { return fmt.Sprint(r.HostsFile, r.Tests) }, "-[bw read lat send]"},
+		{"rxe0 bw size 4096 duration 2s", func(r grammar.SweepRunRequest) string {
 			return fmt.Sprint(len(r.Tests), r.Tests[0].Size, r.Tests[0].Duration, r.Tests[0].Iters)
 		}, "1 4096 2s 0"},
-		{"rxe0 lat size 64", func(r RunRequest) string { return fmt.Sprint(len(r.Tests), r.Tests[0].Size) }, "1 64"},
-		{"rxe0 bw iters 100", func(r RunRequest) string { return fmt.Sprint(r.Tests[0].Iters, r.Tests[0].Duration) }, "100 0s"},
+		{"rxe0 lat size 64", func(r grammar.SweepRunRequest) string { return fmt.Sprint(len(r.Tests), r.Tests[0].Size) }, "1 64"},
+		{"rxe0 bw iters 100", func(r grammar.SweepRunRequest) string { return fmt.Sprint(r.Tests[0].Iters, r.Tests[0].Duration) }, "100 0s"},
 	} {
-		r, err := ParseRunArgs(strings.Fields(tc.words))
+		r, err := grammar.ParseSweepRun(strings.Fields(tc.words))
 		if err != nil {
 			t.Errorf("%s: %v", tc.words, err)
 			continue
@@ -38,19 +40,19 @@ func TestParseRunArgs(t *testing.T) {
 			t.Errorf("%s: %s, want %s", tc.words, got, tc.want)
 		}
 	}
-	r, _ := ParseRunArgs([]string{"rxe0"})
-	if len(r.Tests) != 2 || r.Tests[0] != bw || r.Tests[1] != lat || r.Rank != -1 || r.Port != DefaultPort || r.Schedule != KindAllPairs {
+	r, _ := grammar.ParseSweepRun([]string{"rxe0"})
+	if len(r.Tests) != 2 || r.Tests[0] != bw || r.Tests[1] != lat || r.Rank != -1 || r.Port != sweep.DefaultPort || r.Schedule != sweep.KindAllPairs {
 		t.Errorf("defaults: %+v", r)
 	}
-	r, _ = ParseRunArgs(strings.Fields("rxe0 bw read lat send"))
+	r, _ = grammar.ParseSweepRun(strings.Fields("rxe0 bw read lat send"))
 	if r.Tests[0].Op != verbsprobe.OpRead || r.Tests[1].Op != verbsprobe.OpSend {
 		t.Errorf("operations: %v", r.Tests)
 	}
-	r, _ = ParseRunArgs(strings.Fields("rxe0 duration 1s"))
+	r, _ = grammar.ParseSweepRun(strings.Fields("rxe0 duration 1s"))
 	if r.Tests[0].Duration != time.Second || r.Tests[1].Duration != time.Second || r.Tests[1].Iters != 0 {
 		t.Errorf("duration for both: %v", r.Tests)
 	}
-	r, _ = ParseRunArgs(strings.Fields("rxe0 lat iters 50"))
+	r, _ = grammar.ParseSweepRun(strings.Fields("rxe0 lat iters 50"))
 	if len(r.Tests) != 1 || r.Tests[0].Iters != 50 {
 		t.Errorf("lat alone: %v", r.Tests)
 	}
@@ -67,7 +69,7 @@ func TestParseRunArgs(t *testing.T) {
 		{"rxe0 size 0", "size must be a number"},
 		{"rxe0 hosts", "missing host list"},
 	} {
-		_, err := ParseRunArgs(strings.Fields(tc.words))
+		_, err := grammar.ParseSweepRun(strings.Fields(tc.words))
 		var ue *cmdline.UsageError
 		if !errors.As(err, &ue) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: %v, want a usage error saying %q", tc.words, err, tc.want)
@@ -75,17 +77,17 @@ func TestParseRunArgs(t *testing.T) {
 	}
 }
 
-func TestParseReportArgs(t *testing.T) {
-	r, err := ParseReportArgs(strings.Fields("bw-f 90% lat-factor 3x spread 0 bw-floor 80 port-fraction 0.8 lat-ceiling 10 a.jsonl - b.jsonl"))
+func TestParseSweepReport(t *testing.T) {
+	r, err := grammar.ParseSweepReport(strings.Fields("bw-f 90% lat-factor 3x spread 0 bw-floor 80 port-fraction 0.8 lat-ceiling 10 a.jsonl - b.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Criteria{BWFraction: 0.9, LatFactor: 3, Spread: 0, BWFloorGbps: 80, BWPortFraction: 0.8, LatCeilingUsec: 10}
+	want := sweep.Criteria{BWFraction: 0.9, LatFactor: 3, Spread: 0, BWFloorGbps: 80, BWPortFraction: 0.8, LatCeilingUsec: 10}
 	if r.Criteria != want || strings.Join(r.Files, " ") != "a.jsonl - b.jsonl" {
 		t.Errorf("%+v", r)
 	}
-	r, _ = ParseReportArgs([]string{"-"})
-	if r.Criteria != DefaultCriteria || len(r.Files) != 1 {
+	r, _ = grammar.ParseSweepReport([]string{"-"})
+	if r.Criteria != sweep.DefaultCriteria || len(r.Files) != 1 {
 		t.Errorf("defaults: %+v", r)
 	}
 	for _, tc := range []struct{ words, want string }{
@@ -99,7 +101,7 @@ func TestParseReportArgs(t *testing.T) {
 		{"spread 1 spread 2 f", "spread given twice"},
 		{"bw-floor", "missing bw-floor value"},
 	} {
-		_, err := ParseReportArgs(strings.Fields(tc.words))
+		_, err := grammar.ParseSweepReport(strings.Fields(tc.words))
 		var ue *cmdline.UsageError
 		if !errors.As(err, &ue) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: %v, want a usage error saying %q", tc.words, err, tc.want)
