@@ -278,7 +278,12 @@ func Build(recs []Record, c Criteria) (*Report, error) {
 // counts the planned tests no record mentions.
 func collect(recs []Record, rep *Report) (map[testKey]*instance, error) {
 	insts := map[testKey]*instance{}
-	seen := map[string]string{}
+	type side struct {
+		rank         int
+		pass         string
+		round, index int
+	}
+	seen := map[side]string{}
 	for i := range recs {
 		r := &recs[i]
 		t := r.Test
@@ -287,7 +292,7 @@ func collect(recs []Record, rep *Report) (map[testKey]*instance, error) {
 		}
 		client, server := t.sides(r.Rank)
 		k := testKey{pass: t.Pass, round: t.Round, index: t.Index, client: client, server: server}
-		id := fmt.Sprintf("%d %s %d %d", r.Rank, t.Pass, t.Round, t.Index)
+		id := side{r.Rank, t.Pass, t.Round, t.Index}
 		if prev, dup := seen[id]; dup {
 			return nil, fmt.Errorf("%s and %s both record rank %d's test %d of round %d: records of two runs are mixed; report each run on its own",
 				prev, r.Where, r.Rank, t.Index+1, t.Round)
