@@ -142,8 +142,8 @@ func (l *listener) handle(c net.Conn) {
 		Type  string          `json:"type"`
 		Test  json.RawMessage `json:"test"`
 	}
-	if json.Unmarshal(line, &kind) != nil {
-		c.Close()
+	if json.Unmarshal(line, &kind) != nil || (kind.Sweep == 0 && kind.Probe == 0) {
+		c.Close() // not ours: nothing to say
 		return
 	}
 	if kind.Probe != 0 {
