@@ -244,7 +244,7 @@ func (l *listener) handOver(c net.Conn, rd *bufio.Reader, line []byte, t verbspr
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sl := s.slot
-	if sl == nil || t != sl.test || !sameIP(c.RemoteAddr(), sl.ips) {
+	if sl == nil || !sameTest(t, sl.test) || !sameIP(c.RemoteAddr(), sl.ips) {
 		return false
 	}
 	c.SetReadDeadline(time.Time{})
@@ -256,6 +256,20 @@ func (l *listener) handOver(c net.Conn, rd *bufio.Reader, line []byte, t verbspr
 	default:
 		return false
 	}
+}
+
+// sameTest reports whether a probe client's test is the planned one:
+// equal once both have their defaults, a duration making the count moot
+// (verbsprobe.Connect fills in an iters count beside a duration).
+func sameTest(a, b verbsprobe.Test) bool {
+	norm := func(t verbsprobe.Test) verbsprobe.Test {
+		t = t.WithDefaults()
+		if t.Duration > 0 {
+			t.Iters = 0
+		}
+		return t
+	}
+	return norm(a) == norm(b)
 }
 
 func sameIP(a net.Addr, ips []net.IP) bool {

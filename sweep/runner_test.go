@@ -56,7 +56,9 @@ func (t fakeTester) Connect(ctx context.Context, addr string, test verbsprobe.Te
 		return fail(verbsprobe.StepConnect, err)
 	}
 	defer c.Close()
-	hello, _ := json.Marshal(map[string]any{"type": "hello", "grdma_probe": 1, "test": test})
+	// As verbsprobe.Connect: the test with its defaults (iters beside a
+	// duration too).
+	hello, _ := json.Marshal(map[string]any{"type": "hello", "grdma_probe": 1, "test": test.WithDefaults()})
 	c.SetDeadline(time.Now().Add(timeout + 5*time.Second))
 	if _, err := c.Write(append(hello, '\n')); err != nil {
 		return fail(verbsprobe.StepConnect, err)
@@ -148,7 +150,7 @@ func newFleet(t *testing.T, n int, f *fabric) *fleet {
 		f.ranks[h.Addr(0)] = i
 	}
 	fl.params.Schedule = KindAllPairs
-	fl.params.Tests = []verbsprobe.Test{DefaultBW.WithDefaults(), DefaultLat.WithDefaults()}
+	fl.params.Tests = []verbsprobe.Test{DefaultBW, DefaultLat}
 	return fl
 }
 
