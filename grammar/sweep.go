@@ -17,6 +17,7 @@ import (
 var Sweep = &Syntax{Verbs: []Verb{
 	{"run", SweepRun},
 	{"report", SweepReport},
+	helpVerb,
 }}
 
 // SweepRun is the grammar of sweep run, after the verb.
