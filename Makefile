@@ -51,10 +51,11 @@ test:
 	@$(MAKE) --no-print-directory test-race test-arm64
 
 # The exporter under the race detector (it serves scrapes concurrently,
-# one server per listen address): needs cgo and a C compiler.
+# one server per listen address), and the sweep (a node's rounds, its
+# listener and its partners run at once): needs cgo and a C compiler.
 test-race:
 	@if command -v $$($(GO) env CC) >/dev/null; then \
-		echo "CGO_ENABLED=1 $(GO) test -race ./exporter/..."; CGO_ENABLED=1 $(GO) test -race ./exporter/...; \
+		echo "CGO_ENABLED=1 $(GO) test -race ./exporter/... ./sweep/..."; CGO_ENABLED=1 $(GO) test -race ./exporter/... ./sweep/...; \
 	else \
 		echo "race tests SKIPPED: no C compiler ($$($(GO) env CC)) for go test -race"; \
 	fi

@@ -52,7 +52,7 @@ func SplitBatchLine(line string) ([]string, error) {
 // abbreviated object means ("s" is system, "st" statistic), then grdma's
 // own objects.
 var Objects = []string{"help", "dev", "link", "resource", "system", "statistic", "monitor",
-	"check", "topo", "port", "gid", "probe", "exporter", "cm", "completion"}
+	"check", "topo", "port", "gid", "probe", "sweep", "exporter", "cm", "completion"}
 
 // valueOptions are grdma's long options that take the next word as their
 // value; -b and -n are their short forms.

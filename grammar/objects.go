@@ -196,7 +196,7 @@ var Probe = &Syntax{Pos: []Positional{{Value: devPort}}, Keywords: []Keyword{
 // exporter flags only (cobra completes them).
 var objects = map[string]*Syntax{
 	"dev": Dev, "link": Link, "sys": Sys, "port": PortObject, "gid": GID, "stat": Stat,
-	"monitor": {}, "res": Res, "check": Check, "topo": Topo, "probe": Probe, "exporter": {}, "cm": CM,
+	"monitor": {}, "res": Res, "check": Check, "topo": Topo, "probe": Probe, "sweep": Sweep, "exporter": {}, "cm": CM,
 }
 
 // Object returns the grammar of object (a command name: dev, link, res,

@@ -103,7 +103,7 @@ Exit status: 0 success, 1 the operation failed, 2 the command line was wrong.`,
 	f.StringVarP(&a.opts.netns, "netns", "n", "", "talk to the RDMA netlink of network namespace `NETNS` (a name in /run/netns, a path, or a PID); refused by commands that also read /sys or /dev (port, gid, dev info, probe, check, cm, topo, stat --pma, stat export, exporter)")
 	root.Flags().BoolVarP(&a.opts.version, "version", "V", false, "print the version and exit")
 
-	root.AddCommand(a.devCommand(), a.linkCommand(), a.sysCommand(), a.statCommand(), a.monitorCommand(), a.checkCommand(), a.topoCommand(), a.portCommand(), a.gidCommand(), a.resCommand(), a.probeCommand(), a.cmCommand(), a.exporterCommand(), a.completionCommand())
+	root.AddCommand(a.devCommand(), a.linkCommand(), a.sysCommand(), a.statCommand(), a.monitorCommand(), a.checkCommand(), a.topoCommand(), a.portCommand(), a.gidCommand(), a.resCommand(), a.probeCommand(), a.sweepCommand(), a.cmCommand(), a.exporterCommand(), a.completionCommand())
 	a.attachCompletions(root)
 	return root
 }
