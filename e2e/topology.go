@@ -80,7 +80,7 @@ var Topologies = map[string]Topology{
 	"switch-iommu": {
 		QEMUArgs:   slices.Concat(switchTree, devices("intel-iommu,intremap=off")),
 		KernelArgs: "intel_iommu=on",
-		Doc:        "the switch layout with QEMU's Intel IOMMU on (intel_iommu=on): the kernel turns ACS on in the root and downstream ports and every group translates DMA",
+		Doc:        "the switch layout with QEMU's Intel IOMMU on (intel_iommu=on): the kernel turns ACS on in the root ports (QEMU 7.2's switch downstream ports have no ACS) and every group translates DMA",
 	},
 	"gpu-only": {
 		QEMUArgs: slices.Concat([]string{"-machine", "q35"}, devices("virtio-vga,bus=pcie.0,addr=6.0")),

@@ -65,7 +65,8 @@ func TestTopoJSON(t *testing.T) {
 	}
 }
 
-// TestTopoUsage: wrong words exit 2, a GPU that is not there 1.
+// TestTopoUsage: wrong words exit 2, a GPU that is not there 1 (2 for
+// check, whose checks could not run).
 func TestTopoUsage(t *testing.T) {
 	for _, tt := range []struct {
 		args string
@@ -78,6 +79,8 @@ func TestTopoUsage(t *testing.T) {
 		{"topo platform cloud", exitUsage, `unknown platform "cloud"`},
 		{"topo frob", exitUsage, `unknown parameter "frob"`},
 		{"topo gpu 0000:3b:00.0", exitFailed, "gpu 0000:3b:00.0: no such PCI function"},
+		// check: the checks cannot run as asked
+		{"check gdr gpu 0000:3b:00.0", exitUsage, "gdr: gpu 0000:3b:00.0: no such PCI function"},
 	} {
 		_, stderr, code := topoOn(t, "switch-6.12", strings.Fields(tt.args)...)
 		if code != tt.code || !strings.Contains(stderr, tt.msg) {
@@ -92,7 +95,8 @@ func TestTopoUsage(t *testing.T) {
 }
 
 // TestCheckGDRGPUOnly: on the GPU-only layout (no RDMA device), check gdr
-// never passes: the node's result says there is nothing to pair with.
+// never passes: the node's result says there is nothing to pair with,
+// whatever else it says.
 func TestCheckGDRGPUOnly(t *testing.T) {
 	out, _, code := topoOn(t, "gpu-only-6.12", "-j", "check", "gdr", "gpu", "0000:00:06.0")
 	var rep struct {
@@ -101,7 +105,7 @@ func TestCheckGDRGPUOnly(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &rep) != nil || len(rep.Checks) != 1 {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
-	if c := rep.Checks[0]; c.Status == "PASS" || c.Subject != "node" {
+	if c := rep.Checks[0]; c.Status == "PASS" || c.Subject != "node" || !strings.Contains(c.Message, "no RDMA device: nothing to do GPUDirect RDMA with") {
 		t.Errorf("%+v", c)
 	}
 }
