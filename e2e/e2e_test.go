@@ -401,6 +401,11 @@ func TestFleet(t *testing.T) {
 				t.Fatalf("%v\n%s", err, fleetTails(f))
 			}
 			d := f.Driver()
+			for i, r := range f.Nodes {
+				if r != nil && r.Boot == 0 {
+					t.Errorf("%s never ran its script; console tail:\n%s", layout.FleetName(i+1), tail(r.Console, 30))
+				}
+			}
 			t.Logf("%s: %d guests × %d MiB, %d booting at once, image %.1f MB built in %v, all booted in %v, scenarios %v, whole fleet %v",
 				k, size, memory, spec.Parallel, float64(f.Image)/1e6, f.Build.Round(time.Millisecond), f.Boot.Round(100*time.Millisecond),
 				d.Run.Round(100*time.Millisecond), time.Since(start).Round(100*time.Millisecond))
@@ -416,8 +421,16 @@ func TestFleet(t *testing.T) {
 				n.Short = strings.TrimPrefix(n.Short, "Fleet")
 				report(t, n, d, replay{otherGuest: func(n *TestNode) string { return agentLogs(f, n.Name) }, logPassing: true})
 			}
-			if err := f.Err(); err != nil && !t.Failed() {
-				t.Errorf("%v\n%s", err, fleetTails(f))
+			if err := f.Err(); err != nil {
+				if !t.Failed() {
+					t.Errorf("%v\n%s", err, fleetTails(f))
+				} else {
+					// Why a scenario could not reach a node, say.
+					t.Logf("%v", err)
+				}
+			}
+			if t.Failed() {
+				t.Logf("the switch as the driver stopped:\n%s", f.Switch)
 			}
 		})
 	}

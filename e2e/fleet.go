@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -65,7 +66,10 @@ type FleetResult struct {
 	// Boot runs from the first QEMU's start until every guest runs its
 	// script.
 	Boot time.Duration
-	dir  string
+	// Switch is the switch's port table and learnt MAC addresses as the
+	// driver stopped (vde_switch's port/allprint and hash/print).
+	Switch string
+	dir    string
 }
 
 // Driver is node 1's result.
@@ -219,6 +223,7 @@ func (b *Bed) BootFleet(ctx context.Context, spec FleetSpec) (*FleetResult, erro
 
 	driver := machines[0]
 	f.Nodes[0], err = driver.wait()
+	f.Switch = sw.Ports()
 	grace := time.After(stopGrace)
 	for i, m := range machines[1:] {
 		select {
@@ -244,7 +249,8 @@ func (b *Bed) BootFleet(ctx context.Context, spec FleetSpec) (*FleetResult, erro
 type vdeSwitch struct {
 	dir   string // its control directory: QEMU's vde,sock=
 	cmd   *exec.Cmd
-	stdin io.Closer
+	stdin io.WriteCloser
+	mu    sync.Mutex
 	out   bytes.Buffer
 	done  chan struct{}
 }
@@ -270,8 +276,7 @@ func (b *Bed) startSwitch(ports int) (*vdeSwitch, error) {
 		return nil, err
 	}
 	sw.stdin = stdin
-	var mu sync.Mutex
-	sw.cmd.Stdout = writerFunc(func(p []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return sw.out.Write(p) })
+	sw.cmd.Stdout = writerFunc(func(p []byte) (int, error) { sw.mu.Lock(); defer sw.mu.Unlock(); return sw.out.Write(p) })
 	sw.cmd.Stderr = sw.cmd.Stdout
 	if err := sw.cmd.Start(); err != nil {
 		os.RemoveAll(dir)
@@ -292,11 +297,59 @@ func (b *Bed) startSwitch(ports int) (*vdeSwitch, error) {
 			}
 		}
 		sw.stop()
-		mu.Lock()
-		defer mu.Unlock()
+		sw.mu.Lock()
+		defer sw.mu.Unlock()
 		return nil, fmt.Errorf("e2e: vde_switch made no %s within %v: %v\n%s", ctl, switchWait, sw.cmd.ProcessState, sw.out.String())
 	}
 }
+
+// Ports is the switch's own view of its ports (packets and bytes in and
+// out of each) and of the MAC addresses it learnt, for a report: its
+// console's port/print and hash/print.
+func (sw *vdeSwitch) Ports() string {
+	var b strings.Builder
+	for _, cmd := range []string{"port/print", "hash/print"} {
+		out, err := sw.command(cmd)
+		if err != nil {
+			fmt.Fprintf(&b, "%s: %v\n", cmd, err)
+			continue
+		}
+		b.WriteString(out)
+	}
+	return b.String()
+}
+
+// consoleWait bounds the wait for the switch console's answer.
+const consoleWait = 3 * time.Second
+
+// command runs one command on the switch's console and returns its
+// output. The console reads a command per read(2), so commands go one at a
+// time, each answered by a status line ("1000 Success", "1006 ...").
+func (sw *vdeSwitch) command(cmd string) (string, error) {
+	sw.mu.Lock()
+	start := sw.out.Len()
+	sw.mu.Unlock()
+	if _, err := io.WriteString(sw.stdin, cmd+"\n"); err != nil {
+		return "", err
+	}
+	for end := time.Now().Add(consoleWait); ; time.Sleep(20 * time.Millisecond) {
+		sw.mu.Lock()
+		out := sw.out.String()[start:]
+		sw.mu.Unlock()
+		if status := consoleStatus.FindString(out); status != "" {
+			if !strings.HasPrefix(status, "1000 ") {
+				return out, fmt.Errorf("%s", strings.TrimSpace(status))
+			}
+			return out, nil
+		}
+		if time.Now().After(end) {
+			return out, fmt.Errorf("no answer within %v", consoleWait)
+		}
+	}
+}
+
+// consoleStatus is the status line that ends a console answer.
+var consoleStatus = regexp.MustCompile(`(?m)^1\d\d\d .*$`)
 
 // stop ends the switch and removes its directory.
 func (sw *vdeSwitch) stop() {
