@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/grdma/grdma/ib"
 )
 
 // Abbrev resolves word to one of names as rdma resolves its keywords
@@ -154,40 +156,34 @@ func (a *Args) Done() error {
 	return Usagef(a.Help, "unexpected argument %q", a.Words[0])
 }
 
-// DevPort is a DEV[/PORT] argument. Port 0 means every port.
-type DevPort struct {
-	Dev  string
-	Port uint32
-}
-
-// DevPort parses DEV, DEV/ and DEV/PORT. Unlike rdma, a bare DEV is
-// accepted everywhere and means all of its ports.
-func (a *Args) DevPort(s string) (DevPort, error) {
+// DevPort parses DEV, DEV/ and DEV/PORT (Port 0: every port). Unlike
+// rdma, a bare DEV is accepted everywhere and means all of its ports.
+func (a *Args) DevPort(s string) (ib.PortRef, error) {
 	dev, port, hasSlash := strings.Cut(s, "/")
 	if dev == "" {
-		return DevPort{}, Usagef(a.Help, "missing device name in %q", s)
+		return ib.PortRef{}, Usagef(a.Help, "missing device name in %q", s)
 	}
 	if !hasSlash || port == "" {
-		return DevPort{Dev: dev}, nil
+		return ib.PortRef{Device: dev}, nil
 	}
 	n, err := strconv.ParseUint(port, 10, 32)
 	if err != nil || n == 0 {
-		return DevPort{}, Usagef(a.Help, "invalid port %q in %q: ports are numbered from 1", port, s)
+		return ib.PortRef{}, Usagef(a.Help, "invalid port %q in %q: ports are numbered from 1", port, s)
 	}
-	return DevPort{Dev: dev, Port: uint32(n)}, nil
+	return ib.PortRef{Device: dev, Port: uint32(n)}, nil
 }
 
 // Link parses an optional "link DEV[/PORT]" (rdma's grammar of stat show
-// and stat qp): the zero DevPort when the words are empty.
-func (a *Args) Link() (DevPort, error) {
+// and stat qp): the zero PortRef when the words are empty.
+func (a *Args) Link() (ib.PortRef, error) {
 	if a.Empty() {
-		return DevPort{}, nil
+		return ib.PortRef{}, nil
 	}
 	if _, err := a.Keyword("parameter", "", "link", "help"); err != nil {
-		return DevPort{}, err
+		return ib.PortRef{}, err
 	}
 	if a.Empty() {
-		return DevPort{}, nil
+		return ib.PortRef{}, nil
 	}
 	return a.DevPort(a.Next())
 }

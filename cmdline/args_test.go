@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/grdma/grdma/ib"
 )
 
 func TestArgsErrors(t *testing.T) {
@@ -42,7 +44,7 @@ func TestArgsErrors(t *testing.T) {
 			t.Errorf("%s: %v", in, err)
 		}
 	}
-	if dp, err := NewArgs(nil, "").DevPort("rxe0/"); err != nil || dp != (DevPort{Dev: "rxe0"}) {
+	if dp, err := NewArgs(nil, "").DevPort("rxe0/"); err != nil || dp != (ib.PortRef{Device: "rxe0"}) {
 		t.Errorf("rxe0/: %+v %v", dp, err)
 	}
 	helped := false

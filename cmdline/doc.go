@@ -6,9 +6,7 @@
 // abbreviated object word (ResolveObject). What a parser rejects is a
 // *UsageError: the words were wrong, not the machine.
 //
-// It imports nothing but the standard library, so that nldev (res
-// filters) and the parsers of other packages share it.
-//
-// A Go program that accepts the same words as grdma (verbsprobe.ParseArgs,
-// health.ParseArgs) builds on it.
+// It imports only package ib (a DEV[/PORT] is an ib.PortRef). The words of
+// each object, their tables and parsers are package grammar's, which
+// builds on this one.
 package cmdline

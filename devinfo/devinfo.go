@@ -19,14 +19,15 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path"
 	"strings"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/grdma/grdma/gid"
 	"github.com/grdma/grdma/ib"
+	"github.com/grdma/grdma/locator"
 	"github.com/grdma/grdma/nldev"
+	"github.com/grdma/grdma/pci"
 	"github.com/grdma/grdma/ports"
 	"github.com/grdma/grdma/sysfs"
 	"github.com/grdma/grdma/uverbs"
@@ -53,9 +54,9 @@ type Device struct {
 	// Driver is the kernel driver: the driver bound to the parent bus
 	// device ("mlx5_core"), or "rxe"/"siw" for the software devices.
 	Driver string
-	// Parent is the bus device the RDMA device sits on; nil for a
-	// software device (rxe, siw).
-	Parent *BusDevice
+	// BusDevice is the bus device the RDMA device sits on (its parent);
+	// nil for a software device (rxe, siw).
+	BusDevice *BusDevice
 	// FWVer is the firmware version as ibv_devinfo prints it.
 	FWVer        string
 	NodeGUID     uint64
@@ -140,7 +141,7 @@ type Reader struct {
 	Sysfs   sysfs.FS
 	Netlink Netlink
 	// OpenVerbs opens the uverbs device node of RDMA device dev; nil
-	// means uverbs.OpenNode on Sysfs.
+	// means uverbs.Open below the root of Sysfs.
 	OpenVerbs func(dev string, node uverbs.Node) (Verbs, error)
 
 	// unserved are the character device types whose module is not
@@ -220,7 +221,7 @@ func (r *Reader) readDevice(nd nldev.Device) (Device, error) {
 	if err := r.addBus(&d); err != nil {
 		return d, err
 	}
-	if d.Parent != nil { // software devices (rxe, siw) have no board_id
+	if d.BusDevice != nil { // software devices (rxe, siw) have no board_id
 		if d.BoardID, err = r.optionalAttr(d.Name, "board_id"); err != nil {
 			return d, err
 		}
@@ -232,7 +233,7 @@ func (r *Reader) readDevice(nd nldev.Device) (Device, error) {
 		if d.Driver == "" {
 			d.Driver = uverbs.DriverName(ch.DriverID)
 		}
-		verbs, err = r.open(nd.Name, uverbs.NodeOf(ch))
+		verbs, err = r.open(nd.Name, locator.FromNetlink(ch))
 	}
 	if err != nil {
 		if nldev.DeviceGone(r.Netlink, nd.Index, err) {
@@ -253,32 +254,29 @@ func (r *Reader) open(dev string, node uverbs.Node) (Verbs, error) {
 	if r.OpenVerbs != nil {
 		return r.OpenVerbs(dev, node)
 	}
-	c, err := uverbs.OpenNode(r.Sysfs, dev, node)
+	c, err := uverbs.Open(r.Sysfs.Root(), dev, node)
 	if err != nil {
 		return nil, err
 	}
 	return c, nil
 }
 
-// addBus reads the parent bus device and its driver from the device's
-// sysfs links (readlink only). A software device (rxe, siw) has none: its
-// driver is named from netlink's driver id (readDevice) or by the sysfs
-// fallback.
+// addBus reads the bus device and its driver (pci.RDMADevice, the one
+// mapping of RDMA devices to bus devices). A software device (rxe, siw)
+// has none: pci.RDMADevice places it at its netdev's function for
+// topology, but that bus device is the netdev's, not its own; its driver
+// is named from netlink's driver id (readDevice) or by the sysfs fallback.
 func (r *Reader) addBus(d *Device) error {
-	dir := "sys/class/infiniband/" + d.Name + "/device"
-	target, err := r.Sysfs.Readlink(dir)
-	switch {
-	case errors.Is(err, unix.ENOENT):
-		return nil
-	case err != nil:
+	a, err := pci.RDMADevice(r.Sysfs, d.Name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // not in this sysfs: netlink alone describes it
+	}
+	if err != nil || a.Netdev != "" || a.Name == "" {
 		return err
 	}
-	d.Parent = &BusDevice{Name: path.Base(target)}
-	if sub, err := r.Sysfs.Readlink(dir + "/subsystem"); err == nil {
-		d.Parent.Bus = path.Base(sub)
-	}
-	if drv, err := r.Sysfs.Readlink(dir + "/driver"); err == nil {
-		d.Driver = path.Base(drv)
+	d.BusDevice = &BusDevice{Bus: a.Bus, Name: a.Name}
+	if a.Driver != "" {
+		d.Driver = a.Driver
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/grdma/grdma/devinfo"
+	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/internal/devinfofixture"
 	"github.com/grdma/grdma/internal/ibvdevinfo"
 	"github.com/grdma/grdma/internal/nlfixture"
@@ -96,10 +97,10 @@ func TestExtras(t *testing.T) {
 			for i, w := range want {
 				d := devs[i]
 				p := d.Ports[0]
-				if d.Name != w.name || d.Driver != "rxe" || d.Parent != nil || d.Uverbs != w.uverbs ||
+				if d.Name != w.name || d.Driver != "rxe" || d.BusDevice != nil || d.Uverbs != w.uverbs ||
 					d.RDMACM != "/dev/infiniband/rdma_cm" || d.Source != devinfo.SourceVerbs || d.Note != "" {
 					t.Errorf("device %d: %s driver %q parent %v uverbs %q rdma_cm %q source %s note %q", i, d.Name,
-						d.Driver, d.Parent, d.Uverbs, d.RDMACM, d.Source, d.Note)
+						d.Driver, d.BusDevice, d.Uverbs, d.RDMACM, d.Source, d.Note)
 				}
 				// ib_umad serves RoCE ports; issm only InfiniBand ones (EOPNOTSUPP).
 				if p.Netdev != w.netdev || p.NetdevOperState != w.state || p.Umad != w.umad || p.Issm != "" ||
@@ -115,7 +116,7 @@ func TestExtras(t *testing.T) {
 func TestUnknownDevice(t *testing.T) {
 	r, _ := recordedReader(t, "6.12")
 	_, err := r.Read("mlx5_9")
-	var nf *nldev.NotFoundError
+	var nf *ib.NotFoundError
 	if !errors.As(err, &nf) {
 		t.Fatalf("Read(mlx5_9) = %v, want an *nldev.NotFoundError", err)
 	}

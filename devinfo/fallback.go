@@ -2,10 +2,9 @@ package devinfo
 
 import (
 	"github.com/grdma/grdma/gid"
+	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/ports"
-	"github.com/grdma/grdma/sysfs"
-	"github.com/grdma/grdma/uverbs"
 )
 
 // fromSysfs fills in a device whose uverbs device cannot be used from
@@ -30,18 +29,15 @@ func (r *Reader) fromSysfs(d *Device, nlPorts []nldev.Port) error {
 		}
 		p := Port{Port: n, Source: SourceSysfs, MTUSource: ports.MTUUnknown}
 		a := &p.Attr
-		a.State, a.PhysState = uint8(sp.State), uint8(sp.PhysState)
+		a.State, a.PhysState = sp.State, sp.PhysState
 		a.LID, a.SMLID, a.LMC, a.SMSL = uint16(sp.LID), uint16(sp.SMLID), sp.LMC, sp.SMSL
 		a.PortCapFlags = sp.CapMask
-		a.LinkLayer = uverbs.LinkLayerInfiniBand
-		if sp.LinkLayer == sysfs.LinkLayerEthernet {
-			a.LinkLayer = uverbs.LinkLayerEthernet
-		}
+		a.LinkLayer = sp.LinkLayer
 		if sp.Rate.Lanes != 0 {
-			a.ActiveWidth = uint8(ports.WidthFromLanes(sp.Rate.Lanes))
-			speed, _ := ports.ParseSpeed(sp.Rate.Speed)
+			a.ActiveWidth = ib.WidthFromLanes(sp.Rate.Lanes)
+			speed, _ := ib.ParseSpeed(sp.Rate.Speed)
 			a.ActiveSpeedEx = uint32(speed)
-			a.ActiveSpeed = uint8(min(speed, ports.SpeedNDR))
+			a.ActiveSpeed = uint8(min(speed, ib.SpeedNDR))
 		}
 		if p.GIDs, err = gid.ReadTable(r.Sysfs, d.Name, n); err != nil {
 			return err
@@ -53,7 +49,7 @@ func (r *Reader) fromSysfs(d *Device, nlPorts []nldev.Port) error {
 	}
 	for i := range d.Ports {
 		p := &d.Ports[i]
-		if p.Attr.LinkLayer != uverbs.LinkLayerEthernet || p.Netdev == "" {
+		if p.Attr.LinkLayer != ib.LinkLayerEthernet || p.Netdev == "" {
 			continue
 		}
 		mtu, err := r.Sysfs.NetdevMTU(p.Netdev)

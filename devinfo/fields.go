@@ -153,14 +153,8 @@ func (p *Port) Fields() []Field {
 		fs = append(fs, numEnum("max_mtu", uint64(a.MaxMTU.Bytes()), uint64(a.MaxMTU)),
 			numEnum("active_mtu", uint64(a.ActiveMTU.Bytes()), uint64(a.ActiveMTU)))
 	}
-	linkLayer := "InfiniBand" // ibv_devinfo's name for an unspecified link layer too
-	if a.LinkLayer == 2 {
-		linkLayer = "Ethernet"
-	} else if a.LinkLayer > 2 {
-		linkLayer = "Unknown"
-	}
 	fs = append(fs, num("sm_lid", uint64(a.SMLID)), num("port_lid", uint64(a.LID)), hex("port_lmc", uint64(a.LMC)),
-		str("link_layer", linkLayer))
+		str("link_layer", a.LinkLayer.String()))
 	if p.Source == SourceVerbs {
 		fs = append(fs, hex("max_msg_sz", uint64(a.MaxMsgSz)))
 	}
@@ -177,7 +171,7 @@ func (p *Port) Fields() []Field {
 			num("subnet_timeout", uint64(a.SubnetTimeout)), num("init_type_reply", uint64(a.InitTypeReply)))
 	}
 	if a.ActiveWidth != 0 {
-		fs = append(fs, enum("active_width", WidthName(a.ActiveWidth), uint64(a.ActiveWidth)),
+		fs = append(fs, enum("active_width", a.ActiveWidth.String(), uint64(a.ActiveWidth)),
 			enum("active_speed", SpeedName(a.ActiveSpeed), uint64(a.ActiveSpeed)))
 	}
 	return append(fs, enum("phys_state", PhysStateName(a.PhysState), uint64(a.PhysState)))

@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/grdma/grdma/ib"
-	"github.com/grdma/grdma/ports"
 )
 
 // The names below are those `ibv_devinfo -v` prints
@@ -27,7 +26,7 @@ func TransportName(t ib.NodeType) (string, uint64) {
 }
 
 // PortStateName names enum ibv_port_state: "PORT_ACTIVE".
-func PortStateName(s uint8) string {
+func PortStateName(s ib.PortState) string {
 	switch s {
 	case 1:
 		return "PORT_DOWN"
@@ -42,7 +41,7 @@ func PortStateName(s uint8) string {
 }
 
 // PhysStateName names a physical port state: "LINK_UP".
-func PhysStateName(s uint8) string {
+func PhysStateName(s ib.PhysState) string {
 	names := [...]string{1: "SLEEP", 2: "POLLING", 3: "DISABLED", 4: "PORT_CONFIGURATION TRAINNING",
 		5: "LINK_UP", 6: "LINK_ERROR_RECOVERY", 7: "PHY TEST"}
 	if int(s) < len(names) && names[s] != "" {
@@ -63,10 +62,6 @@ func AtomicCapName(c uint32) string {
 	}
 	return "invalid atomic capability"
 }
-
-// WidthName names an active width code: "4X"; "" when unknown
-// (ports.Width, the one table of widths).
-func WidthName(w uint8) string { return ports.Width(w).String() }
 
 // SpeedName names an active speed code as ibv_devinfo does: the per-lane
 // rate, "25.0 Gbps" (EDR); "invalid speed" beyond HDR, as it prints NDR.

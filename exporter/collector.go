@@ -26,8 +26,11 @@ import (
 	"github.com/grdma/grdma/health"
 	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/nldev"
+	"github.com/grdma/grdma/node"
+	"github.com/grdma/grdma/pci"
 	"github.com/grdma/grdma/ports"
 	"github.com/grdma/grdma/sysfs"
+	"github.com/grdma/grdma/topo"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -51,12 +54,31 @@ type Options struct {
 	CheckInterval time.Duration
 	CheckExpect   health.Expect
 
+	// ReuseFor is how long a reading is reused: scrapes that start
+	// while one is read wait for it and export it, and so do scrapes
+	// that start less than ReuseFor after it began (0: DefaultReuseFor).
+	// However many scrape at once, the devices are read once (on mlx5
+	// each reading is firmware commands, on the queue jobs use to set up
+	// their queue pairs).
+	ReuseFor time.Duration
+
+	// PCIe turns on the PCIe topology metrics (grdma_pcie_*, grdma_gpu_*):
+	// the links from every GPU and RDMA device up to its root port, the
+	// GPU–NIC path types and AER counters (package topo), read with each
+	// reading of the devices (shared as that is). PCIeGPUs are functions to treat as GPUs besides those
+	// found by ID (topo.Options.GPUs).
+	PCIe     bool
+	PCIeGPUs []pci.Address
+
 	// Now returns the time; nil means time.Now.
 	Now func() time.Time
 }
 
+// DefaultReuseFor is how long a reading serves further scrapes.
+const DefaultReuseFor = time.Second
+
 // readErrorKinds are the values of the what label of the read errors.
-var readErrorKinds = []string{"devices", "device", "ports", "counters", "pma", "gids", "resources"}
+var readErrorKinds = []string{"devices", "device", "ports", "counters", "pma", "gids", "resources", "pcie"}
 
 // DefaultCheckInterval is the minimum time between two runs of the checks.
 const DefaultCheckInterval = time.Minute
@@ -68,9 +90,21 @@ type Collector struct {
 
 	mu       sync.Mutex
 	errTotal map[string]float64 // grdma_exporter_read_errors_total by what
-	lastErrs []health.ReadError
+	lastErrs []node.ReadError
 	checks   []health.Result
 	checkAt  time.Time
+
+	// The reading being made, or the last one, and when it began.
+	readMu  sync.Mutex
+	reading *reading
+}
+
+// reading is one read of the node, shared by the scrapes that want it;
+// s is set when done is closed.
+type reading struct {
+	began time.Time
+	done  chan struct{}
+	s     *scrape
 }
 
 // New returns a collector reading through opts.
@@ -80,6 +114,9 @@ func New(opts Options) *Collector {
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.ReuseFor <= 0 {
+		opts.ReuseFor = DefaultReuseFor
 	}
 	// Every kind starts at 0, so that the first error of a kind is an
 	// increase, not the counter's first sample.
@@ -98,37 +135,41 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 				continue
 			}
 		}
+		if slices.Contains(pcieFamilies, f) && !c.opts.PCIe {
+			continue
+		}
 		ch <- f.desc
 	}
 }
 
 // Errors returns what the last collection could not read.
-func (c *Collector) Errors() []health.ReadError {
+func (c *Collector) Errors() []node.ReadError {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return slices.Clone(c.lastErrs)
 }
 
-// Collect reads every device and port and sends their metrics.
+// Collect sends the metrics of a reading of every device and port: its
+// own, or one it shares (Options.ReuseFor).
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	start := c.opts.Now()
 	e := &emitter{ch: ch, seen: map[string]bool{}}
-	s := c.read()
+	s := c.shared(start)
 	s.export(e)
+	if s.topo != nil {
+		exportTopology(e, s.topo)
+	}
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.opts.Checks {
 		if c.checkAt.IsZero() || start.Sub(c.checkAt) >= c.opts.CheckInterval {
-			c.checks = s.node.Check([]string{"devices", "ports"}, c.opts.CheckExpect)
+			c.checks = append(health.CheckDevices(s.node, c.opts.CheckExpect), health.CheckPorts(s.node, c.opts.CheckExpect)...)
 			c.checkAt = start
 		}
 		exportChecks(e, c.checks, c.checkAt)
 	}
 	c.lastErrs = s.errs
-	for _, err := range s.errs {
-		c.errTotal[err.What]++
-	}
 	e.emit(famReadErrors, float64(len(s.errs)))
 	for _, err := range s.errs {
 		e.emit(famReadError, 1, err.Device, strconv.FormatUint(uint64(err.Port), 10), err.What)
@@ -149,45 +190,92 @@ func mapKeys(m map[string]float64) func(func(string) bool) {
 	}
 }
 
-// port is what one collection read of a port beyond the node's reading.
+// shared returns the reading in progress, or one begun less than
+// ReuseFor before now, or makes one. The read errors of a reading are
+// counted once (grdma_exporter_read_errors_total), however many scrapes
+// export it.
+func (c *Collector) shared(now time.Time) *scrape {
+	c.readMu.Lock()
+	r := c.reading
+	if r == nil || (isDone(r.done) && now.Sub(r.began) >= c.opts.ReuseFor) {
+		r = &reading{began: now, done: make(chan struct{})}
+		c.reading = r
+		c.readMu.Unlock()
+		defer close(r.done)
+		r.s = c.read()
+		c.mu.Lock()
+		for _, err := range r.s.errs {
+			c.errTotal[err.What]++
+		}
+		c.mu.Unlock()
+		return r.s
+	}
+	c.readMu.Unlock()
+	<-r.done
+	return r.s
+}
+
+func isDone(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// port is what one collection read of a port beyond the node's reading:
+// its hardware counters and the PMA data counters it exports.
 type port struct {
 	counters []nldev.Counter
-	pma      []sysfs.PMACounter
+	rcv      pmaCounter // port_rcv_data(_64)
+	xmit     pmaCounter // port_xmit_data(_64)
+}
+
+// pmaCounter is a PMA counter's value in bytes, if the port has it.
+type pmaCounter struct {
+	v  uint64
+	ok bool
 }
 
 // scrape is one collection's reading.
 type scrape struct {
-	node  *health.Node
+	node  *node.Snapshot
 	ports map[string]*port // by "dev/port"
 	res   []nldev.ResSummary
-	errs  []health.ReadError
+	errs  []node.ReadError
+	// topo is the PCI topology (Options.PCIe); nil when off or unreadable.
+	topo *topo.Topology
 }
 
 func portKey(dev string, p uint32) string { return dev + "/" + strconv.FormatUint(uint64(p), 10) }
 
-// read reads the node once: the health.Node (devices, ports, GID tables)
+// read reads the node once: the node.Snapshot (devices, ports, GID tables)
 // and what only the exporter needs (counters, PMA counters, resources).
 func (c *Collector) read() *scrape {
 	s := &scrape{ports: map[string]*port{}}
+	if c.opts.PCIe {
+		c.readPCIe(s)
+	}
 	nl, err := c.opts.Dial()
 	if err != nil {
-		s.node = &health.Node{DevicesErr: err, PortsErr: err}
-		s.errs = append(s.errs, health.ReadError{What: "devices", Err: err})
+		s.node = &node.Snapshot{DevicesErr: err, PortsErr: err}
+		s.errs = append(s.errs, node.ReadError{What: "devices", Err: err})
 		return s
 	}
 	defer nl.Close()
-	s.node = health.ReadNode(health.Source{Sysfs: c.opts.Sysfs, Netlink: nl, OpenVerbs: c.opts.OpenVerbs})
+	s.node = node.Reader{Sysfs: c.opts.Sysfs, Netlink: nl, OpenVerbs: c.opts.OpenVerbs}.Read()
 	switch {
 	case s.node.DevicesErr != nil: // ErrNoRDMANetlink too: no RDMA to export
-		s.errs = append(s.errs, health.ReadError{What: "devices", Err: s.node.DevicesErr})
+		s.errs = append(s.errs, node.ReadError{What: "devices", Err: s.node.DevicesErr})
 	case s.node.PortsErr != nil:
-		s.errs = append(s.errs, health.ReadError{What: "ports", Err: s.node.PortsErr})
+		s.errs = append(s.errs, node.ReadError{What: "ports", Err: s.node.PortsErr})
 	}
 	s.errs = append(s.errs, s.node.Errors...)
 	for i := range s.node.Ports {
 		p := &s.node.Ports[i].Port
 		if gerr := s.node.Ports[i].GIDErr; gerr != nil {
-			s.errs = append(s.errs, health.ReadError{Device: p.Device, Port: p.Port, What: "gids", Err: gerr})
+			s.errs = append(s.errs, node.ReadError{Device: p.Device, Port: p.Port, What: "gids", Err: gerr})
 		}
 		pr := &port{}
 		pc, err := nl.PortCounters(p.DevIndex, p.Port)
@@ -197,18 +285,21 @@ func (c *Collector) read() *scrape {
 		case nl.Gone(p.DevIndex, err):
 		case nldev.NoCounters(err): // siw
 		default:
-			s.errs = append(s.errs, health.ReadError{Device: p.Device, Port: p.Port, What: "counters", Err: err})
+			s.errs = append(s.errs, node.ReadError{Device: p.Device, Port: p.Port, What: "counters", Err: err})
 		}
-		pr.pma, err = c.opts.Sysfs.PMACounters(p.Device, p.Port)
-		if err != nil && !sysfs.IsGone(err) {
-			s.errs = append(s.errs, health.ReadError{Device: p.Device, Port: p.Port, What: "pma", Err: err})
+		pr.rcv, err = c.readPMA(p.Device, p.Port, "port_rcv_data")
+		if err == nil {
+			pr.xmit, err = c.readPMA(p.Device, p.Port, "port_xmit_data")
+		}
+		if err != nil {
+			s.errs = append(s.errs, node.ReadError{Device: p.Device, Port: p.Port, What: "pma", Err: err})
 		}
 		s.ports[portKey(p.Device, p.Port)] = pr
 	}
 	if len(s.node.Devices) > 0 {
 		s.res, err = nl.ResSummaries()
 		if err != nil {
-			s.errs = append(s.errs, health.ReadError{What: "resources", Err: err})
+			s.errs = append(s.errs, node.ReadError{What: "resources", Err: err})
 		}
 	}
 	return s
@@ -244,8 +335,8 @@ func (s *scrape) export(e *emitter) {
 		if l := p.Width.Lanes(); l > 0 {
 			e.emit(famPortWidth, float64(l), dev, num)
 		}
-		e.emit(famPortInfo, 1, dev, num, p.LinkLayer, p.Netdev)
-		if p.LinkLayer == sysfs.LinkLayerEthernet {
+		e.emit(famPortInfo, 1, dev, num, p.LinkLayer.String(), p.Netdev)
+		if p.LinkLayer == ib.LinkLayerEthernet {
 			if g, err := gid.Select(pi.GIDs, roceV2IPv4); err == nil {
 				e.emit(famGIDInfo, 1, dev, num, strconv.Itoa(g.Index), g.GID.String(), g.Netdev)
 				e.emit(famGIDIndex, float64(g.Index), dev, num)
@@ -255,11 +346,11 @@ func (s *scrape) export(e *emitter) {
 		for _, ctr := range pr.counters {
 			e.emit(famHWCounter, float64(ctr.Value), dev, num, ctr.Name)
 		}
-		if v, ok := pmaValue(pr.pma, "port_rcv_data"); ok {
-			e.emit(famRcvBytes, float64(v), dev, num)
+		if pr.rcv.ok {
+			e.emit(famRcvBytes, float64(pr.rcv.v), dev, num)
 		}
-		if v, ok := pmaValue(pr.pma, "port_xmit_data"); ok {
-			e.emit(famXmitBytes, float64(v), dev, num)
+		if pr.xmit.ok {
+			e.emit(famXmitBytes, float64(pr.xmit.v), dev, num)
 		}
 	}
 	known := map[string]bool{}
@@ -267,30 +358,25 @@ func (s *scrape) export(e *emitter) {
 		known[d.Name] = true
 	}
 	for _, r := range s.res {
-		if !known[r.DevName] {
+		if !known[r.Device] {
 			continue // vanished (or appeared) between the two listings
 		}
 		for _, cnt := range r.Counts {
-			e.emit(famResources, float64(cnt.Curr), r.DevName, cnt.Name)
+			e.emit(famResources, float64(cnt.Curr), r.Device, cnt.Name)
 		}
 	}
 }
 
-// pmaValue returns PMA counter name, its 64-bit variant (name_64) when
-// the port has one: the 32-bit data counters saturate within seconds on a
-// fast link.
-func pmaValue(pma []sysfs.PMACounter, name string) (uint64, bool) {
-	var v uint64
-	found := false
-	for _, c := range pma {
-		switch c.Name {
-		case name + "_64":
-			return c.Value, true
-		case name:
-			v, found = c.Value, true
-		}
+// readPMA reads PMA counter name of a port, its 64-bit variant (name_64)
+// when the port has one: the 32-bit data counters saturate within seconds
+// on a fast link. Only these files are read: each read of a PMA counter
+// is a MAD to the device's firmware.
+func (c *Collector) readPMA(dev string, port uint32, name string) (pmaCounter, error) {
+	v, ok, err := c.opts.Sysfs.PMACounter(dev, port, name+"_64")
+	if err == nil && !ok {
+		v, ok, err = c.opts.Sysfs.PMACounter(dev, port, name)
 	}
-	return v, found
+	return pmaCounter{v, ok}, err
 }
 
 // guid formats a node GUID as sysfs and rdma print it: 0c42:a103:0012:3456.
@@ -336,8 +422,7 @@ func (r *CheckResults) Collect(ch chan<- prometheus.Metric) {
 }
 
 // WriteTextfile writes the results alone to path for node_exporter's
-// textfile collector (WriteTextfile: atomically, keeping the file's mode
-// and owner).
+// textfile collector (see the function WriteTextfile).
 func (r *CheckResults) WriteTextfile(path string) error {
 	reg := prometheus.NewRegistry()
 	if err := reg.Register(r); err != nil {

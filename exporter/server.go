@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -58,21 +57,59 @@ type ServerOptions struct {
 	// Listening, when set, is called with the addresses listened on
 	// once the listeners are open (the port of ":0" is known then).
 	Listening func(addrs []net.Addr)
+
+	// MaxConnections bounds the connections open at once on each listen
+	// address (0: DefaultMaxConnections); one that arrives past it closes
+	// the connection idle longest between two requests, or waits in the
+	// kernel's listen queue until one ends. IdleTimeout closes a
+	// keep-alive connection idle that long (0: DefaultIdleTimeout).
+	// Together they bound the descriptors, goroutines and memory any
+	// number of clients can make the exporter hold.
+	MaxConnections int
+	IdleTimeout    time.Duration
 }
+
+// The server's own limits. A scrape's request is a few hundred bytes and
+// its answer is written in well under a second; Prometheus keeps one
+// connection per target and scrapes it every 15 s to 2 min.
+const (
+	// DefaultMaxRequests is how many scrapes are served at once;
+	// more get 503 (node_exporter's --web.max-requests and its default).
+	DefaultMaxRequests = 40
+	// DefaultMaxConnections is how many connections a listen address
+	// holds open at once.
+	DefaultMaxConnections = 256
+	// DefaultIdleTimeout closes keep-alive connections idle that long.
+	DefaultIdleTimeout = 2 * time.Minute
+	// readHeaderTimeout bounds a request's headers (a connection that
+	// sends nothing is closed then), readTimeout the whole request and
+	// writeTimeout the request and its answer (a scrape, a client that
+	// reads slowly).
+	readHeaderTimeout = 10 * time.Second
+	readTimeout       = 30 * time.Second
+	writeTimeout      = time.Minute
+	maxHeaderBytes    = 64 << 10
+)
 
 // Handler returns the HTTP handler of the exporter: metrics of reg on
 // telemetryPath (promhttp, instrumented with promhttp_metric_handler_*;
 // a metric that cannot be gathered is left out, never failing the
-// scrape) and a landing page on /.
-func Handler(reg *prometheus.Registry, telemetryPath, version string) (http.Handler, error) {
+// scrape) and a landing page on /. At most maxRequests scrapes are
+// served at once (DefaultMaxRequests is node_exporter's default); more
+// are answered 503 Service Unavailable at once. 0 is no limit, as
+// node_exporter's --web.max-requests 0.
+func Handler(reg *prometheus.Registry, telemetryPath, version string, maxRequests int) (http.Handler, error) {
 	if err := checkTelemetryPath(telemetryPath); err != nil {
 		return nil, err
+	}
+	if maxRequests < 0 {
+		return nil, fmt.Errorf("--web.max-requests must be 0 (no limit) or more, not %d", maxRequests)
 	}
 	mux := http.NewServeMux()
 	metrics := promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		ErrorHandling:       promhttp.ContinueOnError,
 		Registry:            reg,
-		MaxRequestsInFlight: 64,
+		MaxRequestsInFlight: maxRequests,
 	})
 	mux.Handle(telemetryPath, promhttp.InstrumentMetricHandler(reg, metrics))
 	if telemetryPath != "/" {
@@ -120,9 +157,20 @@ func CheckServerOptions(o ServerOptions) error {
 // Serve serves h until ctx is done, then shuts down: requests in flight
 // get up to 5 s to finish. It returns nil after a shutdown, or why it
 // could not listen or serve.
+//
+// Each listen address gets its own http.Server (exporter-toolkit's
+// web.Serve sets up TLS and basic auth by changing the server it is
+// given, so one server shared by several addresses is a data race), with
+// the timeouts and connection limit of ServerOptions.
 func Serve(ctx context.Context, h http.Handler, o ServerOptions) error {
 	if len(o.ListenAddresses) == 0 {
 		o.ListenAddresses = []string{DefaultListenAddress}
+	}
+	if o.MaxConnections <= 0 {
+		o.MaxConnections = DefaultMaxConnections
+	}
+	if o.IdleTimeout <= 0 {
+		o.IdleTimeout = DefaultIdleTimeout
 	}
 	logger := o.Logger
 	if logger == nil {
@@ -149,68 +197,59 @@ func Serve(ctx context.Context, h http.Handler, o ServerOptions) error {
 	if o.Listening != nil {
 		o.Listening(addrs)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	var waiting connsWithoutRequest
-	srv.ConnState = waiting.track
-	systemd := false
-	flags := &web.FlagConfig{WebListenAddresses: &o.ListenAddresses, WebSystemdSocket: &systemd, WebConfigFile: &o.ConfigFile}
-	done := make(chan error, 1)
-	go func() { done <- web.ServeMultiple(listeners, srv, flags, logger) }()
+	servers := make([]*http.Server, len(listeners))
+	done := make(chan error, len(listeners))
+	for i, l := range listeners {
+		conns := newConnLimit(o.MaxConnections)
+		l = conns.listener(l)
+		srv := &http.Server{
+			Handler:           h,
+			ReadHeaderTimeout: readHeaderTimeout,
+			ReadTimeout:       readTimeout,
+			WriteTimeout:      writeTimeout,
+			IdleTimeout:       o.IdleTimeout,
+			MaxHeaderBytes:    maxHeaderBytes,
+			ConnState:         conns.track,
+			ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+		}
+		// Shutdown counts a connection that has not sent a request yet (a
+		// client that dialled ahead, a port scan) as busy for 5 s: it has
+		// no scrape in flight, so it is closed once the listeners are.
+		srv.RegisterOnShutdown(conns.closeWithoutRequest)
+		servers[i] = srv
+		systemd := false
+		flags := &web.FlagConfig{WebListenAddresses: &[]string{l.Addr().String()}, WebSystemdSocket: &systemd, WebConfigFile: &o.ConfigFile}
+		go func() { done <- web.Serve(l, srv, flags, logger) }()
+	}
+	var err error
+	returned := 0
 	select {
-	case err := <-done:
-		return err
+	case err = <-done: // one cannot serve (its TLS configuration): stop all
+		returned++
 	case <-ctx.Done():
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
-	// Shutdown counts a connection that has not sent a request yet (a client
-	// that dialled ahead, a port scan) as busy for 5 s: it has no scrape in
-	// flight, so it is closed once the listeners are.
-	srv.RegisterOnShutdown(waiting.closeAll)
-	err := srv.Shutdown(sctx)
-	if errors.Is(err, context.DeadlineExceeded) {
-		logger.Warn("scrapes still in flight after the shutdown grace period: closed", "grace", shutdownGrace)
-		err = srv.Close()
+	for _, srv := range servers {
+		serr := srv.Shutdown(sctx)
+		if errors.Is(serr, context.DeadlineExceeded) {
+			logger.Warn("scrapes still in flight after the shutdown grace period: closed", "grace", shutdownGrace)
+			serr = srv.Close()
+		}
+		if err == nil {
+			err = serr
+		}
 	}
-	if serr := <-done; err == nil && !errors.Is(serr, http.ErrServerClosed) {
-		err = serr
+	for ; returned < len(servers); returned++ {
+		if serr := <-done; err == nil && !errors.Is(serr, http.ErrServerClosed) {
+			err = serr
+		}
+	}
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
 	}
 	return err
 }
 
 // shutdownGrace is how long a shutdown waits for the scrapes in flight.
 const shutdownGrace = 5 * time.Second
-
-// connsWithoutRequest follows the connections that have not begun a
-// request (http.StateNew), for Serve to close at shutdown; one accepted
-// while it closes them is closed as it comes.
-type connsWithoutRequest struct {
-	mu      sync.Mutex
-	conns   map[net.Conn]struct{}
-	closing bool
-}
-
-func (w *connsWithoutRequest) track(c net.Conn, s http.ConnState) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	switch {
-	case s == http.StateNew && w.closing:
-		c.Close()
-	case s == http.StateNew:
-		if w.conns == nil {
-			w.conns = map[net.Conn]struct{}{}
-		}
-		w.conns[c] = struct{}{}
-	default:
-		delete(w.conns, c)
-	}
-}
-
-func (w *connsWithoutRequest) closeAll() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.closing = true
-	for c := range w.conns {
-		c.Close()
-	}
-}

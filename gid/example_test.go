@@ -140,11 +140,3 @@ func ExampleWatcher() {
 	// rxe0/1: index 1 (::ffff:10.9.0.1) -> index 2 (fd00:9::1)
 	// true
 }
-
-// Accept the words of `grdma gid show` in a Go program: the port to look
-// at and the criteria Select chooses a GID by.
-func ExampleParseArgs() {
-	port, c, err := gid.ParseArgs([]string{"rxe0/1", "type", "v2", "ipv4"})
-	fmt.Println(port.Dev, port.Port, c.Type, c.Family == gid.IPv4, err)
-	// Output: rxe0 1 RoCE v2 true <nil>
-}

@@ -12,6 +12,8 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+
+	"github.com/grdma/grdma/ib"
 )
 
 // GID is a 16-byte RDMA GID. An InfiniBand GID is a subnet prefix and a port
@@ -164,10 +166,10 @@ var ErrUnknownType = errors.New("unknown GID type")
 // ParseSysfsType converts gid_attrs/types/N text to a Type. The kernel
 // names IB and RoCE v1 alike, "IB/RoCE v1"; the port's link layer tells
 // them apart.
-func ParseSysfsType(text, linkLayer string) (Type, error) {
+func ParseSysfsType(text string, linkLayer ib.LinkLayer) (Type, error) {
 	switch text {
 	case "IB/RoCE v1":
-		if linkLayer == "InfiniBand" {
+		if linkLayer.IsInfiniBand() {
 			return TypeIB, nil
 		}
 		return TypeRoCEv1, nil

@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/grdma/grdma/ib"
 )
 
 // FuzzParse: Parse never panics, and what it accepts formats back, in
@@ -40,7 +42,7 @@ func FuzzParseType(f *testing.F) {
 				t.Errorf("ParseType(%q) = %v, whose name parses to %v, %v", s, typ, back, err)
 			}
 		}
-		if typ, err := ParseSysfsType(s, linkLayer); err == nil && typ.Version() == "" {
+		if typ, err := ParseSysfsType(s, ib.ParseLinkLayer(linkLayer)); err == nil && typ.Version() == "" {
 			t.Errorf("ParseSysfsType(%q, %q) = %v, which has no show_gids version", s, linkLayer, typ)
 		}
 	})

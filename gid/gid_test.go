@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/sysfs"
 )
 
@@ -110,12 +111,12 @@ func TestTypes(t *testing.T) {
 		{"RoCE v2", "Ethernet", TypeRoCEv2, "RoCE v2", "v2"},
 	}
 	for _, tt := range tests {
-		got, err := ParseSysfsType(tt.sysfs, tt.linkLayer)
+		got, err := ParseSysfsType(tt.sysfs, ib.ParseLinkLayer(tt.linkLayer))
 		if err != nil || got != tt.want || got.String() != tt.name || got.Version() != tt.version {
 			t.Errorf("ParseSysfsType(%q, %q) = %v (%s), %v", tt.sysfs, tt.linkLayer, got, got.Version(), err)
 		}
 	}
-	if _, err := ParseSysfsType("RoCE v3", "Ethernet"); !errors.Is(err, ErrUnknownType) {
+	if _, err := ParseSysfsType("RoCE v3", ib.LinkLayerEthernet); !errors.Is(err, ErrUnknownType) {
 		t.Errorf("ParseSysfsType(RoCE v3) = %v, want ErrUnknownType", err)
 	}
 	for in, want := range map[string]Type{"ib": TypeIB, "IB": TypeIB, "v1": TypeRoCEv1, "V2": TypeRoCEv2, "RoCE v2": TypeRoCEv2} {
@@ -198,7 +199,7 @@ func TestReadTables(t *testing.T) {
 	if want := []string{"mlx5_0/1:10", "mlx5_1/1:2", "mlx5_2/1:1"}; !cmp.Equal(got, want) {
 		t.Errorf("ReadTables() = %v, want %v", got, want)
 	}
-	var nf *sysfs.NotFoundError
+	var nf *ib.NotFoundError
 	for _, tt := range []struct {
 		dev  string
 		port uint32

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/sysfs"
 )
 
@@ -103,7 +104,7 @@ func ReadTables(fsys sysfs.FS, dev string, port uint32) ([]Table, error) {
 // readEachDevice reads the tables of the ports dev and port select, one
 // device at a time with read, skipping devices that vanish meanwhile
 // unless dev names them.
-func readEachDevice(fsys sysfs.FS, dev string, port uint32, read func(sysfs.FS, []sysfs.PortRef) ([]Table, error)) ([]Table, error) {
+func readEachDevice(fsys sysfs.FS, dev string, port uint32, read func(sysfs.FS, []ib.PortRef) ([]Table, error)) ([]Table, error) {
 	refs, err := fsys.ListPorts(dev, port)
 	if err != nil {
 		return nil, err
@@ -127,7 +128,7 @@ func readEachDevice(fsys sysfs.FS, dev string, port uint32, read func(sysfs.FS, 
 	return tables, nil
 }
 
-func readTables(fsys sysfs.FS, refs []sysfs.PortRef) ([]Table, error) {
+func readTables(fsys sysfs.FS, refs []ib.PortRef) ([]Table, error) {
 	tables := make([]Table, 0, len(refs))
 	for _, ref := range refs {
 		entries, err := ReadTable(fsys, ref.Device, ref.Port)

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/sysfs"
 	"github.com/grdma/grdma/uverbs"
 )
@@ -28,7 +29,7 @@ func ReadTablesVerbs(fsys sysfs.FS, dev string, port uint32, nodeOf NodeFunc) ([
 	if err != nil {
 		return nil, err
 	}
-	return readEachDevice(fsys, dev, port, func(fsys sysfs.FS, refs []sysfs.PortRef) ([]Table, error) {
+	return readEachDevice(fsys, dev, port, func(fsys sysfs.FS, refs []ib.PortRef) ([]Table, error) {
 		tables, err := tablesFromVerbs(fsys, refs, nodeOf, names)
 		if err != nil {
 			return readTables(fsys, refs)
@@ -42,14 +43,14 @@ func ReadTablesVerbs(fsys sysfs.FS, dev string, port uint32, nodeOf NodeFunc) ([
 
 // tablesFromVerbs asks the device for its GID table and splits it into
 // the requested ports.
-func tablesFromVerbs(fsys sysfs.FS, refs []sysfs.PortRef, nodeOf NodeFunc, names *Netdevs) ([]Table, error) {
+func tablesFromVerbs(fsys sysfs.FS, refs []ib.PortRef, nodeOf NodeFunc, names *Netdevs) ([]Table, error) {
 	dev := refs[0].Device
 	node, err := nodeOf(dev)
 	if err != nil {
 		return nil, err
 	}
 	id := node.DriverID
-	ctx, err := uverbs.OpenNode(fsys, dev, node)
+	ctx, err := uverbs.Open(fsys.Root(), dev, node)
 	if err != nil {
 		return nil, err
 	}

@@ -1,52 +1,40 @@
 package health_test
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/grdma/grdma/health"
-	"github.com/grdma/grdma/internal/nlfixture"
-	"github.com/grdma/grdma/nldev"
-	"github.com/grdma/grdma/sysfs"
+	"github.com/grdma/grdma/ib"
+	"github.com/grdma/grdma/node"
+	"github.com/grdma/grdma/ports"
 )
 
-// ReadNode reads the devices, ports and GID tables once; the checks (and
-// the exporter's metrics) derive from that one reading. Netlink answers
-// here from recordings of a Debian 6.12 guest with rxe0 and rxe1, sysfs
-// from a capture of the same guest (which has no /dev: the uverbs devices
-// are not accessible, so the devices check fails).
-func ExampleReadNode() {
-	nl := nldev.NewClient(nlfixture.NewKernel("../testdata/nldev/6.12/nl").Standard().Conn())
-	defer nl.Close()
-	fsys, err := sysfs.NewFS("../sysfs/testdata/rxe-6.12")
-	if err != nil {
-		fmt.Println(err)
-		return
+// The devices and ports checks of a node are functions of its snapshot:
+// node.Reader reads one (grdma check and the exporter do), or a program
+// fills one in its own way, as here: two ports, one of them down, and a
+// uverbs device the caller may not open.
+func Example() {
+	s := &node.Snapshot{
+		Devices: []node.Device{
+			{Name: "mlx5_0", Verbs: "/dev/infiniband/uverbs0"},
+			{Name: "mlx5_1", Verbs: "/dev/infiniband/uverbs1", VerbsErr: errors.New("permission denied")},
+		},
+		Ports: []node.Port{
+			{Port: ports.Port{Device: "mlx5_0", Port: 1, State: ib.PortActive, PhysState: ib.PhysLinkUp, RateDeciGbps: 4000, ActiveMTU: ib.MTU4096}},
+			{Port: ports.Port{Device: "mlx5_1", Port: 1, State: ib.PortDown, PhysState: ib.PhysDisabled}},
+		},
 	}
-	node := health.ReadNode(health.Source{Sysfs: fsys, Netlink: nl})
-	for _, p := range node.Ports {
-		fmt.Printf("%s/%d %s, %d GIDs\n", p.Port.Device, p.Port.Port, p.Port.State, len(p.GIDs))
+	exp := health.Expect{MinRateGbps: 400, ActiveMTU: 4096}
+	results := append(health.CheckDevices(s, exp), health.CheckPorts(s, exp)...)
+	for _, r := range results {
+		fmt.Println(r.Status, r.Name, r.Subject, r.Message)
 	}
-	for _, r := range node.Check([]string{"ports", "devices"}, health.Expect{}) {
-		fmt.Println(r.Status, r.Name, r.Subject)
-	}
+	fmt.Println("ok:", health.NewSummary(results).OK)
 	// Output:
-	// rxe0/1 ACTIVE, 3 GIDs
-	// rxe1/1 ACTIVE, 2 GIDs
-	// PASS ports rxe0/1
-	// PASS ports rxe1/1
-	// FAIL devices rxe0
-	// FAIL devices rxe1
-}
-
-// Accept the words of `grdma check` in a Go program: the checks to run
-// and what the ports must meet, with the same abbreviations and usage
-// errors.
-func ExampleParseArgs() {
-	checks, exp, err := health.ParseArgs([]string{"ports", "min-rate", "100", "mtu", "4096"})
-	fmt.Println(checks, exp.MinRateGbps, exp.ActiveMTU, err)
-	_, _, err = health.ParseArgs([]string{"ports", "mtu", "1000"})
-	fmt.Println(err)
-	// Output:
-	// [ports] 100 4096 <nil>
-	// mtu must be an IB MTU (256, 512, 1024, 2048, 4096), not 1000
+	// PASS devices mlx5_0 /dev/infiniband/uverbs0 present and accessible
+	// FAIL devices mlx5_1 /dev/infiniband/uverbs1 not accessible: permission denied
+	// PASS ports mlx5_0/1 ACTIVE LINK_UP, 400 Gb/s, MTU 4096
+	// FAIL ports mlx5_1/1 state DOWN, expected ACTIVE; physical state DISABLED, expected LINK_UP; rate 0 Gb/s, expected at least 400; active MTU 0, expected 4096
+	// ok: false
 }

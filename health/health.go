@@ -1,22 +1,26 @@
 // Package health turns what grdma reads about a node into PASS/WARN/FAIL
 // results for scripted health checks (`grdma check`): RDMA devices and
 // their uverbs character devices, ports against expectations (state, rate,
-// MTU, GID type, netdev MTU), and GPUDirect RDMA readiness. The checks are
-// pure functions of their inputs, so a Kubernetes device plugin or an
-// exporter can gather the inputs its own way and reuse the verdicts;
-// ReadNode gathers those of the devices and ports checks, reading each
-// port once (`grdma check` and package exporter both use it).
+// MTU, GID type, netdev MTU), verbs probes and GPUDirect RDMA readiness.
+// It holds verdicts only: the checks are functions of what package node
+// read (a node.Snapshot, which a Kubernetes device plugin can also fill in
+// its own way), of verbsprobe results and of a gpudirect.Report.
+//
+// Every check gives Results of one shape: a status, a subject, a message,
+// the Facts it rests on and, where a check has more to say, a Detail of
+// its own (CheckGDR: a GDRDetail) whose JSON keys join the result's.
 package health
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 
 	"github.com/grdma/grdma/gid"
 	"github.com/grdma/grdma/gpudirect"
 	"github.com/grdma/grdma/ib"
-	"github.com/grdma/grdma/nldev"
-	"github.com/grdma/grdma/ports"
+	"github.com/grdma/grdma/node"
+	"github.com/grdma/grdma/pci"
 )
 
 // Status is the outcome of one check.
@@ -29,33 +33,60 @@ const (
 	Fail Status = "FAIL"
 )
 
-// Signal is one fact a result rests on.
-type Signal struct {
+// Fact is one name and value a result rests on ("state" "ACTIVE").
+type Fact struct {
 	Name  string `json:"name"`
 	Value string `json:"value"`
 }
 
 // Result is the outcome of one check of one subject.
 type Result struct {
-	Name    string   `json:"name"`    // "devices", "ports", "gdr", "probe"
-	Status  Status   `json:"status"`  // PASS, WARN or FAIL
-	Subject string   `json:"subject"` // "rxe0", "rxe0/1", "node"
-	Message string   `json:"message"`
-	Signals []Signal `json:"signals"`
-	// PeerMem and DMABuf are the GPUDirect verdicts (gdr only).
-	PeerMem *gpudirect.Verdict `json:"peer_mem,omitempty"`
-	DMABuf  *gpudirect.Verdict `json:"dmabuf,omitempty"`
+	Name    string `json:"name"`    // "devices", "ports", "gdr", "probe"
+	Status  Status `json:"status"`  // PASS, WARN or FAIL
+	Subject string `json:"subject"` // "rxe0", "rxe0/1", "node", "GPU0 mlx5_0"
+	Message string `json:"message"`
+	Facts   []Fact `json:"signals"`
+	// Detail is what the check has to say beyond Facts, in its own shape
+	// (CheckGDR: *GDRDetail); nil for none. It must encode as a JSON
+	// object, whose keys follow the result's own (MarshalJSON).
+	Detail any `json:"-"`
 }
 
-// Report is every result and whether the node passed: no FAIL.
-type Report struct {
+// MarshalJSON encodes the result's fields, then those of its Detail.
+func (r Result) MarshalJSON() ([]byte, error) {
+	type plain Result
+	b, err := json.Marshal(plain(r))
+	if err != nil || r.Detail == nil {
+		return b, err
+	}
+	d, err := json.Marshal(r.Detail)
+	if err != nil {
+		return nil, err
+	}
+	if len(d) < 2 || d[0] != '{' {
+		return nil, fmt.Errorf("health: the detail of %s %s is not a JSON object", r.Name, r.Subject)
+	}
+	if string(d) == "{}" {
+		return b, nil
+	}
+	return append(append(b[:len(b)-1], ','), d[1:]...), nil
+}
+
+// GDRDetail is the Detail of CheckGDR: both GPUDirect verdicts.
+type GDRDetail struct {
+	PeerMem *gpudirect.Verdict `json:"peer_mem"`
+	DMABuf  *gpudirect.Verdict `json:"dmabuf"`
+}
+
+// Summary is every result and whether the node passed: no FAIL.
+type Summary struct {
 	OK     bool     `json:"ok"`
 	Checks []Result `json:"checks"`
 }
 
-// Summarize builds the report of a set of results.
-func Summarize(results []Result) Report {
-	r := Report{OK: true, Checks: results}
+// NewSummary sums up a set of results.
+func NewSummary(results []Result) Summary {
+	r := Summary{OK: true, Checks: results}
 	if r.Checks == nil {
 		r.Checks = []Result{}
 	}
@@ -85,23 +116,41 @@ type Expect struct {
 	// DeviceNames empty means any number but at least one.
 	DeviceCount int
 	DeviceNames []string
+	// GPUs are PCI functions the gdr check treats as GPUs besides those
+	// found by ID (topo.Options.GPUs).
+	GPUs []pci.Address
 }
 
-// PortInput is one port with its populated GID entries.
-type PortInput struct {
-	Port ports.Port
-	GIDs []gid.Entry
-	// GIDErr is why the GID table could not be read: an expected GID type
-	// then fails as unverifiable, not as missing.
-	GIDErr error
+// CheckPorts is the "ports" check of a node: every port of s against
+// exp (PortResults); a node whose ports could not be listed fails as a
+// whole, and a device whose ports could not be read fails by name.
+func CheckPorts(s *node.Snapshot, exp Expect) []Result {
+	if s.PortsErr != nil {
+		return []Result{failure("ports", s.PortsErr)}
+	}
+	res := PortResults(s.Ports, exp)
+	if len(s.Ports) == 0 && len(s.Errors) > 0 {
+		res = nil // the errors below say why there are none
+	}
+	for _, e := range s.Errors {
+		if e.What == "ports" {
+			res = append(res, Result{Name: "ports", Status: Fail, Subject: e.Device, Message: e.Error(), Facts: []Fact{}})
+		}
+	}
+	return res
 }
 
-// CheckPorts checks every port: the logical state (ACTIVE unless
-// expected otherwise), the physical state LINK_UP, and the expectations.
-// No ports at all is a failure.
-func CheckPorts(in []PortInput, exp Expect) []Result {
+// failure is the result of a check that could not read its inputs.
+func failure(check string, err error) Result {
+	return Result{Name: check, Status: Fail, Subject: "node", Message: err.Error(), Facts: []Fact{}}
+}
+
+// PortResults checks each port: the logical state (ACTIVE unless expected
+// otherwise), the physical state LINK_UP, and the expectations. No ports
+// at all is a failure.
+func PortResults(in []node.Port, exp Expect) []Result {
 	if len(in) == 0 {
-		return []Result{{Name: "ports", Status: Fail, Subject: "node", Message: "no RDMA ports", Signals: []Signal{}}}
+		return []Result{{Name: "ports", Status: Fail, Subject: "node", Message: "no RDMA ports", Facts: []Fact{}}}
 	}
 	want := exp.State
 	if want == 0 {
@@ -140,7 +189,7 @@ func CheckPorts(in []PortInput, exp Expect) []Result {
 				problems = append(problems, problem)
 			}
 		}
-		r.Signals = []Signal{
+		r.Facts = []Fact{
 			{"state", p.State.String()},
 			{"physical_state", p.PhysState.String()},
 			{"rate_gbps", fmt.Sprint(p.RateGbps())},
@@ -148,10 +197,10 @@ func CheckPorts(in []PortInput, exp Expect) []Result {
 			{"mtu_source", string(p.MTUSource)},
 		}
 		if p.Netdev != "" {
-			r.Signals = append(r.Signals, Signal{"netdev", p.Netdev}, Signal{"netdev_mtu", fmt.Sprint(p.NetdevMTU)})
+			r.Facts = append(r.Facts, Fact{"netdev", p.Netdev}, Fact{"netdev_mtu", fmt.Sprint(p.NetdevMTU)})
 		}
 		if chosen != nil {
-			r.Signals = append(r.Signals, Signal{"gid_index", fmt.Sprint(chosen.Index)})
+			r.Facts = append(r.Facts, Fact{"gid_index", fmt.Sprint(chosen.Index)})
 		}
 		if len(problems) > 0 {
 			r.Status = Fail
@@ -167,25 +216,19 @@ func CheckPorts(in []PortInput, exp Expect) []Result {
 	return out
 }
 
-// DeviceInput is one RDMA device and its uverbs character device.
-type DeviceInput struct {
-	Name string
-	// Index, Info and Driver describe the device (ReadNode fills them in
-	// from netlink and sysfs; the checks need only Name and Verbs).
-	Index  uint32
-	Info   nldev.Device
-	Driver string
-	// Verbs is the path of the uverbs character device, "" when the
-	// device has none (ib_uverbs not loaded).
-	Verbs string
-	// VerbsErr is why Verbs cannot be opened for reading and writing
-	// (permission, missing node), nil when it can.
-	VerbsErr error
+// CheckDevices is the "devices" check of a node (DeviceResults); a node
+// whose devices could not be listed fails as a whole.
+func CheckDevices(s *node.Snapshot, exp Expect) []Result {
+	if s.DevicesErr != nil {
+		return []Result{failure("devices", s.DevicesErr)}
+	}
+	return DeviceResults(s.Devices, exp)
 }
 
-// CheckDevices checks that the expected devices exist and that each has
-// an accessible uverbs character device (verbs applications need one).
-func CheckDevices(in []DeviceInput, exp Expect) []Result {
+// DeviceResults checks that the expected devices exist and that each has
+// an accessible uverbs character device (verbs applications need one);
+// the checks need only each device's Name, Verbs and VerbsErr.
+func DeviceResults(in []node.Device, exp Expect) []Result {
 	var out []Result
 	names := make([]string, 0, len(in))
 	for _, d := range in {
@@ -208,7 +251,7 @@ func CheckDevices(in []DeviceInput, exp Expect) []Result {
 		}
 	}
 	for _, d := range in {
-		r := Result{Name: "devices", Status: Pass, Subject: d.Name, Signals: []Signal{{"uverbs", d.Verbs}}}
+		r := Result{Name: "devices", Status: Pass, Subject: d.Name, Facts: []Fact{{"uverbs", d.Verbs}}}
 		switch {
 		case d.Verbs == "":
 			r.Status, r.Message = Fail, "no uverbs device (load ib_uverbs)"
@@ -220,8 +263,8 @@ func CheckDevices(in []DeviceInput, exp Expect) []Result {
 		out = append(out, r)
 	}
 	for i := range out {
-		if out[i].Signals == nil {
-			out[i].Signals = []Signal{}
+		if out[i].Facts == nil {
+			out[i].Facts = []Fact{}
 		}
 	}
 	return out
@@ -232,7 +275,7 @@ func CheckDevices(in []DeviceInput, exp Expect) []Result {
 // working mechanism passes and none fails; undecided verdicts and memory
 // findings warn.
 func CheckGDR(rep gpudirect.Report) Result {
-	r := Result{Name: "gdr", Subject: "node", PeerMem: &rep.PeerMem, DMABuf: &rep.DMABuf, Signals: []Signal{}}
+	r := Result{Name: "gdr", Subject: "node", Detail: &GDRDetail{PeerMem: &rep.PeerMem, DMABuf: &rep.DMABuf}, Facts: []Fact{}}
 	yes := func(v gpudirect.Verdict) bool { return v.Supported != nil && *v.Supported }
 	no := func(v gpudirect.Verdict) bool { return v.Supported != nil && !*v.Supported }
 	noGPU := strings.Contains(rep.PeerMem.Reason, "no NVIDIA driver") && strings.Contains(rep.DMABuf.Reason, "no NVIDIA driver")
@@ -245,9 +288,9 @@ func CheckGDR(rep gpudirect.Report) Result {
 		}
 		return "no"
 	}
-	r.Signals = append(r.Signals,
-		Signal{"peer_mem", verdictWord(rep.PeerMem)}, Signal{"dmabuf", verdictWord(rep.DMABuf)},
-		Signal{"kernel_peer_mem", kernel(rep.PeerMem.KernelSupport)}, Signal{"kernel_dmabuf", kernel(rep.DMABuf.KernelSupport)})
+	r.Facts = append(r.Facts,
+		Fact{"peer_mem", verdictWord(rep.PeerMem)}, Fact{"dmabuf", verdictWord(rep.DMABuf)},
+		Fact{"kernel_peer_mem", kernel(rep.PeerMem.KernelSupport)}, Fact{"kernel_dmabuf", kernel(rep.DMABuf.KernelSupport)})
 	switch {
 	case noGPU:
 		r.Status = Warn
@@ -303,7 +346,7 @@ func firstNonEmpty(s ...string) string {
 
 // checkGIDIndex compares the index gid.Select chooses on a port with the
 // expected one; problem is "" when they agree.
-func checkGIDIndex(pi PortInput, want int, c gid.Criteria) (chosen *gid.Entry, problem string) {
+func checkGIDIndex(pi node.Port, want int, c gid.Criteria) (chosen *gid.Entry, problem string) {
 	if pi.GIDErr != nil {
 		return nil, fmt.Sprintf("cannot read the GID table to check GID index %d: %v", want, pi.GIDErr)
 	}

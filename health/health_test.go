@@ -1,6 +1,7 @@
 package health
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -10,14 +11,14 @@ import (
 	"github.com/grdma/grdma/gid"
 	"github.com/grdma/grdma/gpudirect"
 	"github.com/grdma/grdma/ib"
+	"github.com/grdma/grdma/node"
 	"github.com/grdma/grdma/ports"
-	"github.com/grdma/grdma/uverbs"
 )
 
 // edrPort is a healthy 4X EDR RoCE port.
 func edrPort() ports.Port {
 	return ports.Port{Device: "mlx5_0", Port: 1, State: ib.PortActive, PhysState: ib.PhysLinkUp,
-		LinkLayer: "Ethernet", RateDeciGbps: 1000, ActiveMTU: uverbs.MTU4096, MTUSource: ports.MTUFromVerbs,
+		LinkLayer: ib.LinkLayerEthernet, RateDeciGbps: 1000, ActiveMTU: ib.MTU4096, MTUSource: ports.MTUFromVerbs,
 		Netdev: "eth2", NetdevMTU: 9000}
 }
 
@@ -44,24 +45,24 @@ func TestCheckPorts(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			res := CheckPorts([]PortInput{{Port: tt.port, GIDs: tt.gids}}, tt.exp)
+			res := PortResults([]node.Port{{Port: tt.port, GIDs: tt.gids}}, tt.exp)
 			if len(res) != 1 || res[0].Status != tt.status || !strings.Contains(res[0].Message, tt.msg) || res[0].Subject != "mlx5_0/1" {
 				t.Fatalf("got %+v, want %s with %q", res, tt.status, tt.msg)
 			}
 		})
 	}
-	if res := CheckPorts(nil, Expect{}); len(res) != 1 || res[0].Status != Fail || res[0].Message != "no RDMA ports" {
+	if res := PortResults(nil, Expect{}); len(res) != 1 || res[0].Status != Fail || res[0].Message != "no RDMA ports" {
 		t.Fatalf("no ports: %+v", res)
 	}
 }
 
 func TestCheckDevices(t *testing.T) {
-	in := []DeviceInput{
+	in := []node.Device{
 		{Name: "rxe0", Verbs: "/dev/infiniband/uverbs0"},
 		{Name: "rxe1", Verbs: "/dev/infiniband/uverbs1", VerbsErr: errors.New("permission denied")},
 		{Name: "rxe2"},
 	}
-	res := CheckDevices(in, Expect{DeviceCount: 4, DeviceNames: []string{"rxe0", "mlx5_0"}})
+	res := DeviceResults(in, Expect{DeviceCount: 4, DeviceNames: []string{"rxe0", "mlx5_0"}})
 	want := []struct {
 		status          Status
 		subject, msgHas string
@@ -80,7 +81,7 @@ func TestCheckDevices(t *testing.T) {
 			t.Errorf("result %d = %+v, want %v", i, res[i], w)
 		}
 	}
-	if r := CheckDevices(nil, Expect{}); len(r) != 1 || r[0].Message != "no RDMA devices" {
+	if r := DeviceResults(nil, Expect{}); len(r) != 1 || r[0].Message != "no RDMA devices" {
 		t.Errorf("no devices: %+v", r)
 	}
 }
@@ -103,21 +104,21 @@ func TestCheckGDR(t *testing.T) {
 		t.Run(tt.fixture, func(t *testing.T) {
 			rep := gpudirect.Check(os.DirFS(filepath.Join("..", "gpudirect", "testdata", tt.fixture)), gpudirect.Options{MemlockLimit: &unlimited})
 			r := CheckGDR(rep)
-			if r.Status != tt.status || !strings.Contains(r.Message, tt.msg) || r.PeerMem == nil || r.DMABuf == nil {
+			if r.Status != tt.status || !strings.Contains(r.Message, tt.msg) || r.Detail.(*GDRDetail).PeerMem == nil || r.Detail.(*GDRDetail).DMABuf == nil {
 				t.Fatalf("got %s %q, want %s with %q", r.Status, r.Message, tt.status, tt.msg)
 			}
 		})
 	}
 }
 
-func TestSummarize(t *testing.T) {
-	if r := Summarize([]Result{{Status: Pass}, {Status: Warn}}); !r.OK {
+func TestNewSummary(t *testing.T) {
+	if r := NewSummary([]Result{{Status: Pass}, {Status: Warn}}); !r.OK {
 		t.Error("warnings failed the node")
 	}
-	if r := Summarize([]Result{{Status: Pass}, {Status: Fail}}); r.OK {
+	if r := NewSummary([]Result{{Status: Pass}, {Status: Fail}}); r.OK {
 		t.Error("a failure passed the node")
 	}
-	if r := Summarize(nil); !r.OK || r.Checks == nil {
+	if r := NewSummary(nil); !r.OK || r.Checks == nil {
 		t.Errorf("empty: %+v (checks must be [] in JSON, not null)", r)
 	}
 }
@@ -125,23 +126,45 @@ func TestSummarize(t *testing.T) {
 // TestNodeCheck: a node whose listing failed fails both checks as a whole;
 // a device whose ports could not be read fails the ports check by name
 // while the other ports are checked.
-func TestNodeCheck(t *testing.T) {
-	failed := &Node{DevicesErr: errors.New("netlink: permission denied"), PortsErr: errors.New("netlink: permission denied")}
-	res := failed.Check([]string{"devices", "ports"}, Expect{})
+func TestNodeChecks(t *testing.T) {
+	failed := &node.Snapshot{DevicesErr: errors.New("netlink: permission denied"), PortsErr: errors.New("netlink: permission denied")}
+	res := append(CheckDevices(failed, Expect{}), CheckPorts(failed, Expect{})...)
 	if len(res) != 2 || res[0].Name != "devices" || res[1].Name != "ports" || res[0].Status != Fail || res[1].Message != "netlink: permission denied" {
 		t.Fatalf("listing failed: %+v", res)
 	}
-	partial := &Node{
-		Ports:  []PortInput{{Port: edrPort()}},
-		Errors: []ReadError{{Device: "mlx5_1", What: "ports", Err: errors.New("read rate: is a directory")}},
+	partial := &node.Snapshot{
+		Ports:  []node.Port{{Port: edrPort()}},
+		Errors: []node.ReadError{{Device: "mlx5_1", What: "ports", Err: errors.New("read rate: is a directory")}},
 	}
-	res = partial.Check([]string{"ports"}, Expect{})
+	res = CheckPorts(partial, Expect{})
 	if len(res) != 2 || res[0].Status != Pass || res[1].Status != Fail || res[1].Subject != "mlx5_1" ||
 		res[1].Message != "mlx5_1: ports: read rate: is a directory" {
 		t.Fatalf("one device unreadable: %+v", res)
 	}
-	only := &Node{Errors: partial.Errors}
-	if res = only.Check([]string{"ports"}, Expect{}); len(res) != 1 || res[0].Subject != "mlx5_1" {
+	only := &node.Snapshot{Errors: partial.Errors}
+	if res = CheckPorts(only, Expect{}); len(res) != 1 || res[0].Subject != "mlx5_1" {
 		t.Fatalf("no readable port: %+v (want only the read error, not also 'no RDMA ports')", res)
+	}
+}
+
+// TestResultJSON: a result's Detail joins its keys, after the result's
+// own (the JSON grdma check -j printed before Detail existed).
+func TestResultJSON(t *testing.T) {
+	yes := true
+	r := Result{Name: "gdr", Status: Pass, Subject: "node", Message: "m", Facts: []Fact{{"a", "b"}},
+		Detail: &GDRDetail{PeerMem: &gpudirect.Verdict{Supported: &yes, Reason: "r"}, DMABuf: &gpudirect.Verdict{Reason: "s"}}}
+	b, err := json.Marshal(r)
+	want := `{"name":"gdr","status":"PASS","subject":"node","message":"m","signals":[{"name":"a","value":"b"}],` +
+		`"peer_mem":{"supported":true,"reason":"r","kernel_support":null,"signals":null},"dmabuf":{"supported":null,"reason":"s","kernel_support":null,"signals":null}}`
+	if err != nil || string(b) != want {
+		t.Errorf("%s %v\nwant %s", b, err, want)
+	}
+	r.Detail = nil
+	if b, _ := json.Marshal(r); !strings.HasSuffix(string(b), `"signals":[{"name":"a","value":"b"}]}`) {
+		t.Errorf("no detail: %s", b)
+	}
+	r.Detail = []int{1}
+	if _, err := json.Marshal(r); err == nil {
+		t.Error("a detail that is no object was encoded")
 	}
 }

@@ -5,10 +5,8 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/grdma/grdma/gpudirect"
-	"github.com/grdma/grdma/nldev"
+	"github.com/grdma/grdma/node"
 	"github.com/grdma/grdma/sysfs"
-	"github.com/grdma/grdma/uverbs"
 	"github.com/grdma/grdma/verbsprobe"
 )
 
@@ -18,7 +16,7 @@ import (
 func CheckProbe(results []*verbsprobe.Result) []Result {
 	out := make([]Result, 0, len(results))
 	for _, pr := range results {
-		r := Result{Name: "probe", Subject: fmt.Sprintf("%s/%d", pr.Device, pr.Port), Signals: []Signal{
+		r := Result{Name: "probe", Subject: fmt.Sprintf("%s/%d", pr.Device, pr.Port), Facts: []Fact{
 			{"driver", pr.Driver}, {"gid_index", strconv.Itoa(pr.GIDIndex)}, {"usec", strconv.FormatInt(pr.Duration().Microseconds(), 10)},
 		}}
 		switch {
@@ -41,7 +39,7 @@ func CheckProbe(results []*verbsprobe.Result) []Result {
 // Probe is the "probe" check: the verbs probe, with traffic, on every
 // ACTIVE port of the node (a port that is down fails the ports check
 // already), read through sys.
-func (n *Node) Probe(ctx context.Context, sys sysfs.FS) []Result {
+func Probe(ctx context.Context, n *node.Snapshot, sys sysfs.FS) []Result {
 	if n.DevicesErr != nil {
 		return []Result{failure("probe", n.DevicesErr)}
 	}
@@ -51,37 +49,4 @@ func (n *Node) Probe(ctx context.Context, sys sysfs.FS) []Result {
 			Sysfs: sys, Device: p.Device, Port: p.Port, GIDIndex: verbsprobe.AutoGID, Traffic: true}))
 	}
 	return CheckProbe(results)
-}
-
-// DMABufProbe is the gpudirect.DMABufProbe of a node: NCCL's dma-buf test
-// (register a dma-buf MR with fd -1) on every device that has a uverbs
-// device, whose errnos gpudirect reads. nl is asked for the devices when
-// the probe runs, and the client it returns stays the caller's: the probe
-// does not close it. A device without a uverbs device cannot tell and is
-// left out.
-func DMABufProbe(sys sysfs.FS, nl func() (*nldev.Client, error)) gpudirect.DMABufProbe {
-	return func() ([]gpudirect.DMABufProbeResult, error) {
-		c, err := nl()
-		if err != nil {
-			return nil, err
-		}
-		devs, err := c.Devices()
-		if err != nil {
-			return nil, err
-		}
-		var out []gpudirect.DMABufProbeResult
-		for _, d := range devs {
-			ch, err := c.Chardev(d.Index, "uverbs")
-			if err != nil {
-				continue
-			}
-			ctx, err := uverbs.Open(sys, d.Name)
-			if err != nil {
-				continue
-			}
-			out = append(out, gpudirect.DMABufProbeResult{Device: d.Name, Err: ctx.ProbeDMABufImport(ch.DriverID)})
-			ctx.Close()
-		}
-		return out, nil
-	}
 }

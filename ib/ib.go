@@ -1,8 +1,13 @@
-// Package ib holds the enums of the InfiniBand architecture that the kernel
-// reports through every interface grdma reads — RDMA netlink, sysfs and the
-// uverbs ABI: the node type and the logical and physical port states, with the
-// names iproute2's rdma prints. It imports nothing, so nldev, sysfs and uverbs
-// share one definition without depending on each other.
+// Package ib is the one home of the InfiniBand architecture's shared
+// vocabulary, as the kernel reports it through every interface grdma reads
+// — RDMA netlink, sysfs and the uverbs ABI: the node type, the logical and
+// physical port states, the link layer, width and speed of a port, the
+// path MTU, queue pair types and states, each with the names rdma and
+// ibv_devinfo print; a port named by device and number (PortRef, the
+// DEV[/PORT] of a command line) and the error of a device or port that is
+// not there (NotFoundError). It imports only the standard library, so
+// nldev, sysfs and uverbs share one definition without depending on each
+// other.
 package ib
 
 // NodeType is the RDMA node type (enum rdma_node_type).
@@ -27,55 +32,4 @@ func (t NodeType) String() string {
 		return nodeTypeNames[t]
 	}
 	return "unknown"
-}
-
-// PortState is the logical port state (enum ib_port_state).
-type PortState uint8
-
-// Logical port states.
-const (
-	PortNop         PortState = 0
-	PortDown        PortState = 1
-	PortInit        PortState = 2
-	PortArmed       PortState = 3
-	PortActive      PortState = 4
-	PortActiveDefer PortState = 5
-)
-
-var portStateNames = [...]string{"NOP", "DOWN", "INIT", "ARMED", "ACTIVE", "ACTIVE_DEFER"}
-
-// String returns the name rdma prints ("ACTIVE", ...; "UNKNOWN" otherwise).
-func (s PortState) String() string {
-	if int(s) < len(portStateNames) {
-		return portStateNames[s]
-	}
-	return "UNKNOWN"
-}
-
-// PhysState is the physical port state (enum ib_port_phys_state).
-type PhysState uint8
-
-// Physical port states.
-const (
-	PhysSleep    PhysState = 1
-	PhysPolling  PhysState = 2
-	PhysDisabled PhysState = 3
-	// PhysTraining is PortConfigurationTraining; rdma prints it "ARMED".
-	PhysTraining    PhysState = 4
-	PhysLinkUp      PhysState = 5
-	PhysLinkErrRec  PhysState = 6
-	PhysPHYTest     PhysState = 7
-	PhysOPAOffline  PhysState = 9
-	PhysOPAPortTest PhysState = 11
-)
-
-var physStateNames = [...]string{"NOP", "SLEEP", "POLLING", "DISABLED", "ARMED", "LINK_UP",
-	"LINK_ERROR_RECOVER", "PHY_TEST", "UNKNOWN", "OPA_OFFLINE", "UNKNOWN", "OPA_TEST"}
-
-// String returns the name rdma prints ("LINK_UP", ...; "UNKNOWN" otherwise).
-func (s PhysState) String() string {
-	if int(s) < len(physStateNames) {
-		return physStateNames[s]
-	}
-	return "UNKNOWN"
 }

@@ -1,6 +1,8 @@
 package nldev
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"regexp"
 	"strconv"
@@ -52,7 +54,7 @@ func parseEnum(t *testing.T, src, name string) map[string]int {
 func TestConstantsMatchHeader(t *testing.T) {
 	b, err := os.ReadFile(uapiHeader)
 	if err != nil {
-		t.Fatalf("no kernel UAPI header (%v): install linux-libc-dev (make test does, as root)", err)
+		noHeader(t, err)
 	}
 	src := string(b)
 
@@ -100,4 +102,15 @@ func TestMessageType(t *testing.T) {
 	if got := MessageType(CmdNewLink); got != 5123 {
 		t.Fatalf("MessageType(NEWLINK) = %d, want 5123", got)
 	}
+}
+
+// noHeader skips a test that needs a kernel UAPI header the machine lacks
+// (make test installs nothing), or fails it where CI requires the headers
+// (GRDMA_UAPI_HEADERS=required, set by .ci/run after installing them).
+func noHeader(t *testing.T, err error) {
+	t.Helper()
+	if errors.Is(err, fs.ErrNotExist) && os.Getenv("GRDMA_UAPI_HEADERS") != "required" {
+		t.Skipf("nldev: kernel UAPI header missing (%v): the ABI constants are not checked; install linux-libc-dev to check them", err)
+	}
+	t.Fatalf("nldev: no kernel UAPI header to check against: %v (install linux-libc-dev)", err)
 }

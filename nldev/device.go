@@ -3,6 +3,7 @@ package nldev
 import (
 	"errors"
 	"fmt"
+
 	"github.com/grdma/grdma/ib"
 
 	"github.com/mdlayher/netlink"
@@ -121,7 +122,7 @@ func (c *Client) Device(index uint32) (Device, error) {
 }
 
 // DeviceByName resolves a device name (exact match), as rdma does client
-// side. A missing name gives a *NotFoundError listing the existing devices.
+// side. A missing name gives an *ib.NotFoundError listing the existing devices.
 func (c *Client) DeviceByName(name string) (Device, error) {
 	devs, err := c.Devices()
 	if err != nil {
@@ -139,7 +140,7 @@ func FindDevice(devs []Device, name string) (Device, error) {
 		}
 		names = append(names, d.Name)
 	}
-	return Device{}, &NotFoundError{Name: name, Existing: names}
+	return Device{}, &ib.NotFoundError{Device: name, Existing: names}
 }
 
 // RenameDevice renames an RDMA device. Equivalent to

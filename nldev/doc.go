@@ -24,7 +24,7 @@
 // request is an *Error that says what went wrong in words, with the
 // kernel's extended-ack message when it sent one, and unwraps to the errno
 // (errors.Is(err, unix.EPERM)); a device name that matches nothing is a
-// *NotFoundError listing the devices there are; ErrNoRDMANetlink tells a
+// *ib.NotFoundError listing the devices there are; ErrNoRDMANetlink tells a
 // kernel without RDMA from other failures.
 //
 // Decoding is tested on replies recorded from Debian's 6.1 and 6.12

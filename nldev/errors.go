@@ -8,6 +8,8 @@ import (
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/grdma/grdma/ib"
 )
 
 // Error is a failed RDMA_NLDEV operation, explained for an operator: what
@@ -60,22 +62,6 @@ type InvalidArgumentError struct{ Reason string }
 
 func (e *InvalidArgumentError) Error() string { return e.Reason }
 
-// NotFoundError is a device name that no RDMA device has.
-type NotFoundError struct {
-	Name     string
-	Existing []string // names that do exist, for the message
-}
-
-// Is makes a NotFoundError an fs.ErrNotExist.
-func (e *NotFoundError) Is(target error) bool { return target == fs.ErrNotExist }
-
-func (e *NotFoundError) Error() string {
-	if len(e.Existing) == 0 {
-		return fmt.Sprintf("RDMA device %s not found (there are no RDMA devices)", e.Name)
-	}
-	return fmt.Sprintf("RDMA device %s not found (devices: %s)", e.Name, strings.Join(e.Existing, ", "))
-}
-
 // errnoText is the errno's own text, for errors without an explanation.
 func errnoText(err error) string {
 	var errno unix.Errno
@@ -97,7 +83,7 @@ func wrap(op string, err error, why explainer) error {
 	if err == nil {
 		return nil
 	}
-	var nf *NotFoundError
+	var nf *ib.NotFoundError
 	var ia *InvalidArgumentError
 	if errors.As(err, &nf) || errors.As(err, &ia) || errors.Is(err, ErrDumpInterrupted) || errors.Is(err, ErrNoRDMANetlink) {
 		return err

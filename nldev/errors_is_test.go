@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/grdma/grdma/ib"
 )
 
 // Errors answer errors.Is with the io/fs sentinels, as mdlayher/ethtool's
@@ -20,7 +22,7 @@ func TestErrorIs(t *testing.T) {
 		{&Error{Op: "link add rxe0", Err: unix.EPERM}, false, true},
 		{&Error{Op: "res show", Err: unix.EACCES}, false, true},
 		{&Error{Op: "get RDMA device 7", Err: unix.EINVAL}, false, false}, // ambiguous: Gone tells
-		{&NotFoundError{Name: "rxe9"}, true, false},
+		{&ib.NotFoundError{Device: "rxe9"}, true, false},
 		{&Error{Op: "x", Err: errors.New("not an errno")}, false, false},
 	} {
 		if got := errors.Is(tt.err, fs.ErrNotExist); got != tt.notExist {

@@ -119,7 +119,7 @@ func ExampleClient_PortCounters() {
 		return
 	}
 	for _, ctr := range pc.Counters[:4] {
-		fmt.Printf("%s/%d %s %d\n", pc.DevName, pc.Port, ctr.Name, ctr.Value)
+		fmt.Printf("%s/%d %s %d\n", pc.Device, pc.Port, ctr.Name, ctr.Value)
 	}
 	// Output:
 	// rxe0/1 sent_pkts 502
@@ -140,9 +140,9 @@ func ExampleClient_PortCountersOf() {
 		return
 	}
 	refs, _ := nldev.SelectPorts(devs, "", 0)
-	counters, err := c.PortCountersOf(refs, func(r nldev.PortRef) { fmt.Printf("%s/%d has no counters\n", r.Device.Name, r.Port) })
+	counters, err := c.PortCountersOf(refs, func(r nldev.DevicePort) { fmt.Printf("%s/%d has no counters\n", r.Device.Name, r.Port) })
 	for _, pc := range counters {
-		fmt.Printf("%s/%d: %d counters\n", pc.DevName, pc.Port, len(pc.Counters))
+		fmt.Printf("%s/%d: %d counters\n", pc.Device, pc.Port, len(pc.Counters))
 	}
 	_, err = nldev.SelectPorts(devs, "rxe0", 2)
 	fmt.Println(err)
@@ -168,7 +168,7 @@ func ExampleDecodeEvents() {
 		return
 	}
 	for _, e := range events {
-		fmt.Printf("%s dev %d %s", e.Type, e.DevIndex, e.DevName)
+		fmt.Printf("%s dev %d %s", e.Type, e.DevIndex, e.Device)
 		if e.Has(nldev.AttrNetdevName) {
 			fmt.Printf(" port %d netdev %s", e.Port, e.Netdev)
 		}
@@ -180,21 +180,21 @@ func ExampleDecodeEvents() {
 	// UNREGISTER dev 0 rxe_a
 }
 
-// List the RC queue pairs in state RTS of port 1 of rxe0, with a command
-// line's filters, as `rdma res show qp link rxe0/1 type RC state RTS`
-// does. ResList picks a single lookup or a dump, in rdma's port order.
+// List the RC queue pairs in state RTS of port 1 of rxe0, as `rdma res
+// show qp link rxe0/1 type RC state RTS` does (package grammar reads
+// such a selection from the words of a command line). ResList picks a
+// single lookup or a dump, in rdma's port order.
 func ExampleClient_ResList() {
 	c := nldev.NewClient(nlfixture.NewKernel("../testdata/nldev/res/6.12/nl").Standard().Res().Conn())
 	defer c.Close()
 
-	sel, err := nldev.ParseResSelect(nldev.ResQP, []string{"link", "rxe0/1", "type", "RC", "st", "rts"})
-	if err != nil {
-		fmt.Println(err) // a *nldev.SyntaxError: a usage error
-		return
-	}
-	err = c.ResList(sel, nil, func(o nldev.ResObject) error {
+	sel := nldev.ResSelect{Type: nldev.ResQP, Device: "rxe0", Port: 1, Filters: []nldev.ResFilter{
+		{Field: nldev.FieldQPType, Words: []string{"RC"}},
+		{Field: nldev.FieldState, Words: []string{"RTS"}},
+	}}
+	err := c.ResList(sel, nil, func(o nldev.ResObject) error {
 		qp := o.(*nldev.QP)
-		fmt.Printf("%s/%d lqpn %d rqpn %d %s %s pid %d\n", qp.DevName, qp.Port, qp.LQPN, qp.RQPN, qp.Type, qp.State, qp.PID)
+		fmt.Printf("%s/%d lqpn %d rqpn %d %s %s pid %d\n", qp.Device, qp.Port, qp.LQPN, qp.RQPN, qp.Type, qp.State, qp.PID)
 		return nil
 	}, nil)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/internal/nlfixture"
 	"github.com/grdma/grdma/nldev"
 	"golang.org/x/sys/unix"
@@ -88,7 +89,7 @@ func TestPortsFromRealKernel(t *testing.T) {
 					t.Fatalf("device %d: %d ports, want 1", dev, len(ports))
 				}
 				p, w := ports[0], want[dev]
-				if p.DevName != w["ifname"] || float64(p.Port) != w["port"] || p.State.String() != w["state"] ||
+				if p.Device != w["ifname"] || float64(p.Port) != w["port"] || p.State.String() != w["state"] ||
 					p.PhysState.String() != w["physical_state"] || p.Netdev != w["netdev"] || float64(p.NetdevIndex) != w["netdev_index"] {
 					t.Errorf("port %+v; rdma showed %v", p, w)
 				}
@@ -170,7 +171,7 @@ func TestEmptyKernel(t *testing.T) {
 		t.Fatalf("devices %v, error %v; want none", devs, err)
 	}
 	err = c.DeleteLink("rxe0")
-	var nf *nldev.NotFoundError
+	var nf *ib.NotFoundError
 	if !errors.As(err, &nf) || !strings.Contains(err.Error(), "there are no RDMA devices") {
 		t.Fatalf("error %v, want NotFoundError saying there are no devices", err)
 	}

@@ -2,10 +2,7 @@ package nldev
 
 import (
 	"fmt"
-	"strconv"
-	"strings"
 
-	"github.com/grdma/grdma/cmdline"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -36,7 +33,7 @@ func (k FRMRPoolKey) String() string {
 // frmr_pools`.
 type FRMRPool struct {
 	DevIndex uint32
-	DevName  string
+	Device   string
 	Key      FRMRPoolKey // Has(AttrFRMRPoolKey)
 	Queue    uint32      // FRMR_POOL_QUEUE_HANDLES
 	InUse    uint64
@@ -97,18 +94,18 @@ func frmrExplain(errno unix.Errno) string {
 	return ""
 }
 
-// FRMRPools streams the FRMR pools of device q.Dev. Equivalent to one
+// FRMRPools streams the FRMR pools of device q.DevIndex. Equivalent to one
 // device of `rdma res show frmr_pools`.
 func (c *Client) FRMRPools(q ResQuery, fn func(*FRMRPool) error) error {
 	k := &resKind{name: "frmr_pools", table: AttrFRMRPools, entry: AttrFRMRPoolEntry}
 	err := c.dumpTable(CmdFRMRPoolsGet, q.encode(0, 0), k, func(dev uint32, name string, entry []byte, in *interner) error {
-		p := FRMRPool{DevIndex: dev, DevName: name}
+		p := FRMRPool{DevIndex: dev, Device: name}
 		if err := p.decode(entry, in); err != nil {
 			return err
 		}
 		return fn(&p)
 	})
-	return wrap(fmt.Sprintf("list FRMR pools of RDMA device %d", q.Dev), err, frmrExplain)
+	return wrap(fmt.Sprintf("list FRMR pools of RDMA device %d", q.DevIndex), err, frmrExplain)
 }
 
 // SetFRMRPoolsAging sets how many seconds an unused FRMR of device dev
@@ -125,75 +122,52 @@ func (c *Client) SetFRMRPoolsAging(dev, seconds uint32) error {
 	return wrap(fmt.Sprintf("set FRMR pool aging of RDMA device %d", dev), err, frmrExplain)
 }
 
-// FRMRPoolFilterNames are the filters of `res show frmr_pools`, in rdma's
-// order after dev (all numeric).
-var FRMRPoolFilterNames = []string{"ats", "access_flags", "vendor_key", "num_dma_blocks", "queue", "in_use", "max_in_use", "pinned"}
+// FRMRPoolField is a field of an FRMR pool that a filter of `res show
+// frmr_pools` compares (all numeric).
+type FRMRPoolField uint8
 
-// FRMRPoolSelect is a parsed `res show frmr_pools [dev DEV] [FILTER
-// VALUE]...` command line.
+// FRMR pool fields.
+const (
+	FRMRPoolATS FRMRPoolField = iota + 1
+	FRMRPoolAccessFlags
+	FRMRPoolVendorKey
+	FRMRPoolNumDMABlocks
+	FRMRPoolQueue
+	FRMRPoolInUse
+	FRMRPoolMaxInUse
+	FRMRPoolPinned
+)
+
+// FRMRPoolSelect is what `res show frmr_pools [dev DEV] [FILTER VALUE]...`
+// asks for: the pools of Device ("" for every device) whose fields are in
+// their filters' lists.
 type FRMRPoolSelect struct {
-	Dev     string
-	Filters map[string]NumList
-}
-
-// ParseFRMRPoolSelect reads the words after `res show frmr_pools`,
-// abbreviated as rdma abbreviates them. Errors are *SyntaxError.
-func ParseFRMRPoolSelect(words []string) (FRMRPoolSelect, error) {
-	sel := FRMRPoolSelect{Filters: map[string]NumList{}}
-	names := append([]string{"dev"}, FRMRPoolFilterNames...)
-	for len(words) > 0 {
-		name, ok := cmdline.Abbrev(words[0], names)
-		if !ok {
-			return sel, syntaxf("unknown filter %q: expected %s", words[0], joinNames(names))
-		}
-		if len(words) < 2 {
-			return sel, syntaxf("missing %s value", name)
-		}
-		value := words[1]
-		words = words[2:]
-		_, dup := sel.Filters[name]
-		if dup || name == "dev" && sel.Dev != "" {
-			return sel, syntaxf("%s given twice", name)
-		}
-		if name == "dev" {
-			sel.Dev = value
-			continue
-		}
-		l, err := ParseNumList(value)
-		if err != nil {
-			return sel, syntaxf("bad %s filter: %v (use numbers and ranges, e.g. 1-3,7)", name, err)
-		}
-		sel.Filters[name] = l
-	}
-	return sel, nil
-}
-
-func joinNames(names []string) string {
-	return strings.Join(names, ", ")
+	Device  string
+	Filters map[FRMRPoolField]NumList
 }
 
 // Match reports whether rdma prints pool p (res_frmr_pools_line): a field
 // the pool lacks never matches a filter on it.
 func (sel *FRMRPoolSelect) Match(p *FRMRPool) bool {
-	for name, l := range sel.Filters {
+	for f, l := range sel.Filters {
 		var v uint64
 		var ok bool
-		switch name {
-		case "ats":
+		switch f {
+		case FRMRPoolATS:
 			v, ok = boolU64(p.Key.ATS), p.Key.Has(AttrFRMRPoolKeyATS)
-		case "access_flags":
+		case FRMRPoolAccessFlags:
 			v, ok = uint64(p.Key.AccessFlags), p.Key.Has(AttrFRMRPoolKeyAccessFlags)
-		case "vendor_key":
+		case FRMRPoolVendorKey:
 			v, ok = p.Key.VendorKey, p.Key.Has(AttrFRMRPoolKeyVendorKey)
-		case "num_dma_blocks":
+		case FRMRPoolNumDMABlocks:
 			v, ok = p.Key.NumDMABlocks, p.Key.Has(AttrFRMRPoolKeyNumDMABlocks)
-		case "queue":
+		case FRMRPoolQueue:
 			v, ok = uint64(p.Queue), p.Has(AttrFRMRPoolQueueHandles)
-		case "in_use":
+		case FRMRPoolInUse:
 			v, ok = p.InUse, p.Has(AttrFRMRPoolInUse)
-		case "max_in_use":
+		case FRMRPoolMaxInUse:
 			v, ok = p.MaxInUse, p.Has(AttrFRMRPoolMaxInUse)
-		case "pinned":
+		case FRMRPoolPinned:
 			v, ok = uint64(p.Pinned), p.Has(AttrFRMRPoolPinnedHandles)
 		}
 		if !ok || !l.Contains(v) {
@@ -213,60 +187,22 @@ func boolU64(b bool) uint64 {
 // FRMRPoolList lists the FRMR pools sel selects, device by device, as
 // `rdma res show frmr_pools` does.
 func (c *Client) FRMRPoolList(sel FRMRPoolSelect, driverDetails bool, fn func(*FRMRPool) error) error {
-	devs, err := c.devicesNamed(sel.Dev)
+	devs, err := c.devicesNamed(sel.Device)
 	if err != nil {
 		return err
 	}
 	for _, d := range devs {
-		err := c.FRMRPools(ResQuery{Dev: d.Index, DriverDetails: driverDetails}, func(p *FRMRPool) error {
+		err := c.FRMRPools(ResQuery{DevIndex: d.Index, DriverDetails: driverDetails}, func(p *FRMRPool) error {
 			if sel.Match(p) {
 				return fn(p)
 			}
 			return nil
 		})
-		if err != nil && !(sel.Dev == "" && c.Gone(d.Index, err)) {
+		if err != nil && !(sel.Device == "" && c.Gone(d.Index, err)) {
 			return err
 		}
 	}
 	return nil
-}
-
-// ParseFRMRPoolKey parses rdma's pool key text
-// vendor_key:num_dma_blocks:access_flags:ats (hexadecimal; ats 0 or 1;
-// further fields must be 0).
-func ParseFRMRPoolKey(s string) (FRMRPoolKey, error) {
-	var k FRMRPoolKey
-	fields := strings.Split(s, ":")
-	if len(fields) < 4 {
-		return k, &InvalidArgumentError{fmt.Sprintf("invalid pool key %q: expected 4 fields vendor_key:num_dma_blocks:access_flags:ats", s)}
-	}
-	for i, f := range fields {
-		v, err := strconv.ParseUint(f, 16, 64)
-		if err != nil {
-			return k, &InvalidArgumentError{fmt.Sprintf("invalid pool key %q: field %d (%q) is not a hexadecimal number", s, i+1, f)}
-		}
-		switch i {
-		case 0:
-			k.VendorKey = v
-		case 1:
-			k.NumDMABlocks = v
-		case 2:
-			if v > 0xffffffff {
-				return k, &InvalidArgumentError{fmt.Sprintf("invalid pool key %q: access_flags does not fit in 32 bits", s)}
-			}
-			k.AccessFlags = uint32(v)
-		case 3:
-			if v > 1 {
-				return k, &InvalidArgumentError{fmt.Sprintf("invalid pool key %q: ats is 0 or 1", s)}
-			}
-			k.ATS = v == 1
-		default:
-			if v != 0 {
-				return k, &InvalidArgumentError{fmt.Sprintf("invalid pool key %q: unsupported pool attributes after the fourth field", s)}
-			}
-		}
-	}
-	return k, nil
 }
 
 // SetFRMRPoolPinned sets how many FRMRs the pool with key k of device dev

@@ -40,7 +40,7 @@ func (t EventType) String() string {
 type Event struct {
 	Type        EventType
 	DevIndex    uint32
-	DevName     string
+	Device      string
 	Port        uint32
 	NetdevIndex uint32
 	Netdev      string
@@ -57,7 +57,7 @@ func (e *Event) decode(ad *netlink.AttributeDecoder) error {
 		case AttrDevIndex:
 			e.DevIndex = ad.Uint32()
 		case AttrDevName:
-			e.DevName = ad.String()
+			e.Device = ad.String()
 		case AttrPortIndex:
 			e.Port = ad.Uint32()
 		case AttrNetdevIndex:

@@ -2,6 +2,7 @@ package nldev
 
 import (
 	"fmt"
+
 	"github.com/grdma/grdma/ib"
 
 	"github.com/mdlayher/netlink"
@@ -14,7 +15,7 @@ import (
 // is attached and lives in the caller's network namespace.
 type Port struct {
 	DevIndex     uint32
-	DevName      string
+	Device       string
 	Port         uint32 // the port number, as in ports.Port and sysfs.Port
 	CapFlags     uint64 // CapabilityMask | CapabilityMask2<<32
 	SubnetPrefix uint64
@@ -36,7 +37,7 @@ func (p *Port) decode(ad *netlink.AttributeDecoder) error {
 		case AttrDevIndex:
 			p.DevIndex = ad.Uint32()
 		case AttrDevName:
-			p.DevName = ad.String()
+			p.Device = ad.String()
 		case AttrPortIndex:
 			p.Port = ad.Uint32()
 		case AttrCapFlags:

@@ -89,7 +89,7 @@ func ResTypeOf(cmd Command) ResType {
 
 // ResQuery selects the objects a resource request returns.
 type ResQuery struct {
-	Dev uint32 // device index: the kernel lists one device per request
+	DevIndex uint32 // the kernel lists one device per request
 	// Port limits QPs and CM IDs to those bound to this port; 0 means all,
 	// including objects bound to no port yet. Other types have no port.
 	Port uint32
@@ -102,7 +102,7 @@ type ResQuery struct {
 func (q ResQuery) encode(id Attr, idValue uint32) func(ae *netlink.AttributeEncoder) {
 	return func(ae *netlink.AttributeEncoder) {
 		ae.Uint8(uint16(AttrDriverDetails), boolByte(q.DriverDetails))
-		ae.Uint32(uint16(AttrDevIndex), q.Dev)
+		ae.Uint32(uint16(AttrDevIndex), q.DevIndex)
 		if q.Port != 0 {
 			ae.Uint32(uint16(AttrPortIndex), q.Port)
 		}
@@ -117,7 +117,7 @@ func (q ResQuery) encode(id Attr, idValue uint32) func(ae *netlink.AttributeEnco
 // details, the driver's attributes.
 type Resource struct {
 	DevIndex uint32
-	DevName  string
+	Device   string
 	Port     uint32 // QPs, CM IDs: Has(AttrPortIndex) once bound to a port
 	PID      uint32 // user objects: the owner, in the caller's pid namespace
 	KernName string // kernel objects: the owning module, e.g. "ib_core"
@@ -141,7 +141,7 @@ func (r *Resource) decodeAttr(typ Attr, v attrValue, in *interner) bool {
 	case AttrDevIndex:
 		r.DevIndex = v.u32()
 	case AttrDevName:
-		r.DevName = in.str(v.strz())
+		r.Device = in.str(v.strz())
 	case AttrPortIndex:
 		r.Port = v.u32()
 	case AttrResPID:
@@ -278,9 +278,9 @@ func (c *Client) resDump(t ResType, cmd Command, q ResQuery, fn func(dev uint32,
 		// mark RES dumps as interrupted today in any case.
 		err = ErrDumpInterrupted
 	}
-	op := fmt.Sprintf("list %s objects of RDMA device %d", k.name, q.Dev)
+	op := fmt.Sprintf("list %s objects of RDMA device %d", k.name, q.DevIndex)
 	if cmd == k.rawCmd {
-		op = fmt.Sprintf("list raw %s data of RDMA device %d", k.name, q.Dev)
+		op = fmt.Sprintf("list raw %s data of RDMA device %d", k.name, q.DevIndex)
 	}
 	return wrap(op, err, resExplainer(t, cmd, q))
 }
@@ -294,9 +294,9 @@ func resExplainer(t ResType, cmd Command, q ResQuery) explainer {
 				return "its driver has no raw form of " + t.String() + " objects (or no such device or port)"
 			}
 			if q.Port != 0 {
-				return fmt.Sprintf("no RDMA device with index %d and port %d", q.Dev, q.Port)
+				return fmt.Sprintf("no RDMA device with index %d and port %d", q.DevIndex, q.Port)
 			}
-			return fmt.Sprintf("no RDMA device with index %d", q.Dev)
+			return fmt.Sprintf("no RDMA device with index %d", q.DevIndex)
 		case unix.ENOENT:
 			return "no such " + t.String() + " object"
 		case unix.EAGAIN:
@@ -325,7 +325,7 @@ func (c *Client) ResDump(q ResQuery, obj ResObject, fn func() error) error {
 func decodeResEntry(obj ResObject, dev uint32, name string, entry []byte, in *interner) error {
 	obj.reset()
 	r := obj.Res()
-	r.DevIndex, r.DevName = dev, name
+	r.DevIndex, r.Device = dev, name
 	r.add(AttrDevIndex)
 	r.add(AttrDevName)
 	return decodeObject(obj, entry, in)
@@ -424,7 +424,7 @@ func (c *Client) ResGet(q ResQuery, id uint32, obj ResObject) error {
 		obj.reset()
 		return decodeObject(obj, data, &in)
 	})
-	return wrap(fmt.Sprintf("get %s %d of RDMA device %d", k.name, id, q.Dev), err, resExplainer(t, k.cmd, q))
+	return wrap(fmt.Sprintf("get %s %d of RDMA device %d", k.name, id, q.DevIndex), err, resExplainer(t, k.cmd, q))
 }
 
 // RawEntry is one object as a _RAW request returns it: the driver's own
@@ -465,14 +465,14 @@ func (c *Client) ResGetRaw(t ResType, q ResQuery, id uint32) (RawEntry, error) {
 	err := c.getData(k.rawCmd, q.encode(k.id, id), func(data []byte) error {
 		return e.decode(0, "", data, &in)
 	})
-	return e, wrap(fmt.Sprintf("get raw %s %d of RDMA device %d", k.name, id, q.Dev), err, resExplainer(t, k.rawCmd, q))
+	return e, wrap(fmt.Sprintf("get raw %s %d of RDMA device %d", k.name, id, q.DevIndex), err, resExplainer(t, k.rawCmd, q))
 }
 
 func (e *RawEntry) decode(dev uint32, name string, b []byte, in *interner) error {
 	e.Resource.reset()
 	e.Data = nil
 	if name != "" {
-		e.DevIndex, e.DevName = dev, name
+		e.DevIndex, e.Device = dev, name
 		e.add(AttrDevIndex)
 		e.add(AttrDevName)
 	}
@@ -500,7 +500,7 @@ type ResCount struct {
 // `rdma res show`.
 type ResSummary struct {
 	DevIndex uint32
-	DevName  string
+	Device   string
 	Counts   []ResCount // in the kernel's order
 }
 
@@ -511,7 +511,7 @@ func (s *ResSummary) decode(b []byte, in *interner) error {
 		case AttrDevIndex:
 			s.DevIndex = a.val.u32()
 		case AttrDevName:
-			s.DevName = in.str(a.val.strz())
+			s.Device = in.str(a.val.strz())
 		case AttrResSummary:
 			for e := newAttrs(a.val); e.next(); {
 				if e.typ != AttrResSummaryEntry {
@@ -559,7 +559,7 @@ func (c *Client) ResSummaries() ([]ResSummary, error) {
 func (c *Client) ResSummary(dev uint32, driverDetails bool) (ResSummary, error) {
 	var s ResSummary
 	var in interner
-	err := c.getData(CmdResGet, ResQuery{Dev: dev, DriverDetails: driverDetails}.encode(0, 0), func(data []byte) error {
+	err := c.getData(CmdResGet, ResQuery{DevIndex: dev, DriverDetails: driverDetails}.encode(0, 0), func(data []byte) error {
 		return s.decode(data, &in)
 	})
 	return s, wrap(fmt.Sprintf("count resources of RDMA device %d", dev), err, func(errno unix.Errno) string {

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/internal/nlfixture"
 	"github.com/grdma/grdma/nldev"
 	"github.com/mdlayher/netlink"
@@ -114,8 +115,8 @@ func TestSyntheticQPDumpDecodes(t *testing.T) {
 	defer c.Close()
 	var qp nldev.QP
 	want := uint32(1)
-	err := c.ResDump(nldev.ResQuery{Dev: 0}, &qp, func() error {
-		if qp.LQPN != want || qp.Type != nldev.QPTypeRC || qp.DevName != "rxe0" || !qp.Has(nldev.AttrResPID) {
+	err := c.ResDump(nldev.ResQuery{DevIndex: 0}, &qp, func() error {
+		if qp.LQPN != want || qp.Type != ib.QPTypeRC || qp.Device != "rxe0" || !qp.Has(nldev.AttrResPID) {
 			return fmt.Errorf("object %d decoded as %+v", want, qp)
 		}
 		want++
@@ -144,7 +145,7 @@ func BenchmarkResDumpQPs(b *testing.B) {
 			b.ResetTimer()
 			for range b.N {
 				seen := 0
-				err := c.ResDump(nldev.ResQuery{Dev: 0}, &qp, func() error {
+				err := c.ResDump(nldev.ResQuery{DevIndex: 0}, &qp, func() error {
 					seen++
 					if seen%(n/4) == 0 {
 						runtime.ReadMemStats(&ms)

@@ -9,6 +9,8 @@ import (
 
 	"github.com/mdlayher/netlink"
 	"github.com/mdlayher/netlink/nltest"
+
+	"github.com/grdma/grdma/ib"
 )
 
 // rxe reports no driver attributes and has no raw form, so these tests
@@ -93,10 +95,10 @@ func TestDriverAndUnknownAttributesInDump(t *testing.T) {
 	})
 	var qp QP
 	n := 0
-	err := c.ResDump(ResQuery{Dev: 3, DriverDetails: true}, &qp, func() error {
+	err := c.ResDump(ResQuery{DevIndex: 3, DriverDetails: true}, &qp, func() error {
 		n++
-		if qp.DevName != "mlx5_0" || qp.LQPN != 465 || qp.Type != QPTypeDriver || qp.Subtype != "REG_UMR" ||
-			qp.State != QPStateRTS || qp.KernName != "mlx5_ib" || !qp.IsKernel() || len(qp.Driver) != 5 || !qp.Has(AttrDriver) {
+		if qp.Device != "mlx5_0" || qp.LQPN != 465 || qp.Type != ib.QPTypeDriver || qp.Subtype != "REG_UMR" ||
+			qp.State != ib.QPStateRTS || qp.KernName != "mlx5_ib" || !qp.IsKernel() || len(qp.Driver) != 5 || !qp.Has(AttrDriver) {
 			t.Errorf("decoded %+v", qp)
 		}
 		return nil
@@ -118,8 +120,8 @@ func TestRawDump(t *testing.T) {
 		return nltest.Multipart([]netlink.Message{resReply(req[0], CmdResCQGetRaw, AttrResCQ, entry), {Header: req[0].Header}})
 	})
 	var got [][]byte
-	err := c.ResDumpRaw(ResCQ, ResQuery{Dev: 3}, func(e *RawEntry) error {
-		if e.DevName != "mlx5_0" || e.DevIndex != 3 || e.Has(AttrPortIndex) {
+	err := c.ResDumpRaw(ResCQ, ResQuery{DevIndex: 3}, func(e *RawEntry) error {
+		if e.Device != "mlx5_0" || e.DevIndex != 3 || e.Has(AttrPortIndex) {
 			t.Errorf("entry %+v", e)
 		}
 		got = append(got, append([]byte(nil), e.Data...))

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/internal/nlfixture"
 	"github.com/grdma/grdma/nldev"
 	"golang.org/x/sys/unix"
@@ -72,11 +73,11 @@ func TestResSummaryFromRealKernel(t *testing.T) {
 				for _, cnt := range s.Counts {
 					names = append(names, cnt.Name)
 					if float64(cnt.Curr) != want[i][cnt.Name] {
-						t.Errorf("%s %s = %d, rdma showed %v", s.DevName, cnt.Name, cnt.Curr, want[i][cnt.Name])
+						t.Errorf("%s %s = %d, rdma showed %v", s.Device, cnt.Name, cnt.Curr, want[i][cnt.Name])
 					}
 				}
-				if got := strings.Join(names, " "); got != "pd cq qp cm_id mr ctx srq" || s.DevName != want[i]["ifname"] {
-					t.Errorf("device %s counts %s", s.DevName, got)
+				if got := strings.Join(names, " "); got != "pd cq qp cm_id mr ctx srq" || s.Device != want[i]["ifname"] {
+					t.Errorf("device %s counts %s", s.Device, got)
 				}
 				// The doit (rdma's way) says the same; rxe has no
 				// driver-internal objects to add with -dd.
@@ -131,7 +132,7 @@ func TestResDumpsFromRealKernel(t *testing.T) {
 			var cqs []nldev.CQ
 			var srqs []nldev.SRQ
 			for dev := range uint32(2) {
-				q := nldev.ResQuery{Dev: dev}
+				q := nldev.ResQuery{DevIndex: dev}
 				devQPs := dumpAll(t, c, q, new(nldev.QP), plain)
 				devCMs := dumpAll(t, c, q, new(nldev.CMID), plain)
 				devCQs := dumpAll(t, c, q, new(nldev.CQ), plain)
@@ -154,12 +155,12 @@ func TestResDumpsFromRealKernel(t *testing.T) {
 			}
 
 			for _, q := range qps {
-				if !q.Has(nldev.AttrPortIndex) || q.Port != 1 || q.DevName != []string{"rxe0", "rxe1"}[q.DevIndex] {
-					t.Errorf("QP %d: port %d (present %v) on %s/%d", q.LQPN, q.Port, q.Has(nldev.AttrPortIndex), q.DevName, q.DevIndex)
+				if !q.Has(nldev.AttrPortIndex) || q.Port != 1 || q.Device != []string{"rxe0", "rxe1"}[q.DevIndex] {
+					t.Errorf("QP %d: port %d (present %v) on %s/%d", q.LQPN, q.Port, q.Has(nldev.AttrPortIndex), q.Device, q.DevIndex)
 				}
-				rcLike := q.Type == nldev.QPTypeRC
+				rcLike := q.Type == ib.QPTypeRC
 				switch {
-				case q.Type == nldev.QPTypeGSI:
+				case q.Type == ib.QPTypeGSI:
 					if !q.IsKernel() || q.KernName != "ib_core" || q.LQPN != 1 || q.Has(nldev.AttrResPDN) || q.Has(nldev.AttrResRQPN) || q.Has(nldev.AttrResPathMigState) {
 						t.Errorf("GSI QP %+v", q)
 					}
@@ -189,7 +190,7 @@ func TestResDumpsFromRealKernel(t *testing.T) {
 					}
 				case nldev.CMStateConnect:
 					connected++
-					if !cm.Has(nldev.AttrResLQPN) || cm.QPType != nldev.QPTypeRC || cm.SrcAddr.Addr() != netip.MustParseAddr("192.168.77.1") ||
+					if !cm.Has(nldev.AttrResLQPN) || cm.QPType != ib.QPTypeRC || cm.SrcAddr.Addr() != netip.MustParseAddr("192.168.77.1") ||
 						cm.DstAddr.Addr() != cm.SrcAddr.Addr() || cm.SrcFamily != unix.AF_INET || cm.Port != 1 {
 						t.Errorf("connected CM ID %+v", cm)
 					}
@@ -218,7 +219,7 @@ func TestResDumpsFromRealKernel(t *testing.T) {
 				t.Fatalf("%d SRQs, want 1", len(srqs))
 			}
 			s := srqs[0]
-			if s.DevName != "rxe1" || s.Type != nldev.SRQTypeBasic || !reflect.DeepEqual(s.QPs, []nldev.QPRange{{First: 18, Last: 33}}) ||
+			if s.Device != "rxe1" || s.Type != nldev.SRQTypeBasic || !reflect.DeepEqual(s.QPs, []nldev.QPRange{{First: 18, Last: 33}}) ||
 				!s.Has(nldev.AttrResQP) || s.Has(nldev.AttrResCQN) || !s.Has(nldev.AttrResPID) {
 				t.Errorf("SRQ %+v", s)
 			}
@@ -241,31 +242,31 @@ func TestResGetFromRealKernel(t *testing.T) {
 		t.Run(kv, func(t *testing.T) {
 			c, _ := resClient(t, kv)
 			var cq nldev.CQ
-			if err := c.ResGet(nldev.ResQuery{Dev: 0}, 0, &cq); err != nil {
+			if err := c.ResGet(nldev.ResQuery{DevIndex: 0}, 0, &cq); err != nil {
 				t.Fatal(err)
 			}
-			if dumped := dumpAll(t, c, nldev.ResQuery{Dev: 0}, new(nldev.CQ), plain)[0]; !reflect.DeepEqual(cq, dumped) {
+			if dumped := dumpAll(t, c, nldev.ResQuery{DevIndex: 0}, new(nldev.CQ), plain)[0]; !reflect.DeepEqual(cq, dumped) {
 				t.Errorf("lookup %+v, dump %+v", cq, dumped)
 			}
 			var qp nldev.QP
-			if err := c.ResGet(nldev.ResQuery{Dev: 0, Port: 1}, 17, &qp); err != nil {
+			if err := c.ResGet(nldev.ResQuery{DevIndex: 0, Port: 1}, 17, &qp); err != nil {
 				t.Fatal(err)
 			}
-			if dumped := dumpAll(t, c, nldev.ResQuery{Dev: 0}, new(nldev.QP), plain)[0]; !reflect.DeepEqual(qp, dumped) {
+			if dumped := dumpAll(t, c, nldev.ResQuery{DevIndex: 0}, new(nldev.QP), plain)[0]; !reflect.DeepEqual(qp, dumped) {
 				t.Errorf("lookup %+v, dump %+v", qp, dumped)
 			}
 			// The kernel numbers the GSI QP 1 | port<<24, not 1.
-			if err := c.ResGet(nldev.ResQuery{Dev: 0, Port: 1}, 1, &qp); !errors.Is(err, unix.ENOENT) {
+			if err := c.ResGet(nldev.ResQuery{DevIndex: 0, Port: 1}, 1, &qp); !errors.Is(err, unix.ENOENT) {
 				t.Errorf("GSI QP by its QPN: %v, want ENOENT", err)
 			}
 			for _, obj := range []nldev.ResObject{new(nldev.CQ), new(nldev.MR), new(nldev.PD), new(nldev.Ctx), new(nldev.SRQ)} {
-				err := c.ResGet(nldev.ResQuery{Dev: 1}, nlfixture.ResMissingID, obj)
+				err := c.ResGet(nldev.ResQuery{DevIndex: 1}, nlfixture.ResMissingID, obj)
 				if !errors.Is(err, unix.ENOENT) || !strings.Contains(err.Error(), "no such "+obj.ResType().String()+" object") {
 					t.Errorf("missing %s: %v", obj.ResType(), err)
 				}
 			}
 			var ia *nldev.InvalidArgumentError
-			if err := c.ResGet(nldev.ResQuery{Dev: 0}, 17, &qp); !errors.As(err, &ia) {
+			if err := c.ResGet(nldev.ResQuery{DevIndex: 0}, 17, &qp); !errors.As(err, &ia) {
 				t.Errorf("QP lookup without a port: %v", err)
 			}
 		})
@@ -278,7 +279,7 @@ func TestResRawFromRealKernel(t *testing.T) {
 	for _, kv := range kernels {
 		c, _ := resClient(t, kv)
 		for _, typ := range []nldev.ResType{nldev.ResQP, nldev.ResCQ, nldev.ResMR, nldev.ResSRQ} {
-			err := c.ResDumpRaw(typ, nldev.ResQuery{Dev: 1}, func(*nldev.RawEntry) error { return nil })
+			err := c.ResDumpRaw(typ, nldev.ResQuery{DevIndex: 1}, func(*nldev.RawEntry) error { return nil })
 			if !errors.Is(err, unix.EINVAL) || !strings.Contains(err.Error(), "list raw "+typ.String()+" data of RDMA device 1: its driver has no raw form") {
 				t.Errorf("%s raw %s: %v", kv, typ, err)
 			}
@@ -297,7 +298,7 @@ func TestResDumpPortOrder(t *testing.T) {
 	for _, kv := range kernels {
 		t.Run(kv, func(t *testing.T) {
 			c, k := resClient(t, kv)
-			q := nldev.ResQuery{Dev: 0}
+			q := nldev.ResQuery{DevIndex: 0}
 			ids := func(cms []nldev.CMID) (s []uint32) {
 				for _, cm := range cms {
 					s = append(s, cm.ID)

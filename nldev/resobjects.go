@@ -3,58 +3,9 @@ package nldev
 import (
 	"encoding/binary"
 	"net/netip"
+
+	"github.com/grdma/grdma/ib"
 )
-
-// QPType is a queue pair type (enum ib_qp_type).
-type QPType uint8
-
-// QP types.
-const (
-	QPTypeSMI          QPType = 0
-	QPTypeGSI          QPType = 1
-	QPTypeRC           QPType = 2
-	QPTypeUC           QPType = 3
-	QPTypeUD           QPType = 4
-	QPTypeRawIPv6      QPType = 5
-	QPTypeRawEthertype QPType = 6
-	QPTypeRawPacket    QPType = 8
-	QPTypeXRCIni       QPType = 9
-	QPTypeXRCTgt       QPType = 10
-	QPTypeDriver       QPType = 0xff
-)
-
-// QPTypeNames are the names rdma prints for types 0..10 (QPTypeDriver is
-// "DRIVER").
-var QPTypeNames = []string{"SMI", "GSI", "RC", "UC", "UD", "RAW_IPV6", "RAW_ETHERTYPE", "UNKNOWN",
-	"RAW_PACKET", "XRC_INI", "XRC_TGT"}
-
-// String returns the name rdma prints ("RC", "UD", ...; "UNKNOWN").
-func (t QPType) String() string {
-	if t == QPTypeDriver {
-		return "DRIVER"
-	}
-	return enumName(QPTypeNames, int(t))
-}
-
-// QPState is a queue pair state (enum ib_qp_state).
-type QPState uint8
-
-// QP states.
-const (
-	QPStateReset QPState = iota
-	QPStateInit
-	QPStateRTR
-	QPStateRTS
-	QPStateSQD
-	QPStateSQE
-	QPStateErr
-)
-
-// QPStateNames are the names of QP states in value order.
-var QPStateNames = []string{"RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"}
-
-// String returns the name rdma prints ("RTS", ...; "UNKNOWN").
-func (s QPState) String() string { return enumName(QPStateNames, int(s)) }
 
 // PathMigState is a QP's path migration state (enum ib_mig_state).
 type PathMigState uint8
@@ -80,9 +31,9 @@ type QP struct {
 	RQPSN        uint32 // RC and UC only
 	SQPSN        uint32
 	PathMigState PathMigState // RC, UC, XRC only
-	Type         QPType
-	Subtype      string // QPTypeDriver: the driver's name for it
-	State        QPState
+	Type         ib.QPType
+	Subtype      string // ib.QPTypeDriver: the driver's name for it
+	State        ib.QPState
 	PDN          uint32 // user QPs only
 }
 
@@ -107,11 +58,11 @@ func (q *QP) decodeAttr(typ Attr, v attrValue, in *interner) bool {
 	case AttrResPathMigState:
 		q.PathMigState = PathMigState(v.u8())
 	case AttrResType:
-		q.Type = QPType(v.u8())
+		q.Type = ib.QPType(v.u8())
 	case AttrResSubtype:
 		q.Subtype = in.str(v.strz())
 	case AttrResState:
-		q.State = QPState(v.u8())
+		q.State = ib.QPState(v.u8())
 	case AttrResPDN:
 		q.PDN = v.u32()
 	default:
@@ -176,9 +127,9 @@ func (ps PortSpace) String() string {
 // `rdma res show cm_id`.
 type CMID struct {
 	Resource
-	ID      uint32 // cm-idn
-	LQPN    uint32 // with a QP only
-	QPType  QPType // with a QP only
+	ID      uint32    // cm-idn
+	LQPN    uint32    // with a QP only
+	QPType  ib.QPType // with a QP only
 	PS      PortSpace
 	State   CMState
 	SrcAddr netip.AddrPort // Has(AttrResSrcAddr) and an IPv4/IPv6 family
@@ -203,7 +154,7 @@ func (c *CMID) decodeAttr(typ Attr, v attrValue, _ *interner) bool {
 	case AttrResLQPN:
 		c.LQPN = v.u32()
 	case AttrResType:
-		c.QPType = QPType(v.u8())
+		c.QPType = ib.QPType(v.u8())
 	case AttrResPS:
 		c.PS = PortSpace(v.u32())
 	case AttrResState:

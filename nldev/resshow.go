@@ -2,44 +2,23 @@ package nldev
 
 import (
 	"errors"
-	"fmt"
-	"strconv"
-	"strings"
 
-	"github.com/grdma/grdma/cmdline"
+	"github.com/grdma/grdma/ib"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
 
-// ParseResType resolves an object word of `res show` (abbreviable as in
-// rdma: "c" is cm_id, the first of rdma's objects starting with c).
-func ParseResType(word string) (ResType, bool) {
-	names := make([]string, len(ResTypes))
-	for i, t := range ResTypes {
-		names[i] = t.String()
-	}
-	name, ok := cmdline.Abbrev(word, names)
-	if !ok {
-		return 0, false
-	}
-	for _, t := range ResTypes {
-		if t.String() == name {
-			return t, true
-		}
-	}
-	return 0, false
-}
-
 // ResSelect is what a `res show OBJECT ...` command line asks for: which
-// devices and ports, which objects. ParseResSelect builds one from the
-// words of a command line; Client.ResList runs it.
+// devices and ports, which objects (package grammar reads one from the
+// words of a command line); Client.ResList runs it.
 type ResSelect struct {
-	Type ResType
-	Dev  string // "" for every device
-	Port uint32 // 0 for every port
+	Type   ResType
+	Device string // "" for every device
+	Port   uint32 // 0 for every port
 	// Portless (link DEV/-) keeps the QPs and CM IDs bound to no port yet.
 	Portless bool
-	Filters  []ResFilter
+	// Filters must all pass (ResFilter.Match).
+	Filters []ResFilter
 	// DriverDetails asks for driver-internal objects and the driver's
 	// attributes (rdma -dd).
 	DriverDetails bool
@@ -48,108 +27,14 @@ type ResSelect struct {
 	Raw bool
 }
 
-// ParseResSelect reads the words after `res show OBJECT`: [dev DEV | link
-// DEV[/PORT|/-]] and FILTER VALUE pairs in any order, keys abbreviated as
-// rdma abbreviates them: a word abbreviating dev or link picks the device,
-// any other the first filter of the object's table, in ResFilters order,
-// that the word starts. Errors are *SyntaxError.
-func ParseResSelect(t ResType, words []string) (ResSelect, error) {
-	sel := ResSelect{Type: t}
-	specs := ResFilters(t)
-	names := make([]string, len(specs))
-	for i := range specs {
-		names[i] = specs[i].Name
-	}
-	seen := map[string]bool{}
-	for len(words) > 0 {
-		// rdma (rd_set_arg_to_devname) takes any key abbreviating dev
-		// or link as the device, whatever filter it matched first
-		// (cm_id "d" is dev-type, yet names the device).
-		key := words[0]
-		name, ok := cmdline.Abbrev(key, []string{"dev", "link"})
-		if !ok {
-			name, ok = cmdline.Abbrev(words[0], names)
-		}
-		if !ok {
-			return sel, syntaxf("unknown filter %q: expected %s", words[0], strings.Join(names, ", "))
-		}
-		if len(words) < 2 {
-			return sel, syntaxf("missing %s value", name)
-		}
-		value := words[1]
-		words = words[2:]
-		if seen[name] || (name == "dev" || name == "link") && (seen["dev"] || seen["link"]) {
-			return sel, syntaxf("%s given twice", name)
-		}
-		seen[name] = true
-		i := indexOf(names, name)
-		if specs[i].Kind == FilterLocation {
-			if err := sel.parseLocation(name, value); err != nil {
-				return sel, err
-			}
-			continue
-		}
-		f, err := ParseResFilter(&specs[i], value)
-		if err != nil {
-			return sel, err
-		}
-		if words := key; key != name {
-			// An abbreviation: rdma also checks the later fields it
-			// abbreviates (grdma's extensions aside).
-			for j := i + 1; j < len(specs); j++ {
-				if sp := &specs[j]; strings.HasPrefix(sp.Name, words) && sp.Kind != FilterLocation && !sp.Extension {
-					f.also = append(f.also, parseAlso(sp, value))
-				}
-			}
-		}
-		sel.Filters = append(sel.Filters, f)
-	}
-	return sel, nil
-}
-
-func indexOf(names []string, name string) int {
-	for i, n := range names {
-		if n == name {
-			return i
-		}
-	}
-	return -1
-}
-
-// parseLocation reads the device (and port) of dev DEV / link DEV/PORT.
-func (sel *ResSelect) parseLocation(key, value string) error {
-	t := sel.Type
-	dev, port, hasSlash := strings.Cut(value, "/")
-	if dev == "" {
-		return syntaxf("missing device name in %q", value)
-	}
-	if port == "-" && key == "link" {
-		if !t.PerPort() {
-			return syntaxf("%s objects have no port: use dev %s", t, dev)
-		}
-		sel.Dev, sel.Portless = dev, true
-		return nil
-	}
-	var n uint64
-	if hasSlash && port != "" {
-		var err error
-		n, err = strconv.ParseUint(port, 10, 32)
-		if err != nil || n == 0 {
-			return syntaxf("invalid port %q in %q: ports are numbered from 1", port, value)
-		}
-	}
-	if n != 0 && (key == "dev" || !t.PerPort()) {
-		return syntaxf("%s objects belong to a device, not a port: use dev %s", t, dev)
-	}
-	sel.Dev, sel.Port = dev, uint32(n)
-	return nil
-}
-
 // QPList returns the SRQ lqpn filter, which picks the QPs shown inside
 // each SRQ, or nil.
 func (sel *ResSelect) QPList() *ResFilter {
+	if sel.Type != ResSRQ {
+		return nil
+	}
 	for i := range sel.Filters {
-		if sel.Filters[i].IsQPList() {
+		if sel.Filters[i].Field == FieldLQPN {
 			return &sel.Filters[i]
 		}
 	}
@@ -164,7 +49,7 @@ func (sel *ResSelect) QPList() *ResFilter {
 func (sel *ResSelect) lookup(port uint32) (uint32, bool) {
 	for i := range sel.Filters {
 		f := &sel.Filters[i]
-		if !f.Spec.ID {
+		if f.Field != sel.Type.idField() {
 			continue
 		}
 		n, ok := f.Numbers.single()
@@ -185,20 +70,20 @@ func (sel *ResSelect) lookup(port uint32) (uint32, bool) {
 // must outlive the call); with sel.Raw, raw sees each raw entry instead.
 // comm resolves process names for the comm filter; it may be nil.
 func (c *Client) ResList(sel ResSelect, comm CommFunc, fn func(ResObject) error, raw func(*RawEntry) error) error {
-	devs, err := c.devicesNamed(sel.Dev)
+	devs, err := c.devicesNamed(sel.Device)
 	if err != nil {
 		return err
 	}
-	if d := devs; sel.Dev != "" && sel.Port > d[0].NumPorts {
-		return fmt.Errorf("RDMA device %s has no port %d (it has %d)", d[0].Name, sel.Port, d[0].NumPorts)
+	if d := devs; sel.Device != "" && sel.Port > d[0].NumPorts {
+		return &ib.NotFoundError{Device: d[0].Name, Port: sel.Port, NumPorts: d[0].NumPorts}
 	}
 	if sel.Raw && !sel.Type.HasRaw() {
 		sel.Raw = false
 	}
 	for _, d := range devs {
-		q := ResQuery{Dev: d.Index, Port: sel.Port, DriverDetails: sel.DriverDetails}
+		q := ResQuery{DevIndex: d.Index, Port: sel.Port, DriverDetails: sel.DriverDetails}
 		if err := c.resListDevice(sel, q, comm, fn, raw); err != nil {
-			if sel.Dev == "" && c.Gone(d.Index, err) {
+			if sel.Device == "" && c.Gone(d.Index, err) {
 				continue
 			}
 			return err

@@ -54,7 +54,7 @@ func decodeCounters(ad *netlink.AttributeDecoder, out *[]Counter) error {
 // PortCounters is the counter set of one port.
 type PortCounters struct {
 	DevIndex uint32
-	DevName  string
+	Device   string
 	Port     uint32
 	Counters []Counter
 
@@ -68,7 +68,7 @@ func (pc *PortCounters) decode(ad *netlink.AttributeDecoder) error {
 		case AttrDevIndex:
 			pc.DevIndex = ad.Uint32()
 		case AttrDevName:
-			pc.DevName = ad.String()
+			pc.Device = ad.String()
 		case AttrPortIndex:
 			pc.Port = ad.Uint32()
 		case AttrStatHWCounters:
@@ -205,7 +205,7 @@ const (
 // QPCounterMode is how a port binds QPs to counters.
 type QPCounterMode struct {
 	DevIndex uint32
-	DevName  string
+	Device   string
 	Port     uint32
 	Mode     uint32 // CounterModeNone, CounterModeAuto or CounterModeManual
 	AutoMask uint32 // CounterMaskQPType | CounterMaskPID, in auto mode
@@ -222,7 +222,7 @@ func (m *QPCounterMode) decode(ad *netlink.AttributeDecoder) error {
 		case AttrDevIndex:
 			m.DevIndex = ad.Uint32()
 		case AttrDevName:
-			m.DevName = ad.String()
+			m.Device = ad.String()
 		case AttrPortIndex:
 			m.Port = ad.Uint32()
 		case AttrStatMode:

@@ -11,7 +11,7 @@ import (
 // counters on mlx5, say). Equivalent to a line of `rdma statistic mr`.
 type MRCounters struct {
 	DevIndex uint32
-	DevName  string
+	Device   string
 	MRN      uint32 // Has(AttrResMRN)
 	Counters []Counter
 
@@ -25,7 +25,7 @@ func (m *MRCounters) decode(ad *netlink.AttributeDecoder) error {
 		case AttrDevIndex:
 			m.DevIndex = ad.Uint32()
 		case AttrDevName:
-			m.DevName = ad.String()
+			m.Device = ad.String()
 		case AttrResMRN:
 			m.MRN = ad.Uint32()
 		case AttrStatHWCounters:
@@ -43,12 +43,12 @@ func (m *MRCounters) decode(ad *netlink.AttributeDecoder) error {
 func statMRAttrs(q ResQuery, id *uint32) func(ae *netlink.AttributeEncoder) {
 	return func(ae *netlink.AttributeEncoder) {
 		if id != nil {
-			ae.Uint32(uint16(AttrDevIndex), q.Dev)
+			ae.Uint32(uint16(AttrDevIndex), q.DevIndex)
 			ae.Uint32(uint16(AttrResMRN), *id)
 			ae.Uint8(uint16(AttrDriverDetails), boolByte(q.DriverDetails))
 		} else {
 			ae.Uint8(uint16(AttrDriverDetails), boolByte(q.DriverDetails))
-			ae.Uint32(uint16(AttrDevIndex), q.Dev)
+			ae.Uint32(uint16(AttrDevIndex), q.DevIndex)
 		}
 		ae.Uint32(uint16(AttrStatRes), uint32(AttrResMR))
 	}
@@ -64,11 +64,11 @@ func statMRExplain(errno unix.Errno) string {
 	return ""
 }
 
-// MRCounterList streams the counters of every MR of device q.Dev.
+// MRCounterList streams the counters of every MR of device q.DevIndex.
 // Equivalent to one device of `rdma statistic mr`.
 func (c *Client) MRCounterList(q ResQuery, fn func(*MRCounters) error) error {
 	err := c.dumpTable(CmdStatGet, statMRAttrs(q, nil), ResMR.kind(), func(dev uint32, name string, entry []byte, _ *interner) error {
-		m := MRCounters{DevIndex: dev, DevName: name}
+		m := MRCounters{DevIndex: dev, Device: name}
 		m.add(AttrDevIndex)
 		m.add(AttrDevName)
 		if err := decodeMessage(entry, m.decode); err != nil {
@@ -76,15 +76,15 @@ func (c *Client) MRCounterList(q ResQuery, fn func(*MRCounters) error) error {
 		}
 		return fn(&m)
 	})
-	return wrap(fmt.Sprintf("list MR counters of RDMA device %d", q.Dev), err, statMRExplain)
+	return wrap(fmt.Sprintf("list MR counters of RDMA device %d", q.DevIndex), err, statMRExplain)
 }
 
-// MRCountersOf returns the counters of MR mrn of device q.Dev with one
+// MRCountersOf returns the counters of MR mrn of device q.DevIndex with one
 // request. Equivalent to `rdma statistic mr mrn N` on one device.
 func (c *Client) MRCountersOf(q ResQuery, mrn uint32) (MRCounters, error) {
 	var m MRCounters
 	err := c.get(CmdStatGet, statMRAttrs(q, &mrn), m.decode)
-	return m, wrap(fmt.Sprintf("get counters of MR %d of RDMA device %d", mrn, q.Dev), err, statMRExplain)
+	return m, wrap(fmt.Sprintf("get counters of MR %d of RDMA device %d", mrn, q.DevIndex), err, statMRExplain)
 }
 
 // MRCounterFilter is `rdma statistic mr`'s one filter, mrn; a nil list
@@ -108,7 +108,7 @@ func (c *Client) MRCounterLists(dev string, f MRCounterFilter, fn func(*MRCounte
 		return err
 	}
 	for _, d := range devs {
-		q := ResQuery{Dev: d.Index}
+		q := ResQuery{DevIndex: d.Index}
 		err := c.mrCounterDevice(q, f, fn)
 		if err != nil && !(dev == "" && c.Gone(d.Index, err)) {
 			return err

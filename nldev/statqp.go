@@ -2,19 +2,22 @@ package nldev
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/grdma/grdma/ib"
 )
 
 // QPCounter is a counter that QPs are bound to (automatically or by
 // `rdma statistic qp bind`): its hardware counters summed over its QPs.
 type QPCounter struct {
-	Resource        // device, port, owner (PID or kernel module)
-	ID       uint32 // STAT_COUNTER_ID, rdma's cntn
-	Mode     uint32 // CounterModeAuto or CounterModeManual
-	AutoMask uint32 // in auto mode, what the QPs were grouped by
-	QPType   QPType // with CounterMaskQPType: the QPs' type
+	Resource           // device, port, owner (PID or kernel module)
+	ID       uint32    // STAT_COUNTER_ID, rdma's cntn
+	Mode     uint32    // CounterModeAuto or CounterModeManual
+	AutoMask uint32    // in auto mode, what the QPs were grouped by
+	QPType   ib.QPType // with CounterMaskQPType: the QPs' type
 	Counters []Counter
 	LQPNs    []uint32 // the bound QPs
 }
@@ -36,7 +39,7 @@ func (q *QPCounter) decode(ad *netlink.AttributeDecoder) error {
 		case AttrStatAutoModeMask:
 			q.AutoMask = ad.Uint32()
 		case AttrResType:
-			q.QPType = QPType(ad.Uint8())
+			q.QPType = ib.QPType(ad.Uint8())
 		case AttrStatHWCounters:
 			ad.Nested(func(nad *netlink.AttributeDecoder) error { return decodeCounters(nad, &q.Counters) })
 		case AttrResQP:
@@ -85,7 +88,7 @@ func (c *Client) QPCounters(devIndex, port uint32, fn func(*QPCounter) error) er
 					dev.DevIndex = ad.Uint32()
 					dev.add(AttrDevIndex)
 				case AttrDevName:
-					dev.DevName = ad.String()
+					dev.Device = ad.String()
 					dev.add(AttrDevName)
 				case AttrStatCounter:
 					ad.Nested(func(table *netlink.AttributeDecoder) error {
@@ -186,4 +189,13 @@ func (c *Client) UnbindQPCounterAll(devIndex, port, counterID uint32) ([]uint32,
 		}
 	}
 	return q.LQPNs, nil
+}
+
+func containsFold(list []string, s string) bool {
+	for _, v := range list {
+		if strings.EqualFold(v, s) {
+			return true
+		}
+	}
+	return false
 }

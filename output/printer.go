@@ -150,11 +150,25 @@ func (p *Printer) String(m Mode, key, format, value string) {
 	}
 }
 
+// Untrusted prints a string field that came from outside this host (a
+// peer's interface name, driver, failure message): like String, but
+// passed through Escape in JSON too. JSON escapes C0 controls but carries
+// DEL, C1 controls (U+009B is a CSI) and bidi overrides as they are, and
+// invalid UTF-8 makes it unreadable; `jq -r` would print them raw. Both
+// modes carry the same escaped text.
+func (p *Printer) Untrusted(m Mode, key, format, value string) {
+	p.String(m, key, format, Escape(value))
+}
+
 // Escape makes a string safe to print on a terminal: each byte of what is
-// not printable (control characters such as ESC, C1 controls, invalid
-// UTF-8, Unicode format characters such as bidi overrides) becomes \xNN.
-// Printable text, UTF-8 included, is unchanged, so ordinary names print as
-// iproute2 rdma prints them (rdma prints every byte raw).
+// not printable (C0 controls such as ESC, CR and newline, DEL, C1
+// controls such as U+009B, invalid UTF-8, Unicode format and separator
+// characters such as bidi overrides) becomes \xNN. Printable text, UTF-8
+// included, is unchanged, so ordinary names print as iproute2 rdma prints
+// them (rdma prints every byte raw). Its result is printable, so
+// Escape(Escape(s)) == Escape(s): a value escaped where it was received
+// may be escaped again where it is printed. It is the one escape for
+// untrusted text: /proc names, and whatever a peer sends.
 func Escape(s string) string {
 	i := 0
 	for i < len(s) && s[i] >= 0x20 && s[i] < 0x7f {

@@ -2,8 +2,10 @@ package output
 
 import (
 	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // render prints two records the way rdma dev does, in the given mode.
@@ -130,5 +132,42 @@ func TestEscape(t *testing.T) {
 	p.Flush()
 	if !strings.Contains(b.String(), `"comm":"\u001b[2Jx"`) {
 		t.Errorf("JSON %q", b.String())
+	}
+}
+
+// TestUntrusted plays a peer that sends terminal controls: ESC and OSC
+// sequences (OSC 52 sets the clipboard, OSC 0 the title), a C1 CSI
+// (U+009B, and the bare byte 0x9b), DEL, CR and invalid UTF-8 come out as
+// \xNN in text and JSON alike; the JSON is valid and decodes to the text
+// printed.
+func TestUntrusted(t *testing.T) {
+	const evil = "eth0\x1b]52;c;cm0gLXJmIH4=\x07\x1b]0;title\x1b\\\r\x1b[2K\xc2\x9b1A\x9b\x7fok\xff"
+	const want = `eth0\x1b]52;c;cm0gLXJmIH4=\x07\x1b]0;title\x1b\\x0d\x1b[2K\xc2\x9b1A\x9b\x7fok\xff`
+	var b bytes.Buffer
+	p := New(&b, Options{})
+	p.Untrusted(Any, "ifname", "peer %s\n", evil)
+	p.Flush()
+	if b.String() != "peer "+want+"\n" {
+		t.Errorf("text %q, want %q", b.String(), "peer "+want+"\n")
+	}
+	for _, c := range b.String()[:b.Len()-1] {
+		if c < 0x20 || c == 0x7f || (c >= 0x80 && c < 0xa0) || c == utf8.RuneError {
+			t.Errorf("text carries %U", c)
+		}
+	}
+	b.Reset()
+	p = New(&b, Options{JSON: true})
+	p.StartPlain()
+	p.OpenObject("")
+	p.Untrusted(Any, "ifname", "", evil)
+	p.CloseObject()
+	p.EndPlain()
+	p.Flush()
+	var got struct{ Ifname string }
+	if err := json.Unmarshal(b.Bytes(), &got); err != nil || got.Ifname != want {
+		t.Errorf("JSON %q: %v, decodes to %q, want %q", b.String(), err, got.Ifname, want)
+	}
+	if Escape(want) != want {
+		t.Errorf("Escape is not idempotent: %q", Escape(want))
 	}
 }

@@ -1,6 +1,6 @@
 package ports
 
-import "github.com/grdma/grdma/uverbs"
+import "github.com/grdma/grdma/ib"
 
 // MTUSource says where a port's MTU comes from.
 type MTUSource string
@@ -34,14 +34,14 @@ const (
 // fits in the netdev MTU less the RoCE headers. rxe (rxe_set_mtu) reserves
 // 80 bytes and never goes below 256; the hardware drivers use the core's
 // iboe_get_mtu, which reserves 96 and yields no MTU below 352 bytes.
-func DeriveRoCEActiveMTU(driver string, netdevMTU int) uverbs.MTU {
+func DeriveRoCEActiveMTU(driver string, netdevMTU int) ib.MTU {
 	if driver == "rxe" {
-		return max(uverbs.LargestMTU(netdevMTU-rxeOverhead), uverbs.MTU256)
+		return max(ib.LargestMTU(netdevMTU-rxeOverhead), ib.MTU256)
 	}
-	return uverbs.LargestMTU(netdevMTU - iboeOverhead)
+	return ib.LargestMTU(netdevMTU - iboeOverhead)
 }
 
 // RoCEMaxMTU is the max_mtu RoCE drivers report (rxe and mlx5 both
 // IB_MTU_4096): the largest MTU RoCE defines, and the most
 // DeriveRoCEActiveMTU returns.
-const RoCEMaxMTU = uverbs.MTU4096
+const RoCEMaxMTU = ib.MTU4096

@@ -10,6 +10,7 @@ import (
 	"math"
 
 	"github.com/grdma/grdma/ib"
+	"github.com/grdma/grdma/locator"
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/sysfs"
 	"github.com/grdma/grdma/uverbs"
@@ -22,16 +23,16 @@ type Port struct {
 	Port      uint32
 	State     ib.PortState
 	PhysState ib.PhysState
-	LinkLayer string // "InfiniBand", "Ethernet"
+	LinkLayer ib.LinkLayer
 
-	Width Width
-	Speed Speed
+	Width ib.Width
+	Speed ib.Speed
 	// RateDeciGbps is the nominal rate (lanes × per-lane rate) in tenths of
 	// Gb/s, as sysfs rate gives it: 1000 for 4X EDR.
 	RateDeciGbps int
 
-	ActiveMTU uverbs.MTU
-	MaxMTU    uverbs.MTU
+	ActiveMTU ib.MTU
+	MaxMTU    ib.MTU
 	MTUSource MTUSource
 	// MTUNote says why the MTU is not from verbs (the uverbs error).
 	MTUNote string
@@ -79,7 +80,7 @@ type Reader struct {
 	// see. Without it, sysfs alone is read.
 	Netlink Netlink
 	// OpenVerbs opens the uverbs device of an RDMA device; nil opens the
-	// node netlink names (uverbs.OpenNode), else uverbs.Open on Sysfs.
+	// one netlink or else sysfs names (locator.Open).
 	OpenVerbs func(dev string) (PortQuerier, error)
 }
 
@@ -87,7 +88,7 @@ type Reader struct {
 // port of it (0 for all ports), ordered by device name and port number.
 // Equivalent to `grdma port show [DEV[/PORT]]`. A device that vanishes while
 // being read is left out, unless it is the one asked for; a device or port
-// that does not exist is a *sysfs.NotFoundError.
+// that does not exist is a *ib.NotFoundError.
 func (r *Reader) Read(dev string, port uint32) ([]Port, error) {
 	devices, err := r.listDevices()
 	if err != nil {
@@ -110,7 +111,7 @@ func (r *Reader) Read(dev string, port uint32) ([]Port, error) {
 		result = append(result, ports...)
 	}
 	if dev != "" && !found {
-		return nil, &sysfs.NotFoundError{Device: dev}
+		return nil, &ib.NotFoundError{Device: dev}
 	}
 	return result, nil
 }
@@ -162,7 +163,7 @@ func (r *Reader) readDevice(d device, want uint32) ([]Port, error) {
 		}
 		if want != 0 {
 			if ports = filterPort(ports, want); len(ports) == 0 {
-				return nil, &sysfs.NotFoundError{Device: d.name, Port: want}
+				return nil, &ib.NotFoundError{Device: d.name, Port: want}
 			}
 		}
 		verbs, openErr := r.openVerbs(d)
@@ -185,7 +186,7 @@ func (r *Reader) readDevice(d device, want uint32) ([]Port, error) {
 	if want != 0 {
 		ports = filterPort(ports, want)
 		if len(ports) == 0 {
-			return nil, &sysfs.NotFoundError{Device: d.name, Port: want}
+			return nil, &ib.NotFoundError{Device: d.name, Port: want}
 		}
 	}
 	verbs, openErr := r.openVerbs(d)
@@ -214,25 +215,14 @@ func (r *Reader) fromSysfs(ports []Port, verbs PortQuerier, openErr error) error
 	return nil
 }
 
-// chardever names a device's uverbs node; *nldev.Client is one.
-type chardever interface {
-	Chardev(devIndex uint32, typ string) (nldev.Chardev, error)
-}
-
-// openVerbs opens the uverbs device of d: with r.OpenVerbs, or from the
-// node netlink names (no sysfs walk), or else as uverbs.Open finds it.
+// openVerbs opens the uverbs device of d: with r.OpenVerbs, or as
+// locator.Open finds it (the node netlink names, else sysfs's).
 func (r *Reader) openVerbs(d device) (PortQuerier, error) {
 	if r.OpenVerbs != nil {
 		return r.OpenVerbs(d.name)
 	}
-	if c, ok := r.Netlink.(chardever); ok {
-		// Without an answer (an old kernel), uverbs.Open finds the node
-		// and says why it cannot.
-		if ch, err := c.Chardev(d.index, "uverbs"); err == nil {
-			return uverbs.OpenNode(r.Sysfs, d.name, uverbs.NodeOf(ch))
-		}
-	}
-	return uverbs.Open(r.Sysfs, d.name)
+	nl, _ := r.Netlink.(locator.Chardever)
+	return locator.Open(r.Sysfs, nl, d.index, d.name)
 }
 
 // errPortBeyondVerbs: the uverbs ABI numbers ports in 8 bits (a switchdev
@@ -252,26 +242,23 @@ func (r *Reader) fromVerbs(ports []Port, verbs PortQuerier) (bool, error) {
 		if attrs[i], err = verbs.QueryPort(uint8(p.Port)); err != nil {
 			return false, nil
 		}
-		if attrs[i].LinkLayer == uverbs.LinkLayerEthernet && p.Netdev == "" {
+		if attrs[i].LinkLayer == ib.LinkLayerEthernet && p.Netdev == "" {
 			return false, nil
 		}
 	}
 	for i := range ports {
 		p, attr := &ports[i], attrs[i]
-		// The names sysfs gives (show_port_link_layer).
-		switch attr.LinkLayer {
-		case uverbs.LinkLayerUnspecified, uverbs.LinkLayerInfiniBand:
-			p.LinkLayer = sysfs.LinkLayerInfiniBand
-		case uverbs.LinkLayerEthernet:
-			p.LinkLayer = sysfs.LinkLayerEthernet
-		default:
-			p.LinkLayer = "Unknown"
+		// As sysfs names it (show_port_link_layer): unspecified is
+		// InfiniBand.
+		p.LinkLayer = attr.LinkLayer
+		if p.LinkLayer == ib.LinkLayerUnspecified {
+			p.LinkLayer = ib.LinkLayerInfiniBand
 		}
-		p.Width, p.Speed = Width(attr.ActiveWidth), Speed(attr.ActiveSpeed)
-		if p.Speed >= SpeedNDR {
+		p.Width, p.Speed = attr.ActiveWidth, ib.Speed(attr.ActiveSpeed)
+		if p.Speed >= ib.SpeedNDR {
 			// The write ABI clamps XDR and later to NDR: sysfs knows.
 			if rate, err := r.Sysfs.PortRate(p.Device, p.Port); err == nil && rate.Lanes != 0 {
-				p.Speed, _ = ParseSpeed(rate.Speed)
+				p.Speed, _ = ib.ParseSpeed(rate.Speed)
 			}
 		}
 		p.RateDeciGbps = p.Width.Lanes() * p.Speed.LaneDeciGbps()
@@ -332,11 +319,11 @@ func (r *Reader) addSysfs(p *Port, sysDev sysfs.Device) error {
 		return err
 	}
 	if rate.Lanes != 0 {
-		p.Width = WidthFromLanes(rate.Lanes)
-		p.Speed, _ = ParseSpeed(rate.Speed)
+		p.Width = ib.WidthFromLanes(rate.Lanes)
+		p.Speed, _ = ib.ParseSpeed(rate.Speed)
 		p.RateDeciGbps = rate.DeciGbps
 	}
-	if p.Netdev == "" && p.LinkLayer == sysfs.LinkLayerEthernet {
+	if p.Netdev == "" && p.LinkLayer == ib.LinkLayerEthernet {
 		if p.Netdev, err = r.roceNetdev(p, sysDev); err != nil {
 			return err
 		}
@@ -363,8 +350,8 @@ func (r *Reader) addNetdevMTU(p *Port) error {
 // roceNetdev finds a RoCE port's netdev without netlink: the parent of a
 // software device, else the netdev of GID 0, the port's default GID.
 func (r *Reader) roceNetdev(p *Port, sysDev sysfs.Device) (string, error) {
-	if sysDev.Parent != "" {
-		return sysDev.Parent, nil
+	if sysDev.Netdev != "" {
+		return sysDev.Netdev, nil
 	}
 	g, err := r.Sysfs.GIDAttr(p.Device, p.Port, 0)
 	return g.Netdev, err
@@ -386,14 +373,14 @@ func (r *Reader) addMTU(ports []Port, driver string, verbs PortQuerier, openErr 
 			if attr, err = verbs.QueryPort(uint8(p.Port)); err == nil {
 				p.ActiveMTU, p.MaxMTU, p.MTUSource = attr.ActiveMTU, attr.MaxMTU, MTUFromVerbs
 				if p.Width == 0 { // sysfs could not print the rate
-					p.Width, p.Speed = Width(attr.ActiveWidth), Speed(attr.ActiveSpeed)
+					p.Width, p.Speed = attr.ActiveWidth, ib.Speed(attr.ActiveSpeed)
 					p.RateDeciGbps = p.Width.Lanes() * p.Speed.LaneDeciGbps()
 				}
 				continue
 			}
 		}
 		p.MTUNote = err.Error()
-		if p.LinkLayer == sysfs.LinkLayerEthernet && p.NetdevMTU > 0 {
+		if p.LinkLayer == ib.LinkLayerEthernet && p.NetdevMTU > 0 {
 			p.ActiveMTU = DeriveRoCEActiveMTU(driver, p.NetdevMTU)
 			p.MaxMTU, p.MTUSource = RoCEMaxMTU, MTUDerived
 		} else {
@@ -405,7 +392,7 @@ func (r *Reader) addMTU(ports []Port, driver string, verbs PortQuerier, openErr 
 // PMACounters reads the sysfs PMA counters (sysfs.FS.PMACounters) of each
 // port as counter sets, for `grdma stat show --pma`: a port without any is
 // left out and missing, when set, is told.
-func PMACounters(sys sysfs.FS, refs []nldev.PortRef, missing func(nldev.PortRef)) ([]nldev.PortCounters, error) {
+func PMACounters(sys sysfs.FS, refs []nldev.DevicePort, missing func(nldev.DevicePort)) ([]nldev.PortCounters, error) {
 	out := make([]nldev.PortCounters, 0, len(refs))
 	for _, r := range refs {
 		pma, err := sys.PMACounters(r.Device.Name, r.Port)
@@ -418,7 +405,7 @@ func PMACounters(sys sysfs.FS, refs []nldev.PortRef, missing func(nldev.PortRef)
 			}
 			continue
 		}
-		pc := nldev.PortCounters{DevIndex: r.Device.Index, DevName: r.Device.Name, Port: r.Port}
+		pc := nldev.PortCounters{DevIndex: r.Device.Index, Device: r.Device.Name, Port: r.Port}
 		for _, c := range pma {
 			pc.Counters = append(pc.Counters, nldev.Counter{Name: c.Name, Value: c.Value})
 		}

@@ -46,18 +46,18 @@ func TestReadSysfsOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []Port{{
-		Device: "mlx5_0", Port: 1, State: ib.PortActive, PhysState: ib.PhysLinkUp, LinkLayer: "Ethernet",
-		Width: Width4X, Speed: SpeedEDR, RateDeciGbps: 1000,
-		ActiveMTU: uverbs.MTU4096, MaxMTU: uverbs.MTU4096, MTUSource: MTUDerived, // 9000 - 96
+		Device: "mlx5_0", Port: 1, State: ib.PortActive, PhysState: ib.PhysLinkUp, LinkLayer: ib.LinkLayerEthernet,
+		Width: ib.Width4X, Speed: ib.SpeedEDR, RateDeciGbps: 1000,
+		ActiveMTU: ib.MTU4096, MaxMTU: ib.MTU4096, MTUSource: MTUDerived, // 9000 - 96
 		Netdev: "ens1f0np0", NetdevMTU: 9000, CapFlags: 0x04010000,
 	}, {
-		Device: "mlx5_1", Port: 1, State: ib.PortDown, PhysState: ib.PhysDisabled, LinkLayer: "Ethernet",
-		Width: Width4X, Speed: SpeedQDR, RateDeciGbps: 400,
-		ActiveMTU: uverbs.MTU1024, MaxMTU: uverbs.MTU4096, MTUSource: MTUDerived, // 1500 - 96
+		Device: "mlx5_1", Port: 1, State: ib.PortDown, PhysState: ib.PhysDisabled, LinkLayer: ib.LinkLayerEthernet,
+		Width: ib.Width4X, Speed: ib.SpeedQDR, RateDeciGbps: 400,
+		ActiveMTU: ib.MTU1024, MaxMTU: ib.MTU4096, MTUSource: MTUDerived, // 1500 - 96
 		Netdev: "ens1f1np1", NetdevMTU: 1500, CapFlags: 0x04010000,
 	}, {
-		Device: "mlx5_2", Port: 1, State: ib.PortActive, PhysState: ib.PhysLinkUp, LinkLayer: "InfiniBand",
-		Width: Width4X, Speed: SpeedHDR, RateDeciGbps: 2000,
+		Device: "mlx5_2", Port: 1, State: ib.PortActive, PhysState: ib.PhysLinkUp, LinkLayer: ib.LinkLayerInfiniBand,
+		Width: ib.Width4X, Speed: ib.SpeedHDR, RateDeciGbps: 2000,
 		MTUSource: MTUUnknown, // IB: only verbs know the negotiated MTU
 		LID:       5, SMLID: 1, CapFlags: 0xa651e848,
 	}} // mlx5_3 vanished after being listed
@@ -94,7 +94,7 @@ func TestReadCapturedRxeAgreesWithIbvDevinfo(t *testing.T) {
 				"state":        fmt.Sprintf("PORT_%s (%d)", p.State, p.State),
 				"max_mtu":      fmt.Sprintf("%s (%d)", p.MaxMTU, p.MaxMTU),
 				"active_mtu":   fmt.Sprintf("%s (%d)", p.ActiveMTU, p.ActiveMTU),
-				"link_layer":   p.LinkLayer,
+				"link_layer":   p.LinkLayer.String(),
 				"active_width": fmt.Sprintf("%s (%d)", p.Width, p.Width),
 				"active_speed": fmt.Sprintf("%.1f Gbps (%d)", float64(p.Speed.LaneDeciGbps())/10, p.Speed),
 				"phys_state":   fmt.Sprintf("%s (%d)", p.PhysState, p.PhysState),
@@ -170,11 +170,11 @@ func (f *fakeNetlink) PortsOf(d nldev.Device) ([]nldev.Port, error) {
 var hcaNetlink = &fakeNetlink{
 	devices: []nldev.Device{{Index: 1, Name: "mlx5_0"}, {Index: 3, Name: "mlx5_2"}, {Index: 4, Name: "mlx5_3"}},
 	ports: map[uint32][]nldev.Port{
-		1: {{DevIndex: 1, DevName: "mlx5_0", Port: 1, State: ib.PortActive, PhysState: ib.PhysLinkUp,
+		1: {{DevIndex: 1, Device: "mlx5_0", Port: 1, State: ib.PortActive, PhysState: ib.PhysLinkUp,
 			NetdevIndex: 4, Netdev: "ens1f0np0"}},
-		3: {{DevIndex: 3, DevName: "mlx5_2", Port: 1, State: ib.PortActive, PhysState: ib.PhysLinkUp,
+		3: {{DevIndex: 3, Device: "mlx5_2", Port: 1, State: ib.PortActive, PhysState: ib.PhysLinkUp,
 			LID: 5, SMLID: 1, SubnetPrefix: 0xfe80000000000000, CapFlags: 0xa651e848}},
-		4: {{DevIndex: 4, DevName: "mlx5_3", Port: 1, State: ib.PortActive, PhysState: ib.PhysLinkUp}},
+		4: {{DevIndex: 4, Device: "mlx5_3", Port: 1, State: ib.PortActive, PhysState: ib.PhysLinkUp}},
 	},
 }
 
@@ -201,8 +201,8 @@ func TestReadNetlinkAndVerbs(t *testing.T) {
 			// QUERY_PORT says what the captured tree's sysfs says; a
 			// vanished device cannot be opened.
 			attr := map[string]uverbs.PortAttr{
-				"mlx5_0": {ActiveMTU: uverbs.MTU2048, MaxMTU: uverbs.MTU4096, ActiveWidth: 2, ActiveSpeed: 32, LinkLayer: uverbs.LinkLayerEthernet},
-				"mlx5_2": {ActiveMTU: uverbs.MTU2048, MaxMTU: uverbs.MTU4096, ActiveWidth: 2, ActiveSpeed: 64, LinkLayer: uverbs.LinkLayerInfiniBand},
+				"mlx5_0": {ActiveMTU: ib.MTU2048, MaxMTU: ib.MTU4096, ActiveWidth: 2, ActiveSpeed: 32, LinkLayer: ib.LinkLayerEthernet},
+				"mlx5_2": {ActiveMTU: ib.MTU2048, MaxMTU: ib.MTU4096, ActiveWidth: 2, ActiveSpeed: 64, LinkLayer: ib.LinkLayerInfiniBand},
 			}
 			a, ok := attr[dev]
 			if !ok {
@@ -218,14 +218,14 @@ func TestReadNetlinkAndVerbs(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []Port{{
-		Device: "mlx5_0", DevIndex: 1, Port: 1, State: ib.PortActive, PhysState: ib.PhysLinkUp, LinkLayer: "Ethernet",
-		Width: Width4X, Speed: SpeedEDR, RateDeciGbps: 1000,
-		ActiveMTU: uverbs.MTU2048, MaxMTU: uverbs.MTU4096, MTUSource: MTUFromVerbs,
+		Device: "mlx5_0", DevIndex: 1, Port: 1, State: ib.PortActive, PhysState: ib.PhysLinkUp, LinkLayer: ib.LinkLayerEthernet,
+		Width: ib.Width4X, Speed: ib.SpeedEDR, RateDeciGbps: 1000,
+		ActiveMTU: ib.MTU2048, MaxMTU: ib.MTU4096, MTUSource: MTUFromVerbs,
 		Netdev: "ens1f0np0", NetdevIndex: 4, NetdevMTU: 9000,
 	}, {
-		Device: "mlx5_2", DevIndex: 3, Port: 1, State: ib.PortActive, PhysState: ib.PhysLinkUp, LinkLayer: "InfiniBand",
-		Width: Width4X, Speed: SpeedHDR, RateDeciGbps: 2000,
-		ActiveMTU: uverbs.MTU2048, MaxMTU: uverbs.MTU4096, MTUSource: MTUFromVerbs,
+		Device: "mlx5_2", DevIndex: 3, Port: 1, State: ib.PortActive, PhysState: ib.PhysLinkUp, LinkLayer: ib.LinkLayerInfiniBand,
+		Width: ib.Width4X, Speed: ib.SpeedHDR, RateDeciGbps: 2000,
+		ActiveMTU: ib.MTU2048, MaxMTU: ib.MTU4096, MTUSource: MTUFromVerbs,
 		LID: 5, SMLID: 1, SubnetPrefix: 0xfe80000000000000, CapFlags: 0xa651e848,
 	}}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -254,7 +254,7 @@ func TestReadVerbsFallbacks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p := got[0]; p.MTUSource != MTUDerived || p.ActiveMTU != uverbs.MTU1024 || !strings.Contains(p.MTUNote, "QUERY_PORT") {
+	if p := got[0]; p.MTUSource != MTUDerived || p.ActiveMTU != ib.MTU1024 || !strings.Contains(p.MTUNote, "QUERY_PORT") {
 		t.Errorf("port = %+v, want an MTU derived after QUERY_PORT failed", p)
 	}
 
@@ -272,7 +272,7 @@ func TestReadVerbsFallbacks(t *testing.T) {
 
 func TestReadNotFound(t *testing.T) {
 	r := &Reader{Sysfs: mustFS(t, hcaRoot)}
-	var nf *sysfs.NotFoundError
+	var nf *ib.NotFoundError
 	if _, err := r.Read("mlx5_9", 0); !errors.As(err, &nf) || err.Error() != "RDMA device mlx5_9 not found" {
 		t.Errorf("Read(mlx5_9) = %v", err)
 	}
@@ -293,19 +293,19 @@ func TestDeriveRoCEActiveMTU(t *testing.T) {
 	tests := []struct {
 		driver    string
 		netdevMTU int
-		want      uverbs.MTU
+		want      ib.MTU
 	}{
-		{"rxe", 1500, uverbs.MTU1024}, // captured: ibv_devinfo active_mtu 1024
-		{"rxe", 9000, uverbs.MTU4096}, // captured
-		{"rxe", 4200, uverbs.MTU4096}, // captured
-		{"rxe", 4176, uverbs.MTU4096},
-		{"rxe", 4175, uverbs.MTU2048},
-		{"rxe", 300, uverbs.MTU256}, // rxe_set_mtu's floor
-		{"mlx5_core", 1500, uverbs.MTU1024},
-		{"mlx5_core", 4192, uverbs.MTU4096},
-		{"mlx5_core", 4191, uverbs.MTU2048},
-		{"mlx5_core", 9000, uverbs.MTU4096},
-		{"mlx5_core", 352, uverbs.MTU256},
+		{"rxe", 1500, ib.MTU1024}, // captured: ibv_devinfo active_mtu 1024
+		{"rxe", 9000, ib.MTU4096}, // captured
+		{"rxe", 4200, ib.MTU4096}, // captured
+		{"rxe", 4176, ib.MTU4096},
+		{"rxe", 4175, ib.MTU2048},
+		{"rxe", 300, ib.MTU256}, // rxe_set_mtu's floor
+		{"mlx5_core", 1500, ib.MTU1024},
+		{"mlx5_core", 4192, ib.MTU4096},
+		{"mlx5_core", 4191, ib.MTU2048},
+		{"mlx5_core", 9000, ib.MTU4096},
+		{"mlx5_core", 352, ib.MTU256},
 		{"mlx5_core", 351, 0},
 	}
 	for _, tt := range tests {
@@ -324,42 +324,6 @@ func TestDeriveMatchesCapturedSweep(t *testing.T) {
 		if want := fmt.Sprintf("%s (%d)", m, m); dev["active_mtu"] != want {
 			t.Errorf("netdev MTU %d: ibv_devinfo active_mtu %q, derived %q", mtu, dev["active_mtu"], want)
 		}
-	}
-}
-
-func TestWidthAndSpeed(t *testing.T) {
-	widths := map[Width]string{Width1X: "1X", Width2X: "2X", Width4X: "4X", Width8X: "8X", Width12X: "12X", 3: ""}
-	for w, name := range widths {
-		if w.String() != name {
-			t.Errorf("Width(%d).String() = %q, want %q", w, w.String(), name)
-		}
-		if name != "" && WidthFromLanes(w.Lanes()) != w {
-			t.Errorf("WidthFromLanes(%d) = %v, want %v", w.Lanes(), WidthFromLanes(w.Lanes()), w)
-		}
-	}
-	if WidthFromLanes(3) != 0 {
-		t.Error("WidthFromLanes(3) is a width")
-	}
-	tests := []struct {
-		name string
-		want Speed
-		deci int
-	}{
-		{"SDR", SpeedSDR, 25}, {"", SpeedSDR, 25}, {"DDR", SpeedDDR, 50}, {"QDR", SpeedQDR, 100},
-		{"FDR10", SpeedFDR10, 100}, {"FDR", SpeedFDR, 140}, {"EDR", SpeedEDR, 250},
-		{"HDR", SpeedHDR, 500}, {"NDR", SpeedNDR, 1000}, {"XDR", SpeedXDR, 2000},
-	}
-	for _, tt := range tests {
-		s, ok := ParseSpeed(tt.name)
-		if !ok || s != tt.want || s.LaneDeciGbps() != tt.deci || (tt.name != "" && s.String() != tt.name) {
-			t.Errorf("ParseSpeed(%q) = %v (%d), %v", tt.name, s, s.LaneDeciGbps(), ok)
-		}
-	}
-	if _, ok := ParseSpeed("GDR"); ok {
-		t.Error("ParseSpeed(GDR) succeeded")
-	}
-	if Speed(512).String() != "" || Speed(512).LaneDeciGbps() != 0 {
-		t.Error("an unknown speed code has a name or rate")
 	}
 }
 

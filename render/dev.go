@@ -68,7 +68,7 @@ func caps(p *output.Printer, names []string) {
 func Link(p *output.Printer, port *nldev.Port, details bool) {
 	p.OpenObject("")
 	p.Uint(output.JSONOnly, "ifindex", "", uint64(port.DevIndex))
-	p.String(output.Any, "ifname", "link %s/", port.DevName)
+	p.String(output.Any, "ifname", "link %s/", port.Device)
 	p.Uint(output.Any, "port", "%s ", uint64(port.Port))
 	if port.Has(nldev.AttrSubnetPrefix) {
 		p.String(output.Any, "subnet_prefix", "subnet_prefix %s ", nldev.FormatGUID(port.SubnetPrefix))
@@ -138,7 +138,7 @@ func Event(p *output.Printer, e *nldev.Event) {
 		p.Uint(output.Any, "rdma_index", "dev %s", uint64(e.DevIndex))
 	}
 	if e.Has(nldev.AttrDevName) {
-		p.String(output.Any, "rdma_dev", " %s", e.DevName)
+		p.String(output.Any, "rdma_dev", " %s", e.Device)
 	}
 	if e.Has(nldev.AttrPortIndex) {
 		p.Uint(output.Any, "port", " port %s", uint64(e.Port))

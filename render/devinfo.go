@@ -16,12 +16,12 @@ func DevInfo(p *output.Printer, d *devinfo.Device) {
 	p.Uint(output.JSONOnly, "ifindex", "", uint64(d.Index))
 	p.String(output.Any, "hca_id", "%s:", d.Name)
 	p.String(output.Any, "driver", " driver %s", d.Driver)
-	if d.Parent == nil {
+	if d.BusDevice == nil {
 		p.Null(output.JSONOnly, "parent", "")
 	} else {
 		p.OpenObject("parent")
-		p.String(output.Any, "bus", " parent %s", d.Parent.Bus)
-		p.String(output.Any, "name", ":%s", d.Parent.Name)
+		p.String(output.Any, "bus", " parent %s", d.BusDevice.Bus)
+		p.String(output.Any, "name", ":%s", d.BusDevice.Name)
 		p.CloseObject()
 	}
 	chardev(p, "uverbs", d.Uverbs)

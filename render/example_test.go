@@ -25,16 +25,12 @@ func Example() {
 	defer c.Close()
 	comm := proc.CommNames(os.DirFS(rec + "root"))
 
-	sel, err := nldev.ParseResSelect(nldev.ResQP, []string{"link", "rxe0/1"})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
+	sel := nldev.ResSelect{Type: nldev.ResQP, Device: "rxe0", Port: 1}
 	var qps bytes.Buffer
 	p := output.New(&qps, output.Options{})
 	rs := render.NewResources(p, render.ResOptions{Comm: comm})
 	p.StartList()
-	err = c.ResList(sel, comm, func(o nldev.ResObject) error {
+	err := c.ResList(sel, comm, func(o nldev.ResObject) error {
 		rs.Object(o)
 		return nil
 	}, nil)

@@ -1,6 +1,7 @@
 package render
 
 import (
+	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/output"
 	"github.com/grdma/grdma/ports"
 )
@@ -10,14 +11,14 @@ import (
 // test for them; details (-d) adds max_mtu, mtu_source, netdev_mtu and
 // mtu_note to the text.
 func Port(p *output.Printer, port *ports.Port, details bool) {
-	ib := port.LinkLayer == "InfiniBand"
+	infiniBand := port.LinkLayer == ib.LinkLayerInfiniBand
 	p.OpenObject("")
 	p.Uint(output.JSONOnly, "ifindex", "", uint64(port.DevIndex))
 	p.String(output.Any, "ifname", "port %s/", port.Device)
 	p.Uint(output.Any, "port", "%s ", uint64(port.Port))
 	p.String(output.Any, "state", "state %s ", port.State.String())
 	p.String(output.Any, "physical_state", "physical_state %s ", port.PhysState.String())
-	p.String(output.Any, "link_layer", "link_layer %s ", port.LinkLayer)
+	p.String(output.Any, "link_layer", "link_layer %s ", port.LinkLayer.String())
 	p.String(output.Any, "width", "width %s ", port.Width.String())
 	p.String(output.Any, "speed", "speed %s ", port.Speed.String())
 	decimals := 0
@@ -49,7 +50,7 @@ func Port(p *output.Printer, port *ports.Port, details bool) {
 	}
 	p.Uint(output.Any, "netdev_mtu", netdevMTUFormat, uint64(port.NetdevMTU))
 	lidFormat, smLIDFormat, lmcFormat := "", "", ""
-	if ib {
+	if infiniBand {
 		lidFormat, smLIDFormat, lmcFormat = "lid %s ", "sm_lid %s ", "lmc %s "
 	}
 	p.Uint(output.Any, "lid", lidFormat, uint64(port.LID))

@@ -25,16 +25,18 @@ func ProbeResult(p *output.Printer, r *verbsprobe.Result, series *verbsprobe.Ser
 }
 
 // probeText prints the steps of r as a checklist, and with count the
-// timing summary of all runs.
+// timing summary of all runs. Every string passes through output.Escape:
+// between hosts, names, details and failure messages come from the peer,
+// and a peer's terminal controls must not rewrite a FAIL as a PASS.
 func probeText(p *output.Printer, r *verbsprobe.Result, series *verbsprobe.Series, count int) {
 	var b strings.Builder
-	fmt.Fprintf(&b, "probe %s/%d", r.Device, r.Port)
+	fmt.Fprintf(&b, "probe %s/%d", esc(r.Device), r.Port)
 	var about []string
 	if r.Driver != "" {
-		about = append(about, "driver "+r.Driver)
+		about = append(about, "driver "+esc(r.Driver))
 	}
 	if r.VerbsDevice != "" {
-		about = append(about, r.VerbsDevice)
+		about = append(about, esc(r.VerbsDevice))
 	}
 	if r.GIDIndex >= 0 {
 		about = append(about, fmt.Sprintf("GID %d %s", r.GIDIndex, r.GID))
@@ -59,27 +61,27 @@ func probeText(p *output.Printer, r *verbsprobe.Result, series *verbsprobe.Serie
 		if !s.OK {
 			mark = "FAIL"
 		}
-		fmt.Fprintf(&b, "  [%-4s] %-15s %9s", mark, s.Name, Duration(s.Duration))
+		fmt.Fprintf(&b, "  [%-4s] %-15s %9s", mark, esc(s.Name), Duration(s.Duration))
 		switch {
 		case s.Err != nil:
-			fmt.Fprintf(&b, "  %v", s.Err.Err)
+			fmt.Fprintf(&b, "  %s", esc(s.Err.Err.Error()))
 			if name := s.Err.ErrnoName(); name != "" {
 				fmt.Fprintf(&b, " (%s)", name)
 			}
 			if s.Err.Cause != "" {
-				fmt.Fprintf(&b, "\n  %-23s likely cause: %s", "", s.Err.Cause)
+				fmt.Fprintf(&b, "\n  %-23s likely cause: %s", "", esc(s.Err.Cause))
 			}
 		case s.Detail != "":
-			fmt.Fprintf(&b, "  %s", s.Detail)
+			fmt.Fprintf(&b, "  %s", esc(s.Detail))
 		}
 		b.WriteString("\n")
 	}
 	switch {
 	case r.Failed() != nil:
-		fmt.Fprintf(&b, "FAIL at %s\n", r.Failed().Name)
+		fmt.Fprintf(&b, "FAIL at %s\n", esc(r.Failed().Name))
 	case r.Unsupported != "":
-		fmt.Fprintf(&b, "NOT SUPPORTED: %s\n", r.Unsupported)
-	case r.Role != "":
+		fmt.Fprintf(&b, "NOT SUPPORTED: %s\n", esc(r.Unsupported))
+	case r.Peer != nil:
 		fmt.Fprintf(&b, "%s (%s)\n", passLine(r), Duration(r.Duration()))
 	case r.Traffic:
 		fmt.Fprintf(&b, "PASS: RC queue pair in RTS, SEND, RDMA WRITE and RDMA READ verified (%s)\n", Duration(r.Duration()))
@@ -91,7 +93,7 @@ func probeText(p *output.Printer, r *verbsprobe.Result, series *verbsprobe.Serie
 		fmt.Fprintf(&b, "\n%d runs of %d, %d passed\n", series.Runs, count, series.Passed)
 		fmt.Fprintf(&b, "  %-15s %9s %9s %9s\n", "step", "min", "median", "max")
 		for _, t := range append(steps, total) {
-			fmt.Fprintf(&b, "  %-15s %9s %9s %9s\n", t.Name, Duration(t.Min), Duration(t.Median), Duration(t.Max))
+			fmt.Fprintf(&b, "  %-15s %9s %9s %9s\n", esc(t.Name), Duration(t.Min), Duration(t.Median), Duration(t.Max))
 		}
 	}
 	p.Text(b.String())
@@ -114,16 +116,17 @@ func usec(d time.Duration) float64 { return math.Round(float64(d)/100) / 10 }
 
 // probeJSON prints r as one object: ifname, port, gid_index, ok and
 // steps, what the probe found, and with count the timing summary of all
-// runs.
+// runs. Strings are printed with Untrusted, escaped as in text (they may
+// come from the peer).
 func probeJSON(p *output.Printer, r *verbsprobe.Result, series *verbsprobe.Series, count int) {
 	p.OpenObject("")
-	p.String(output.JSONOnly, "ifname", "", r.Device)
+	p.Untrusted(output.JSONOnly, "ifname", "", r.Device)
 	p.Uint(output.JSONOnly, "port", "", uint64(r.Port))
-	p.String(output.JSONOnly, "driver", "", r.Driver)
-	p.String(output.JSONOnly, "uverbs", "", r.VerbsDevice)
+	p.Untrusted(output.JSONOnly, "driver", "", r.Driver)
+	p.Untrusted(output.JSONOnly, "uverbs", "", r.VerbsDevice)
 	p.Int(output.JSONOnly, "gid_index", "", int64(r.GIDIndex))
 	if r.GIDIndex >= 0 {
-		p.String(output.JSONOnly, "gid", "", r.GID.String())
+		p.Untrusted(output.JSONOnly, "gid", "", r.GID.String())
 	}
 	if r.LID != 0 {
 		p.Uint(output.JSONOnly, "lid", "", uint64(r.LID))
@@ -135,24 +138,24 @@ func probeJSON(p *output.Printer, r *verbsprobe.Result, series *verbsprobe.Serie
 	// Not ok either when interrupted before count runs.
 	p.OnOff(output.JSONOnly, "ok", "", r.OK() && series.Runs == count)
 	if r.Unsupported != "" {
-		p.String(output.JSONOnly, "unsupported", "", r.Unsupported)
+		p.Untrusted(output.JSONOnly, "unsupported", "", r.Unsupported)
 	}
 	p.Float(output.JSONOnly, "usec", "", usec(r.Duration()), 1)
 	p.OpenArray(output.JSONOnly, "steps", "")
 	for _, s := range r.Steps {
 		p.OpenObject("")
-		p.String(output.JSONOnly, "name", "", s.Name)
+		p.Untrusted(output.JSONOnly, "name", "", s.Name)
 		p.OnOff(output.JSONOnly, "ok", "", s.OK)
 		p.Float(output.JSONOnly, "usec", "", usec(s.Duration), 1)
-		p.String(output.JSONOnly, "detail", "", s.Detail)
+		p.Untrusted(output.JSONOnly, "detail", "", s.Detail)
 		errText := ""
 		if s.Err != nil {
 			errText = s.Err.Err.Error()
 		}
-		p.String(output.JSONOnly, "error", "", errText)
+		p.Untrusted(output.JSONOnly, "error", "", errText)
 		if s.Err != nil {
-			p.String(output.JSONOnly, "errno", "", s.Err.ErrnoName())
-			p.String(output.JSONOnly, "cause", "", s.Err.Cause)
+			p.Untrusted(output.JSONOnly, "errno", "", s.Err.ErrnoName())
+			p.Untrusted(output.JSONOnly, "cause", "", s.Err.Cause)
 		}
 		p.CloseObject()
 	}
@@ -170,7 +173,7 @@ func probeJSON(p *output.Printer, r *verbsprobe.Result, series *verbsprobe.Serie
 		p.OpenArray(output.JSONOnly, "steps", "")
 		for _, t := range steps {
 			p.OpenObject("")
-			p.String(output.JSONOnly, "name", "", t.Name)
+			p.Untrusted(output.JSONOnly, "name", "", t.Name)
 			timingJSON(p, t)
 			p.CloseObject()
 		}
@@ -189,28 +192,43 @@ func timingJSON(p *output.Printer, t verbsprobe.Timing) {
 	p.Float(output.JSONOnly, "max_usec", "", usec(t.Max), 1)
 }
 
+// shownPeer is the peer as the output shows it: a client's always (at
+// least its address), a server's once the peer's endpoint arrived; its
+// endpoint is empty until then.
+func shownPeer(r *verbsprobe.Result) (verbsprobe.Endpoint, bool) {
+	pr := r.Peer
+	switch {
+	case pr.Remote != nil:
+		return *pr.Remote, true
+	case pr.Role == verbsprobe.RoleClient:
+		return verbsprobe.Endpoint{}, true
+	}
+	return verbsprobe.Endpoint{}, false
+}
+
 // peerSummary is the text line about the peer: "client of 10.0.0.1:18515
 // (rxe0/1, GID 1 ::ffff:10.0.0.1, qpn 17), path MTU 1024".
 func peerSummary(r *verbsprobe.Result) string {
-	if r.Role == "" {
+	if r.Peer == nil {
 		return ""
 	}
-	rel := map[string]string{verbsprobe.RoleClient: "peer", verbsprobe.RoleServer: "serving"}[r.Role]
-	pe := r.Peer
+	pr := r.Peer
+	rel := map[string]string{verbsprobe.RoleClient: "peer", verbsprobe.RoleServer: "serving"}[pr.Role]
+	pe, shown := shownPeer(r)
 	switch {
-	case pe == nil:
+	case !shown:
 		return rel + ": none connected"
 	case pe.QPN == 0:
-		return rel + " " + pe.Host
+		return rel + " " + esc(pr.Host)
 	}
 	var about []string
-	if !pe.Pingpong {
-		about = append(about, pe.Name())
+	if !pr.Pingpong {
+		about = append(about, esc(pe.Name()))
 	} else {
 		about = append(about, "ibv_rc_pingpong")
 	}
 	if pe.GIDIndex >= 0 && !pe.GID.IsZero() {
-		if pe.Pingpong {
+		if pr.Pingpong {
 			about = append(about, "GID "+pe.GID.String())
 		} else {
 			about = append(about, fmt.Sprintf("GID %d %s", pe.GIDIndex, pe.GID))
@@ -219,23 +237,21 @@ func peerSummary(r *verbsprobe.Result) string {
 		about = append(about, fmt.Sprintf("LID %#x", pe.LID))
 	}
 	about = append(about, fmt.Sprintf("qpn %d", pe.QPN))
-	s := fmt.Sprintf("%s %s (%s)", rel, pe.Host, strings.Join(about, ", "))
-	if r.PathMTU != 0 {
-		s += fmt.Sprintf(", path MTU %d", r.PathMTU.Bytes())
+	s := fmt.Sprintf("%s %s (%s)", rel, esc(pr.Host), strings.Join(about, ", "))
+	if pr.PathMTU != 0 {
+		s += fmt.Sprintf(", path MTU %d", pr.PathMTU.Bytes())
 	}
 	return s
 }
 
 // passLine is the last line of a passing probe between two hosts.
 func passLine(r *verbsprobe.Result) string {
+	pr := r.Peer
 	test := verbsprobe.TestConnect
-	if r.Test != nil {
-		test = r.Test.Kind
+	if pr.Test != nil {
+		test = pr.Test.Kind
 	}
-	with := "the peer"
-	if r.Peer != nil {
-		with = r.Peer.Host
-	}
+	with := esc(pr.Host)
 	switch test {
 	case verbsprobe.TestConnect:
 		return fmt.Sprintf("PASS: RC queue pairs in RTS with %s", with)
@@ -243,10 +259,10 @@ func passLine(r *verbsprobe.Result) string {
 		return fmt.Sprintf("PASS: SEND, RDMA WRITE and RDMA READ with %s verified", with)
 	}
 	var parts []string
-	for _, m := range r.Measurements {
+	for _, m := range pr.Measurements {
 		parts = append(parts, measurementText(m))
 	}
-	return fmt.Sprintf("PASS: %s with %s: %s", r.Test, with, strings.Join(parts, "; "))
+	return fmt.Sprintf("PASS: %s with %s: %s", esc(pr.Test.String()), with, strings.Join(parts, "; "))
 }
 
 func measurementText(m verbsprobe.Measurement) string {
@@ -258,51 +274,48 @@ func measurementText(m verbsprobe.Measurement) string {
 	return fmt.Sprintf("%d × %d bytes in %s, %.3f Gb/s, %.4f Mmsg/s", m.Iters, m.Size, Duration(m.Elapsed), m.BWGbps(), m.MsgRateMpps())
 }
 
+// esc is output.Escape, for text put together here.
+var esc = output.Escape
+
 // us is d in microseconds.
 func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
 // peerJSON adds role, test, path MTU, peer and results to a probe's JSON
 // object.
 func peerJSON(p *output.Printer, r *verbsprobe.Result) {
-	if r.Role == "" {
+	pr := r.Peer
+	if pr == nil {
 		return
 	}
-	p.String(output.JSONOnly, "role", "", r.Role)
-	if r.Test != nil {
-		p.OpenObject("test")
-		p.String(output.JSONOnly, "kind", "", string(r.Test.Kind))
-		if r.Test.Op != "" {
-			p.String(output.JSONOnly, "op", "", string(r.Test.Op))
-		}
-		p.Uint(output.JSONOnly, "size", "", uint64(r.Test.Size))
-		if r.Test.Iters != 0 && r.Test.Duration == 0 {
-			p.Uint(output.JSONOnly, "iters", "", uint64(r.Test.Iters))
-		}
-		if r.Test.Duration != 0 {
-			p.Float(output.JSONOnly, "duration_sec", "", r.Test.Duration.Seconds(), 3)
-		}
-		p.CloseObject()
+	p.Untrusted(output.JSONOnly, "role", "", pr.Role)
+	if t := pr.Test; t != nil {
+		testJSON(p, t)
 	}
-	if r.PathMTU != 0 {
-		p.Uint(output.JSONOnly, "path_mtu", "", uint64(r.PathMTU.Bytes()))
+	if pr.PathMTU != 0 {
+		p.Uint(output.JSONOnly, "path_mtu", "", uint64(pr.PathMTU.Bytes()))
 	}
-	if pe := r.Peer; pe != nil {
+	p.Uint(output.JSONOnly, "pinned_bytes", "", uint64(pr.Pinned))
+	if pe, shown := shownPeer(r); shown {
 		p.OpenObject("peer")
-		p.String(output.JSONOnly, "host", "", pe.Host)
-		if pe.Pingpong {
+		p.Untrusted(output.JSONOnly, "host", "", pr.Host)
+		if pr.Pingpong {
 			p.String(output.JSONOnly, "tool", "", "ibv_rc_pingpong")
 		} else {
-			p.String(output.JSONOnly, "ifname", "", pe.Ifname)
+			p.Untrusted(output.JSONOnly, "ifname", "", pe.Ifname)
 			p.Uint(output.JSONOnly, "port", "", uint64(pe.Port))
-			p.String(output.JSONOnly, "driver", "", pe.Driver)
-			p.String(output.JSONOnly, "link_layer", "", pe.LinkLayer)
+			p.Untrusted(output.JSONOnly, "driver", "", pe.Driver)
+			linkLayer := "" // a client whose peer never answered knows none
+			if pr.Remote != nil {
+				linkLayer = pe.LinkLayer.String()
+			}
+			p.Untrusted(output.JSONOnly, "link_layer", "", linkLayer)
 			p.Int(output.JSONOnly, "gid_index", "", int64(pe.GIDIndex))
 		}
 		if !pe.GID.IsZero() {
-			p.String(output.JSONOnly, "gid", "", pe.GID.String())
+			p.Untrusted(output.JSONOnly, "gid", "", pe.GID.String())
 		}
 		if pe.GIDType != "" {
-			p.String(output.JSONOnly, "gid_type", "", pe.GIDType)
+			p.Untrusted(output.JSONOnly, "gid_type", "", pe.GIDType)
 		}
 		p.Uint(output.JSONOnly, "lid", "", uint64(pe.LID))
 		p.Uint(output.JSONOnly, "qpn", "", uint64(pe.QPN))
@@ -312,12 +325,34 @@ func peerJSON(p *output.Printer, r *verbsprobe.Result) {
 		}
 		p.CloseObject()
 	}
+	resultsJSON(p, pr.Measurements)
+}
+
+// testJSON prints a test as the "test" object.
+func testJSON(p *output.Printer, t *verbsprobe.Test) {
+	p.OpenObject("test")
+	p.Untrusted(output.JSONOnly, "kind", "", string(t.Kind))
+	if t.Op != "" {
+		p.Untrusted(output.JSONOnly, "op", "", string(t.Op))
+	}
+	p.Uint(output.JSONOnly, "size", "", uint64(t.Size))
+	if t.Iters != 0 && t.Duration == 0 {
+		p.Uint(output.JSONOnly, "iters", "", uint64(t.Iters))
+	}
+	if t.Duration != 0 {
+		p.Float(output.JSONOnly, "duration_sec", "", t.Duration.Seconds(), 3)
+	}
+	p.CloseObject()
+}
+
+// resultsJSON prints measurements as the "results" array.
+func resultsJSON(p *output.Printer, ms []verbsprobe.Measurement) {
 	p.OpenArray(output.JSONOnly, "results", "")
-	for _, m := range r.Measurements {
+	for _, m := range ms {
 		p.OpenObject("")
-		p.String(output.JSONOnly, "test", "", string(m.Test))
+		p.Untrusted(output.JSONOnly, "test", "", string(m.Test))
 		if m.Op != "" {
-			p.String(output.JSONOnly, "op", "", string(m.Op))
+			p.Untrusted(output.JSONOnly, "op", "", string(m.Op))
 		}
 		p.Uint(output.JSONOnly, "size", "", uint64(m.Size))
 		p.Uint(output.JSONOnly, "iters", "", uint64(m.Iters))

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/output"
 )
@@ -44,7 +45,7 @@ func NewResources(p *output.Printer, o ResOptions) *Resources {
 func ResSummary(p *output.Printer, s *nldev.ResSummary) {
 	p.OpenObject("")
 	p.Uint(output.Any, "ifindex", "%s: ", uint64(s.DevIndex))
-	p.String(output.Any, "ifname", "%s: ", s.DevName)
+	p.String(output.Any, "ifname", "%s: ", s.Device)
 	for _, c := range s.Counts {
 		p.Uint(output.Any, c.Name, strings.ReplaceAll(c.Name, "%", "%%")+" %s ", c.Curr)
 	}
@@ -89,10 +90,10 @@ func linkField(p *output.Printer, index uint32, name string, port uint32, hasPor
 	p.Text("link " + name + "/" + text + " ")
 }
 
-func (rs *Resources) dev(r *nldev.Resource) { devField(rs.p, r.DevIndex, r.DevName) }
+func (rs *Resources) dev(r *nldev.Resource) { devField(rs.p, r.DevIndex, r.Device) }
 
 func (rs *Resources) link(r *nldev.Resource) {
-	linkField(rs.p, r.DevIndex, r.DevName, r.Port, r.Has(nldev.AttrPortIndex))
+	linkField(rs.p, r.DevIndex, r.Device, r.Port, r.Has(nldev.AttrPortIndex))
 }
 
 // num prints "name value " when the kernel sent the attribute.
@@ -199,7 +200,7 @@ func (rs *Resources) qp(q *nldev.QP) {
 	rs.num(r, nldev.AttrResLQPN, "lqpn", uint64(q.LQPN))
 	rs.num(r, nldev.AttrResRQPN, "rqpn", uint64(q.RQPN))
 	rs.str(r, nldev.AttrResType, "type", q.Type.String())
-	if q.Type == nldev.QPTypeDriver {
+	if q.Type == ib.QPTypeDriver {
 		rs.str(r, nldev.AttrResSubtype, "subtype", q.Subtype)
 	}
 	rs.str(r, nldev.AttrResState, "state", q.State.String())

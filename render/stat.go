@@ -24,7 +24,7 @@ func counterLines(p *output.Printer, counters []nldev.Counter) {
 // JSON, as in rdma.
 func Counters(p *output.Printer, pc *nldev.PortCounters) {
 	p.OpenObject("")
-	p.String(output.Any, "ifname", "link %s/", pc.DevName)
+	p.String(output.Any, "ifname", "link %s/", pc.Device)
 	p.Uint(output.Any, "port", "%s ", uint64(pc.Port))
 	counterLines(p, pc.Counters)
 	p.CloseObject()
@@ -38,7 +38,7 @@ func Rates(p *output.Printer, cur *nldev.PortCounters, rates []nldev.Rate, at ti
 	p.StartPlain()
 	p.OpenObject("")
 	p.String(output.JSONOnly, "time", "", at.UTC().Format(time.RFC3339Nano))
-	p.String(output.Any, "ifname", "link %s/", cur.DevName)
+	p.String(output.Any, "ifname", "link %s/", cur.Device)
 	p.Uint(output.Any, "port", "%s ", uint64(cur.Port))
 	p.Float(output.Any, "interval", "interval %ss ", secs, 3)
 	for _, r := range rates {
@@ -67,7 +67,7 @@ func OptionalCounters(p *output.Printer, st *nldev.PortCounters, supported bool)
 		}
 		if first {
 			p.OpenObject("")
-			p.String(output.Any, "ifname", "link %s/", st.DevName)
+			p.String(output.Any, "ifname", "link %s/", st.Device)
 			p.Uint(output.Any, "port", "%s ", uint64(st.Port))
 			p.OpenArray(output.Any, key, key)
 			p.Text(" ")
@@ -89,7 +89,7 @@ func OptionalCounters(p *output.Printer, st *nldev.PortCounters, supported bool)
 // (stat_mr_line in rdma/stat-mr.c).
 func MRCounters(p *output.Printer, m *nldev.MRCounters) {
 	p.OpenObject("")
-	devField(p, m.DevIndex, m.DevName)
+	devField(p, m.DevIndex, m.Device)
 	if m.Has(nldev.AttrResMRN) {
 		p.Uint(output.Any, "mrn", "mrn %s ", uint64(m.MRN))
 	}
@@ -102,7 +102,7 @@ func MRCounters(p *output.Printer, m *nldev.MRCounters) {
 // mode does.
 func QPCounterMode(p *output.Printer, m *nldev.QPCounterMode) {
 	p.OpenObject("")
-	linkField(p, m.DevIndex, m.DevName, m.Port, true)
+	linkField(p, m.DevIndex, m.Device, m.Port, true)
 	p.String(output.Any, "mode", "mode %s ", qpModeString(m))
 	p.CloseObject()
 	p.Newline()
@@ -137,7 +137,7 @@ func qpModeString(m *nldev.QPCounterMode) string {
 // key's fields.
 func FRMRPool(p *output.Printer, fp *nldev.FRMRPool, details bool) {
 	p.OpenObject("")
-	devField(p, fp.DevIndex, fp.DevName)
+	devField(p, fp.DevIndex, fp.Device)
 	num := func(has bool, name string, v uint64) {
 		if has {
 			p.Uint(output.Any, name, name+" %s ", v)

@@ -43,7 +43,7 @@ func parsePMAValue(name, text string) (uint64, bool) {
 // are left out; a port without a counters/ directory (rxe, RoCE on many
 // drivers) has none. Equivalent to `perfquery` without MADs.
 func (f FS) PMACounters(dev string, port uint32) ([]PMACounter, error) {
-	if err := checkName("RDMA device", dev); err != nil {
+	if err := CheckName("RDMA device", dev); err != nil {
 		return nil, err
 	}
 	dir := path.Join("sys/class/infiniband", dev, "ports", strconv.FormatUint(uint64(port), 10), "counters")
@@ -68,4 +68,29 @@ func (f FS) PMACounters(dev string, port uint32) ([]PMACounter, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
+}
+
+// PMACounter reads one PMA counter of a port (ports/P/counters/NAME),
+// converted as PMACounters converts it. ok is false when the port has no
+// such counter (no counters/ directory: rxe, RoCE on many drivers), the
+// device cannot read it (EINVAL, "N/A (no PMA)") or it has gone away.
+// Each read of a PMA counter is a MAD the kernel sends to the device's
+// firmware, so a reader that needs a few reads those alone.
+func (f FS) PMACounter(dev string, port uint32, name string) (v uint64, ok bool, err error) {
+	if err := CheckName("RDMA device", dev); err != nil {
+		return 0, false, err
+	}
+	if err := CheckName("PMA counter", name); err != nil {
+		return 0, false, err
+	}
+	s, err := f.ReadAttr(path.Join("class/infiniband", dev, "ports", strconv.FormatUint(uint64(port), 10), "counters", name))
+	switch {
+	case err == nil:
+	case IsGone(err) || isNoEntry(err):
+		return 0, false, nil
+	default:
+		return 0, false, err
+	}
+	v, ok = parsePMAValue(name, s)
+	return v, ok, nil
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/sysfs"
 )
 
@@ -23,7 +24,7 @@ func ExampleNewFS() {
 		return
 	}
 	for _, d := range devs {
-		fmt.Printf("%s node_type %s driver %s parent %s node_guid %016x\n", d.Name, d.NodeType, d.Driver, d.Parent, d.NodeGUID)
+		fmt.Printf("%s node_type %s driver %s parent %s node_guid %016x\n", d.Name, d.NodeType, d.Driver, d.Netdev, d.NodeGUID)
 		ports, err := fsys.Ports(d.Name)
 		if err != nil {
 			fmt.Println(err)
@@ -54,7 +55,7 @@ func ExampleFS_VerbsDeviceFor() {
 }
 
 // ListPorts resolves DEV[/PORT] ("" and 0 for all) to the ports to read;
-// a device or port that does not exist is a *NotFoundError.
+// a device or port that does not exist is an *ib.NotFoundError.
 func ExampleFS_ListPorts() {
 	fsys, _ := sysfs.NewFS("testdata/rxe-6.12")
 	refs, err := fsys.ListPorts("", 0)
@@ -67,7 +68,7 @@ func ExampleFS_ListPorts() {
 	}
 	for _, dev := range []string{"rxe0", "mlx5_0"} {
 		_, err = fsys.ListPorts(dev, 2)
-		var nf *sysfs.NotFoundError
+		var nf *ib.NotFoundError
 		fmt.Println(errors.As(err, &nf), err)
 	}
 	// Output:

@@ -23,8 +23,9 @@ type Device struct {
 	NodeDesc     string
 	HCAType      string // hca_type (mlx4, mlx5, ...); "" when absent
 	BoardID      string // board_id; "" when absent
-	// Parent is the netdev a software device (rxe, siw) runs on.
-	Parent string
+	// Netdev is the netdev a software device (rxe, siw) runs on, its
+	// parent; "" for a hardware device (its ports' netdevs are the GIDs').
+	Netdev string
 	// Driver is the kernel driver of the device: the driver bound to its
 	// parent bus device (device/driver, e.g. "mlx5_core"), or for software
 	// devices, which have none, "rxe" (a CA with a parent netdev) or "siw"
@@ -42,19 +43,13 @@ type Port struct {
 	// Rate is zero when the kernel cannot print it (EINVAL for an unknown
 	// active width).
 	Rate      Rate
-	LinkLayer string // "InfiniBand", "Ethernet" or "Unknown"
+	LinkLayer ib.LinkLayer // link_layer "Ethernet"
 	LID       uint32
 	SMLID     uint32
 	LMC       uint8 // lid_mask_count
 	SMSL      uint8
 	CapMask   uint32
 }
-
-// Link layers as ports/N/link_layer names them.
-const (
-	LinkLayerInfiniBand = "InfiniBand"
-	LinkLayerEthernet   = "Ethernet"
-)
 
 // DeviceNames lists the RDMA devices in class/infiniband, sorted. It is empty
 // when ib_core is not loaded.
@@ -94,7 +89,7 @@ func readEach[T any](names []string, read func(name string) (T, error)) ([]T, er
 // Device reads the device attributes of class/infiniband/name. An error for
 // which IsGone is true means the device does not exist (any more).
 func (f FS) Device(name string) (Device, error) {
-	if err := checkName("RDMA device", name); err != nil {
+	if err := CheckName("RDMA device", name); err != nil {
 		return Device{}, err
 	}
 	dir := "class/infiniband/" + name
@@ -119,7 +114,7 @@ func (f FS) Device(name string) (Device, error) {
 		{"node_desc", &d.NodeDesc},
 		{"hca_type", &d.HCAType},
 		{"board_id", &d.BoardID},
-		{"parent", &d.Parent},
+		{"parent", &d.Netdev},
 	} {
 		if *opt.to, err = f.readOptional(dir + "/" + opt.file); err != nil {
 			return Device{}, err
@@ -136,13 +131,13 @@ func (f FS) Device(name string) (Device, error) {
 
 // driver names the driver behind device d in dir.
 func (f FS) driver(dir string, d Device) (string, error) {
-	target, err := f.Readlink("sys/" + dir + "/device/driver")
+	target, err := f.ReadLink("sys/" + dir + "/device/driver")
 	switch {
 	case err == nil:
 		return path.Base(target), nil
 	case !errors.Is(err, fs.ErrNotExist):
 		return "", err
-	case d.Parent == "":
+	case d.Netdev == "":
 		return "", nil
 	case d.NodeType == ib.NodeRNIC:
 		return "siw", nil
@@ -153,7 +148,7 @@ func (f FS) driver(dir string, d Device) (string, error) {
 
 // PortNumbers lists the port numbers of device dev, ascending.
 func (f FS) PortNumbers(dev string) ([]uint32, error) {
-	if err := checkName("RDMA device", dev); err != nil {
+	if err := CheckName("RDMA device", dev); err != nil {
 		return nil, err
 	}
 	dir := "class/infiniband/" + dev + "/ports"
@@ -181,7 +176,7 @@ func (f FS) PortNumbers(dev string) ([]uint32, error) {
 
 // Port reads the attributes of port number port of device dev.
 func (f FS) Port(dev string, port uint32) (Port, error) {
-	if err := checkName("RDMA device", dev); err != nil {
+	if err := CheckName("RDMA device", dev); err != nil {
 		return Port{}, err
 	}
 	dir := portDir(dev, port)
@@ -196,9 +191,11 @@ func (f FS) Port(dev string, port uint32) (Port, error) {
 		return Port{}, err
 	}
 	p.PhysState = ib.PhysState(v)
-	if p.LinkLayer, err = f.ReadAttr(dir + "/link_layer"); err != nil {
+	ll, err := f.ReadAttr(dir + "/link_layer")
+	if err != nil {
 		return Port{}, err
 	}
+	p.LinkLayer = ib.ParseLinkLayer(ll)
 	if p.Rate, err = f.PortRate(dev, port); err != nil {
 		return Port{}, err
 	}
@@ -242,7 +239,7 @@ func (f FS) Ports(dev string) ([]Port, error) {
 // PKeys reads the P_Key table of a port (pkeys/N), in index order. It is
 // empty when the port has no P_Key table (RoCE on some drivers).
 func (f FS) PKeys(dev string, port uint32) ([]uint16, error) {
-	if err := checkName("RDMA device", dev); err != nil {
+	if err := CheckName("RDMA device", dev); err != nil {
 		return nil, err
 	}
 	dir := portDir(dev, port) + "/pkeys"
@@ -356,12 +353,10 @@ func ParseGUID(s string) (uint64, error) {
 	return guid, nil
 }
 
-// LinkLayer reads ports/N/link_layer of device dev: LinkLayerInfiniBand,
-// LinkLayerEthernet or "Unknown".
 // PortRate reads ports/N/rate of device dev; the zero Rate when the kernel
 // cannot print it (EINVAL for an unknown active width).
 func (f FS) PortRate(dev string, port uint32) (Rate, error) {
-	if err := checkName("RDMA device", dev); err != nil {
+	if err := CheckName("RDMA device", dev); err != nil {
 		return Rate{}, err
 	}
 	dir := portDir(dev, port)
@@ -379,41 +374,26 @@ func (f FS) PortRate(dev string, port uint32) (Rate, error) {
 	return r, nil
 }
 
-func (f FS) LinkLayer(dev string, port uint32) (string, error) {
-	if err := checkName("RDMA device", dev); err != nil {
-		return "", err
+// LinkLayer reads ports/N/link_layer of device dev.
+func (f FS) LinkLayer(dev string, port uint32) (ib.LinkLayer, error) {
+	if err := CheckName("RDMA device", dev); err != nil {
+		return 0, err
 	}
-	return f.ReadAttr(portDir(dev, port) + "/link_layer")
-}
-
-// NotFoundError means that a device or port asked for by name does not
-// exist.
-type NotFoundError struct {
-	Device string
-	Port   uint32 // 0 when the device is missing
-}
-
-func (e *NotFoundError) Error() string {
-	if e.Port == 0 {
-		return fmt.Sprintf("RDMA device %s not found", e.Device)
+	ll, err := f.ReadAttr(portDir(dev, port) + "/link_layer")
+	if err != nil {
+		return 0, err
 	}
-	return fmt.Sprintf("RDMA device %s has no port %d", e.Device, e.Port)
-}
-
-// PortRef names a port of a device.
-type PortRef struct {
-	Device string
-	Port   uint32
+	return ib.ParseLinkLayer(ll), nil
 }
 
 // ListPorts lists the ports that dev and port name, by device name and port
 // number: port of dev, every port of dev (port 0), or every port of every
 // device (dev ""), the DEV[/PORT] argument of rdma. Devices that vanish
 // while being listed are left out unless dev names them; a missing device
-// or port asked for is a *NotFoundError.
-func (f FS) ListPorts(dev string, port uint32) ([]PortRef, error) {
+// or port asked for is an *ib.NotFoundError.
+func (f FS) ListPorts(dev string, port uint32) ([]ib.PortRef, error) {
 	if dev != "" {
-		if err := checkName("RDMA device", dev); err != nil {
+		if err := CheckName("RDMA device", dev); err != nil {
 			return nil, err
 		}
 	}
@@ -424,25 +404,25 @@ func (f FS) ListPorts(dev string, port uint32) ([]PortRef, error) {
 			return nil, err
 		}
 	}
-	var refs []PortRef
+	var refs []ib.PortRef
 	for _, d := range devices {
 		numbers, err := f.PortNumbers(d)
 		switch {
 		case IsGone(err) && dev == "":
 			continue
 		case IsGone(err):
-			return nil, &NotFoundError{Device: d}
+			return nil, &ib.NotFoundError{Device: d}
 		case err != nil:
 			return nil, err
 		}
 		if port != 0 {
 			if !slices.Contains(numbers, port) {
-				return nil, &NotFoundError{Device: d, Port: port}
+				return nil, &ib.NotFoundError{Device: d, Port: port}
 			}
 			numbers = []uint32{port}
 		}
 		for _, n := range numbers {
-			refs = append(refs, PortRef{Device: d, Port: n})
+			refs = append(refs, ib.PortRef{Device: d, Port: n})
 		}
 	}
 	return refs, nil

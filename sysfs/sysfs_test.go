@@ -143,15 +143,15 @@ func TestPort(t *testing.T) {
 	}{{
 		dev: "mlx5_0",
 		want: Port{Port: 1, State: ib.PortActive, PhysState: ib.PhysLinkUp,
-			Rate: Rate{DeciGbps: 1000, Lanes: 4, Speed: "EDR"}, LinkLayer: LinkLayerEthernet, CapMask: 0x04010000},
+			Rate: Rate{DeciGbps: 1000, Lanes: 4, Speed: "EDR"}, LinkLayer: ib.LinkLayerEthernet, CapMask: 0x04010000},
 	}, {
 		dev: "mlx5_1",
 		want: Port{Port: 1, State: ib.PortDown, PhysState: ib.PhysDisabled,
-			Rate: Rate{DeciGbps: 400, Lanes: 4, Speed: "QDR"}, LinkLayer: LinkLayerEthernet, CapMask: 0x04010000},
+			Rate: Rate{DeciGbps: 400, Lanes: 4, Speed: "QDR"}, LinkLayer: ib.LinkLayerEthernet, CapMask: 0x04010000},
 	}, {
 		dev: "mlx5_2",
 		want: Port{Port: 1, State: ib.PortActive, PhysState: ib.PhysLinkUp,
-			Rate: Rate{DeciGbps: 2000, Lanes: 4, Speed: "HDR"}, LinkLayer: LinkLayerInfiniBand,
+			Rate: Rate{DeciGbps: 2000, Lanes: 4, Speed: "HDR"}, LinkLayer: ib.LinkLayerInfiniBand,
 			LID: 5, SMLID: 1, CapMask: 0xa651e848},
 	}}
 	for _, tt := range tests {
@@ -362,9 +362,9 @@ func TestVerbsDevices(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []VerbsDevice{
-		{Name: "uverbs0", IBDev: "mlx5_0", ABIVersion: 1, Major: 231, Minor: 192},
-		{Name: "uverbs1", IBDev: "mlx5_1", ABIVersion: 1, Major: 231, Minor: 193},
-		{Name: "uverbs2", IBDev: "mlx5_2", ABIVersion: 1, Major: 231, Minor: 194},
+		{Name: "uverbs0", Device: "mlx5_0", ABIVersion: 1, Major: 231, Minor: 192},
+		{Name: "uverbs1", Device: "mlx5_1", ABIVersion: 1, Major: 231, Minor: 193},
+		{Name: "uverbs2", Device: "mlx5_2", ABIVersion: 1, Major: 231, Minor: 194},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("VerbsDevices() mismatch (-want +got):\n%s", diff)
@@ -419,13 +419,13 @@ func TestCapturedRxe(t *testing.T) {
 			}
 			for i, d := range devices {
 				name, netdev := "rxe"+strconv.Itoa(i), "veth"+strconv.Itoa(i)
-				if d.Name != name || d.Driver != "rxe" || d.Parent != netdev || d.FWVersion != "" || d.NodeDesc != "rxe" ||
+				if d.Name != name || d.Driver != "rxe" || d.Netdev != netdev || d.FWVersion != "" || d.NodeDesc != "rxe" ||
 					d.NodeType != ib.NodeCA || d.NodeGUID == 0 || !cmp.Equal(d.Ports, []uint32{1}) {
 					t.Errorf("Devices()[%d] = %+v", i, d)
 				}
 				p, err := f.Port(name, 1)
 				want := Port{Port: 1, State: ib.PortActive, PhysState: ib.PhysLinkUp,
-					Rate: Rate{DeciGbps: 100, Lanes: 1, Speed: "FDR10"}, LinkLayer: LinkLayerEthernet, CapMask: 0x10000}
+					Rate: Rate{DeciGbps: 100, Lanes: 1, Speed: "FDR10"}, LinkLayer: ib.LinkLayerEthernet, CapMask: 0x10000}
 				if err != nil || p != want {
 					t.Errorf("Port(%s, 1) = %+v, %v; want %+v", name, p, err, want)
 				}
@@ -494,7 +494,7 @@ func ExampleFS_GIDAttrs() {
 func TestListPorts(t *testing.T) {
 	f := mustFS(t, hcaRoot)
 	all, err := f.ListPorts("", 0)
-	want := []PortRef{{"mlx5_0", 1}, {"mlx5_1", 1}, {"mlx5_2", 1}} // not the vanished mlx5_3
+	want := []ib.PortRef{{Device: "mlx5_0", Port: 1}, {Device: "mlx5_1", Port: 1}, {Device: "mlx5_2", Port: 1}} // not the vanished mlx5_3
 	if err != nil || !cmp.Equal(all, want) {
 		t.Errorf("ListPorts() = %v, %v; want %v", all, err, want)
 	}
@@ -502,7 +502,7 @@ func TestListPorts(t *testing.T) {
 	if err != nil || !cmp.Equal(one, want[2:]) {
 		t.Errorf("ListPorts(mlx5_2, 1) = %v, %v", one, err)
 	}
-	var nf *NotFoundError
+	var nf *ib.NotFoundError
 	for _, tt := range []struct {
 		dev  string
 		port uint32
@@ -537,6 +537,7 @@ func TestNamesStayInTheirDirectory(t *testing.T) {
 		"GIDAttrs":       func(n string) error { _, err := f.GIDAttrs(n, 1); return err },
 		"GIDAttr":        func(n string) error { _, err := f.GIDAttr(n, 1, 0); return err },
 		"PMACounters":    func(n string) error { _, err := f.PMACounters(n, 1); return err },
+		"PMACounter":     func(n string) error { _, _, err := f.PMACounter(n, 1, "port_rcv_data"); return err },
 		"Netdev":         func(n string) error { _, err := f.Netdev(n); return err },
 		"NetdevMTU":      func(n string) error { _, err := f.NetdevMTU(n); return err },
 		"VerbsDevice":    func(n string) error { _, err := f.VerbsDevice(n); return err },

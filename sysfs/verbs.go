@@ -16,7 +16,7 @@ var ErrNoVerbsDevice = errors.New("no uverbs device")
 // /sys/class/infiniband_verbs/uverbsN, and the RDMA device it serves.
 type VerbsDevice struct {
 	Name       string // "uverbs0"; the char device is /dev/infiniband/<Name>
-	IBDev      string // ibdev: the RDMA device name
+	Device     string // ibdev: the RDMA device name
 	ABIVersion int    // abi_version: the driver's uverbs ABI (rxe 2, mlx5 1)
 	Major      uint32 // dev "231:192"
 	Minor      uint32
@@ -43,13 +43,13 @@ func (f FS) VerbsDevices() ([]VerbsDevice, error) {
 
 // VerbsDevice reads class/infiniband_verbs/name.
 func (f FS) VerbsDevice(name string) (VerbsDevice, error) {
-	if err := checkName("uverbs device", name); err != nil {
+	if err := CheckName("uverbs device", name); err != nil {
 		return VerbsDevice{}, err
 	}
 	dir := "class/infiniband_verbs/" + name
 	d := VerbsDevice{Name: name}
 	var err error
-	if d.IBDev, err = f.ReadAttr(dir + "/ibdev"); err != nil {
+	if d.Device, err = f.ReadAttr(dir + "/ibdev"); err != nil {
 		return VerbsDevice{}, err
 	}
 	abi, err := f.readUint(dir+"/abi_version", 32)
@@ -85,7 +85,7 @@ func parseDevNumber(dev string) (major, minor uint32, err error) {
 // reading every attribute of every uverbs device made `grdma port`
 // quadratic (BENCHMARKS.md).
 func (f FS) VerbsDeviceFor(ibdev string) (VerbsDevice, error) {
-	if err := checkName("RDMA device", ibdev); err != nil {
+	if err := CheckName("RDMA device", ibdev); err != nil {
 		return VerbsDevice{}, err
 	}
 	names, err := f.listNames("class/infiniband_verbs")

@@ -1,6 +1,10 @@
 package uverbs
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+
+	"github.com/grdma/grdma/ib"
+)
 
 // Kernel ABI numbers from include/uapi/rdma/ib_user_verbs.h.
 const (
@@ -18,29 +22,34 @@ const (
 	cmdRegMR     = 9  // IB_USER_VERBS_CMD_REG_MR
 	cmdDeregMR   = 13 // IB_USER_VERBS_CMD_DEREG_MR
 	cmdCreateCQ  = 18 // IB_USER_VERBS_CMD_CREATE_CQ
-	cmdDestroyCQ = 20 // IB_USER_VERBS_CMD_DESTROY_CQ
-	cmdCreateQP  = 24 // IB_USER_VERBS_CMD_CREATE_QP
-	cmdQueryQP   = 25 // IB_USER_VERBS_CMD_QUERY_QP
-	cmdModifyQP  = 26 // IB_USER_VERBS_CMD_MODIFY_QP
-	cmdDestroyQP = 27 // IB_USER_VERBS_CMD_DESTROY_QP
-	cmdPostSend  = 28 // IB_USER_VERBS_CMD_POST_SEND
+	// Completion events (events.go).
+	cmdCreateCompChannel = 17 // IB_USER_VERBS_CMD_CREATE_COMP_CHANNEL
+	cmdReqNotifyCQ       = 23 // IB_USER_VERBS_CMD_REQ_NOTIFY_CQ
+	cmdDestroyCQ         = 20 // IB_USER_VERBS_CMD_DESTROY_CQ
+	cmdCreateQP          = 24 // IB_USER_VERBS_CMD_CREATE_QP
+	cmdQueryQP           = 25 // IB_USER_VERBS_CMD_QUERY_QP
+	cmdModifyQP          = 26 // IB_USER_VERBS_CMD_MODIFY_QP
+	cmdDestroyQP         = 27 // IB_USER_VERBS_CMD_DESTROY_QP
+	cmdPostSend          = 28 // IB_USER_VERBS_CMD_POST_SEND
 )
 
 var commandNames = map[uint32]string{
-	cmdGetContext:  "GET_CONTEXT",
-	cmdQueryDevice: "QUERY_DEVICE",
-	cmdQueryPort:   "QUERY_PORT",
-	cmdAllocPD:     "ALLOC_PD",
-	cmdDeallocPD:   "DEALLOC_PD",
-	cmdRegMR:       "REG_MR",
-	cmdDeregMR:     "DEREG_MR",
-	cmdCreateCQ:    "CREATE_CQ",
-	cmdDestroyCQ:   "DESTROY_CQ",
-	cmdCreateQP:    "CREATE_QP",
-	cmdQueryQP:     "QUERY_QP",
-	cmdModifyQP:    "MODIFY_QP",
-	cmdDestroyQP:   "DESTROY_QP",
-	cmdPostSend:    "POST_SEND",
+	cmdGetContext:        "GET_CONTEXT",
+	cmdQueryDevice:       "QUERY_DEVICE",
+	cmdQueryPort:         "QUERY_PORT",
+	cmdAllocPD:           "ALLOC_PD",
+	cmdDeallocPD:         "DEALLOC_PD",
+	cmdRegMR:             "REG_MR",
+	cmdDeregMR:           "DEREG_MR",
+	cmdCreateCQ:          "CREATE_CQ",
+	cmdCreateCompChannel: "CREATE_COMP_CHANNEL",
+	cmdReqNotifyCQ:       "REQ_NOTIFY_CQ",
+	cmdDestroyCQ:         "DESTROY_CQ",
+	cmdCreateQP:          "CREATE_QP",
+	cmdQueryQP:           "QUERY_QP",
+	cmdModifyQP:          "MODIFY_QP",
+	cmdDestroyQP:         "DESTROY_QP",
+	cmdPostSend:          "POST_SEND",
 }
 
 // The Go structs below mirror the kernel's field for field, reserved
@@ -148,39 +157,18 @@ type PortAttr struct {
 	PKeyTblLen    uint16
 	LID           uint16
 	SMLID         uint16
-	State         uint8 // enum ib_port_state: 4 is ACTIVE
-	MaxMTU        MTU
-	ActiveMTU     MTU
+	State         ib.PortState
+	MaxMTU        ib.MTU
+	ActiveMTU     ib.MTU
 	LMC           uint8
 	MaxVLNum      uint8
 	SMSL          uint8
 	SubnetTimeout uint8
 	InitTypeReply uint8
-	ActiveWidth   uint8 // enum ib_port_width: 1 1X, 2 4X, 4 8X, 8 12X, 16 2X
-	ActiveSpeed   uint8 // enum ib_port_speed: 1 SDR ... 128 NDR
-	PhysState     uint8 // enum ib_port_phys_state: 5 is LinkUp
-	LinkLayer     LinkLayer
+	ActiveWidth   ib.Width
+	ActiveSpeed   uint8 // an ib.Speed up to NDR (128)
+	PhysState     ib.PhysState
+	LinkLayer     ib.LinkLayer
 	Flags         uint8 // IB_UVERBS_QPF_GRH_REQUIRED (1)
 	Reserved      uint8
-}
-
-// LinkLayer is a port's link layer (IB_LINK_LAYER_*).
-type LinkLayer uint8
-
-// Link layers.
-const (
-	LinkLayerUnspecified LinkLayer = 0
-	LinkLayerInfiniBand  LinkLayer = 1
-	LinkLayerEthernet    LinkLayer = 2
-)
-
-// String returns the name `ibv_devinfo` prints.
-func (l LinkLayer) String() string {
-	switch l {
-	case LinkLayerInfiniBand:
-		return "InfiniBand"
-	case LinkLayerEthernet:
-		return "Ethernet"
-	}
-	return "Unspecified"
 }

@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/grdma/grdma/sysfs"
+	"github.com/grdma/grdma/ib"
 )
 
 func unhex(t *testing.T, s string) []byte {
@@ -84,14 +84,64 @@ type fakeKernel struct {
 }
 
 func newFakeContext(t *testing.T) (*Context, *fakeKernel) {
-	c, err := newContext("uverbs9 (fake0)", -1)
+	tk := &testKernel{}
+	c, err := newContext("uverbs9 (fake0)", tk)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
 	k := &fakeKernel{t: t, c: c, responses: map[uint32][]byte{}, errno: map[uint32]unix.Errno{}}
-	c.write = k.write
+	tk.write = k.write
 	return c, k
+}
+
+// testKernel is a Kernel made of functions, for tests that stand in for a
+// few commands; what a test leaves nil fails with ENOSYS.
+type testKernel struct {
+	write  func([]byte) (int, error)
+	ioctl  func([]byte) error
+	mmap   func(offset int64, length int) ([]byte, error)
+	munmap func([]byte) error
+}
+
+func (k *testKernel) Write(b []byte) (int, error) {
+	if k.write == nil {
+		return 0, unix.ENOSYS
+	}
+	return k.write(b)
+}
+
+func (k *testKernel) Ioctl(msg []byte) error {
+	if k.ioctl == nil {
+		return unix.ENOSYS
+	}
+	return k.ioctl(msg)
+}
+
+func (k *testKernel) Mmap(offset int64, length int) ([]byte, error) {
+	if k.mmap == nil {
+		return nil, unix.ENOSYS
+	}
+	return k.mmap(offset, length)
+}
+
+func (k *testKernel) Munmap(b []byte) error {
+	if k.munmap == nil {
+		return unix.ENOSYS
+	}
+	return k.munmap(b)
+}
+
+func (k *testKernel) Close() error { return nil }
+
+// kernelOf returns the testKernel of a context newFakeContext made.
+func kernelOf(t *testing.T, c *Context) *testKernel {
+	t.Helper()
+	k, ok := c.kernel.(*testKernel)
+	if !ok {
+		t.Fatalf("context %s has no test kernel", c.name)
+	}
+	return k
 }
 
 func (k *fakeKernel) write(b []byte) (int, error) {
@@ -132,8 +182,8 @@ func TestQueryPort(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := PortAttr{PortCapFlags: 0x10000, MaxMsgSz: 0x80000000, GIDTblLen: 1024, PKeyTblLen: 1,
-		State: 4, MaxMTU: MTU4096, ActiveMTU: MTU1024, MaxVLNum: 1, ActiveWidth: 1, ActiveSpeed: 8,
-		PhysState: 5, LinkLayer: LinkLayerEthernet, Flags: 1}
+		State: 4, MaxMTU: ib.MTU4096, ActiveMTU: ib.MTU1024, MaxVLNum: 1, ActiveWidth: 1, ActiveSpeed: 8,
+		PhysState: 5, LinkLayer: ib.LinkLayerEthernet, Flags: 1}
 	if attr != want {
 		t.Errorf("QueryPort(1) = %+v\nwant %+v", attr, want)
 	}
@@ -187,70 +237,25 @@ func TestCommandError(t *testing.T) {
 	}
 }
 
-func TestMTU(t *testing.T) {
-	for m, bytes := range map[MTU]int{MTU256: 256, MTU1024: 1024, MTU4096: 4096, MTU8192: 8192, MTU10240: 10240, 0: 0, 8: 0} {
-		if got := m.Bytes(); got != bytes {
-			t.Errorf("MTU(%d).Bytes() = %d, want %d", m, got, bytes)
-		}
-		if back, ok := MTUFromBytes(bytes); bytes != 0 && (!ok || back != m) {
-			t.Errorf("MTUFromBytes(%d) = %v, %v", bytes, back, ok)
-		}
-	}
-	if MTU2048.String() != "2048" || MTU(9).String() != "invalid MTU 9" {
-		t.Errorf("String() = %q, %q", MTU2048.String(), MTU(9).String())
-	}
-	for bytes, want := range map[int]MTU{255: 0, 256: MTU256, 1420: MTU1024, 4095: MTU2048, 4096: MTU4096, 9000: MTU4096} {
-		if got := LargestMTU(bytes); got != want {
-			t.Errorf("LargestMTU(%d) = %v, want %v", bytes, got, want)
-		}
-	}
-}
-
-func mustFS(t *testing.T, root string) sysfs.FS {
-	t.Helper()
-	f, err := sysfs.NewFS(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f
-}
-
-func TestOpenErrors(t *testing.T) {
-	hca := mustFS(t, "../sysfs/testdata/hca")
-	// mlx5 is supported (Open sends its context request): the modelled
-	// tree has no dev/, so opening the char device fails.
-	if _, err := Open(hca, "mlx5_0"); !errors.Is(err, os.ErrNotExist) ||
-		!strings.Contains(err.Error(), "/dev/infiniband/uverbs0") {
-		t.Errorf("Open(mlx5_0) without dev/ = %v, want ENOENT naming /dev/infiniband/uverbs0", err)
-	}
-	if _, err := Open(hca, "mlx5_3"); !errors.Is(err, sysfs.ErrNoVerbsDevice) {
-		t.Errorf("Open(mlx5_3) = %v, want sysfs.ErrNoVerbsDevice", err)
-	}
-	// The captured rxe tree has no dev/: opening the char device fails.
-	if _, err := Open(mustFS(t, "../sysfs/testdata/rxe-6.12"), "rxe0"); !errors.Is(err, os.ErrNotExist) ||
-		!strings.Contains(err.Error(), "/dev/infiniband/uverbs0") {
-		t.Errorf("Open(rxe0) without dev/ = %v, want ENOENT naming /dev/infiniband/uverbs0", err)
-	}
-	if _, err := Open(mustFS(t, t.TempDir()), "rxe0"); !errors.Is(err, sysfs.ErrNoVerbsDevice) {
-		t.Errorf("Open without ib_uverbs = %v, want sysfs.ErrNoVerbsDevice", err)
-	}
-}
-
 // A regular file where the char device should be is refused before any
 // command is written to it.
 func TestOpenChecksTheDeviceNumber(t *testing.T) {
 	root := t.TempDir()
-	if err := os.CopyFS(root, os.DirFS("../sysfs/testdata/rxe-6.12")); err != nil {
-		t.Skipf("copying the fixture: %v", err)
-	}
 	if err := os.MkdirAll(root+"/dev/infiniband", 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(root+"/dev/infiniband/uverbs0", nil, 0o666); err != nil {
 		t.Fatal(err)
 	}
-	_, err := Open(mustFS(t, root), "rxe0")
+	_, err := Open(root, "rxe0", rxe0Node)
 	if err == nil || !strings.Contains(err.Error(), "is not character device 231:192") {
 		t.Errorf("Open with a regular file = %v, want a device number error", err)
+	}
+	if _, err := Open(t.TempDir(), "rxe0", rxe0Node); !errors.Is(err, os.ErrNotExist) ||
+		!strings.Contains(err.Error(), "/dev/infiniband/uverbs0") {
+		t.Errorf("Open without dev/ = %v, want ENOENT naming /dev/infiniband/uverbs0", err)
+	}
+	if _, err := Open(root, "rxe0", Node{Name: "../uverbs0"}); err == nil || !strings.Contains(err.Error(), "not a uverbs device name") {
+		t.Errorf("Open(../uverbs0) = %v, want the name refused", err)
 	}
 }

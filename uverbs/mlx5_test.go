@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/grdma/grdma/ib"
 )
 
 // There is no mlx5 device here: these tests check the bytes of mlx5's
@@ -52,10 +54,10 @@ func TestMlx5CreateCQ(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantCommand(t, c, k, "CREATE_CQ", "12000000 1200 0400 RESP 0000000000000000 3f000000 00000000 ffffffff 00000000"+
+	wantCommand(t, c, k, "CREATE_CQ", "12000000 1200 0400 RESP 0100000000000000 3f000000 00000000 ffffffff 00000000"+
 		addrHex(bufferAddr(cq.buf))+addrHex(bufferAddr(cq.dbrec))+"40000000 00 00 0000 0000 0000 00000000")
-	if len(cq.buf) != 64*64 || cq.CQN != 0x42a || cq.CQ() != (CQ{Handle: 2, CQE: 63}) {
-		t.Errorf("buffer of %d bytes, cq %+v", len(cq.buf), cq)
+	if len(cq.buf) != 64*64 || cq.CQN != 0x42a || cq.CQ().Handle != 2 || cq.CQ().CQE != 63 {
+		t.Errorf("buffer of %d bytes, CQN %#x, cq %+v", len(cq.buf), cq.CQN, cq.CQ())
 	}
 	if err := cq.Destroy(); err != nil || cq.buf != nil || cq.dbrec != nil {
 		t.Errorf("Destroy = %v, buffers %p %p", err, cq.buf, cq.dbrec)
@@ -77,7 +79,7 @@ func TestMlx5CreateQP(t *testing.T) {
 	c, k := newObjectKernel(t)
 	k.responses[cmdCreateQP] = append(unhex(t, "03000000 11000000 10000000 10000000 01000000 01000000 00000000 00000000"),
 		unhex(t, "01000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 0000000000000000")...)
-	qp, err := c.CreateMlx5QP(QPInit{PD: PD{Handle: 1}, SendCQ: CQ{Handle: 2}, RecvCQ: CQ{Handle: 2}, Type: QPTypeRC,
+	qp, err := c.CreateMlx5QP(QPInit{PD: PD{Handle: 1}, SendCQ: CQ{Handle: 2}, RecvCQ: CQ{Handle: 2}, Type: ib.QPTypeRC,
 		SignalAll: true, Cap: QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/grdma/grdma/ib"
 )
 
 // newObjectKernel is newFakeContext's kernel extended to the commands
@@ -17,7 +19,7 @@ import (
 // response address.
 func newObjectKernel(t *testing.T) (*Context, *fakeKernel) {
 	c, k := newFakeContext(t)
-	c.write = func(b []byte) (int, error) {
+	kernelOf(t, c).write = func(b []byte) (int, error) {
 		if binary.NativeEndian.Uint16(b[6:]) != 0 {
 			return k.write(b)
 		}
@@ -70,26 +72,27 @@ func TestObjectCommandEncoding(t *testing.T) {
 	c.DeallocPD(pd)
 	wantCommand(t, c, k, "DEALLOC_PD", "04000000 0300 0000 01000000")
 
+	// The user handle numbers the context's CQs: events name them by it.
 	c.CreateCQ(32, nil, make([]byte, 16))
 	wantCommand(t, c, k, "CREATE_CQ", `12000000 0a00 0600 RESP
-		0000000000000000 20000000 00000000 ffffffff 00000000`)
+		0100000000000000 20000000 00000000 ffffffff 00000000`)
 	c.CreateCQ(32, []byte{1, 2, 3, 4, 5, 6, 7, 8}, make([]byte, 8))
 	wantCommand(t, c, k, "CREATE_CQ with driver data", `12000000 0c00 0400 RESP
-		0000000000000000 20000000 00000000 ffffffff 00000000 0102030405060708`)
+		0200000000000000 20000000 00000000 ffffffff 00000000 0102030405060708`)
 	c.DestroyCQ(cq)
 	wantCommand(t, c, k, "DESTROY_CQ", "14000000 0600 0200 RESP 02000000 00000000")
 
-	init := QPInit{PD: pd, SendCQ: cq, RecvCQ: cq, Type: QPTypeRC, SignalAll: true,
+	init := QPInit{PD: pd, SendCQ: cq, RecvCQ: cq, Type: ib.QPTypeRC, SignalAll: true,
 		Cap: QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}}
 	c.CreateQP(init, nil, make([]byte, 32))
 	wantCommand(t, c, k, "CREATE_QP", `18000000 1000 1000 RESP 0000000000000000
 		01000000 02000000 02000000 00000000 10000000 10000000 01000000 01000000 00000000 01 02 00 00`)
 
-	c.ModifyQP(qp, &QPAttr{State: QPStateInit, PortNum: 1, AccessFlags: AccessLocalWrite | AccessRemoteWrite | AccessRemoteRead},
+	c.ModifyQP(qp, &QPAttr{State: ib.QPStateInit, PortNum: 1, AccessFlags: AccessLocalWrite | AccessRemoteWrite | AccessRemoteRead},
 		QPAttrsResetToInit)
 	wantCommand(t, c, k, "MODIFY_QP RESET→INIT", `1a000000 1e00 0000`+zeros(64)+`03000000 39000000
 		00000000 00000000 00000000 00000000 07000000 0000 0000 01 00 00 00 00 00 00 00 01 00 00 00 00 00 0000`)
-	rtr := QPAttr{State: QPStateRTR, PathMTU: MTU1024, DestQPN: 17, RQPSN: 0x123456, MaxDestRdAtomic: 1, MinRNRTimer: 12,
+	rtr := QPAttr{State: ib.QPStateRTR, PathMTU: ib.MTU1024, DestQPN: 17, RQPSN: 0x123456, MaxDestRdAtomic: 1, MinRNRTimer: 12,
 		AV: AddressVector{DGID: [16]byte{10: 0xff, 11: 0xff, 12: 192, 13: 168, 14: 77, 15: 1},
 			SGIDIndex: 1, HopLimit: 64, IsGlobal: 1, PortNum: 1}}
 	c.ModifyQP(qp, &rtr, QPAttrsInitToRTR)
@@ -97,7 +100,7 @@ func TestObjectCommandEncoding(t *testing.T) {
 		00000000000000000000ffffc0a84d01 00000000 0000 0000 01 40 00 00 00 00 01 01`+zeros(32)+`
 		03000000 81911200 00000000 56341200 00000000 11000000 00000000 0000 0000
 		02 00 03 00 00 00 01 0c 00 00 00 00 00 00 0000`)
-	c.ModifyQP(qp, &QPAttr{State: QPStateRTS, Timeout: 14, RetryCnt: 7, RNRRetry: 3, SQPSN: 0x123456, MaxRdAtomic: 1},
+	c.ModifyQP(qp, &QPAttr{State: ib.QPStateRTS, Timeout: 14, RetryCnt: 7, RNRRetry: 3, SQPSN: 0x123456, MaxRdAtomic: 1},
 		QPAttrsRTRToRTS)
 	wantCommand(t, c, k, "MODIFY_QP RTR→RTS", `1a000000 1e00 0000`+zeros(64)+`03000000 012e0100
 		00000000 00000000 56341200 00000000 00000000 0000 0000 03 00 00 00 00 01 00 00 00 0e 07 03 00 00 0000`)
@@ -155,7 +158,7 @@ func TestObjectResponses(t *testing.T) {
 	}
 	k.responses[cmdCreateCQ] = unhex(t, "02000000 3f000000 0010000000000000 00200000 00000000")
 	out := make([]byte, 16)
-	if cq, err := c.CreateCQ(32, nil, out); err != nil || cq != (CQ{Handle: 2, CQE: 63}) ||
+	if cq, err := c.CreateCQ(32, nil, out); err != nil || cq.Handle != 2 || cq.CQE != 63 || cq.Channel() != nil ||
 		!bytes.Equal(out, unhex(t, "0010000000000000 00200000 00000000")) {
 		t.Errorf("CreateCQ() = %+v, %v, driver data % x", cq, err, out)
 	}
@@ -185,7 +188,7 @@ func TestObjectResponses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := QPAttr{State: QPStateRTS, CurState: QPStateRTS, PathMTU: MTU1024, RQPSN: 0x123456, SQPSN: 0x123456,
+	want := QPAttr{State: ib.QPStateRTS, CurState: ib.QPStateRTS, PathMTU: ib.MTU1024, RQPSN: 0x123456, SQPSN: 0x123456,
 		DestQPN: 17, AccessFlags: 7, MaxRdAtomic: 1, MaxDestRdAtomic: 1, MinRNRTimer: 12, PortNum: 1,
 		Timeout: 14, RetryCnt: 7, RNRRetry: 3, SQSigAll: 1,
 		AV:  AddressVector{DGID: [16]byte{10: 0xff, 11: 0xff, 12: 192, 13: 168, 14: 77, 15: 1}, SGIDIndex: 1, HopLimit: 64, IsGlobal: 1, PortNum: 1},
@@ -193,8 +196,8 @@ func TestObjectResponses(t *testing.T) {
 	if attr != want {
 		t.Errorf("QueryQP() =\n%+v\nwant\n%+v", attr, want)
 	}
-	if attr.State.String() != "RTS" || QPState(9).String() != "state 9" {
-		t.Errorf("state names %q %q", attr.State, QPState(9))
+	if attr.State.String() != "RTS" || ib.QPState(9).String() != "UNKNOWN" {
+		t.Errorf("state names %q %q", attr.State, ib.QPState(9))
 	}
 }
 

@@ -4,21 +4,20 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/grdma/grdma/nldev"
-	"github.com/grdma/grdma/sysfs"
 )
 
 // UnsupportedDriverError means the device's driver needs GET_CONTEXT
 // request data that this package does not send.
 type UnsupportedDriverError struct {
 	Device string // the RDMA device
-	Driver string // e.g. "mlx5_core"; "" when sysfs names none
+	Driver string // e.g. "mlx5_core"; "" when unknown
 	Reason string
 }
 
@@ -37,39 +36,40 @@ var contextRequests = map[string]func(*Context) error{
 	mlx5Driver: (*Context).getMlx5Context,
 }
 
-// openVerbsDevice opens the character device at name, which must be the
-// one sysfs names (vd's device number) and belong to ib_uverbs (a major
-// /proc/devices lists as infiniband_verbs, where it can be read). It is
-// checked before the open (no side effects of opening another device) and
-// after (no swap in between); a symbolic link is refused.
-func openVerbsDevice(fsys sysfs.FS, name string, vd sysfs.VerbsDevice, ibdev string) (int, error) {
-	if vd.Major == fixedMajor {
+// openChardev opens the character device path, which must carry node's
+// device number and belong to ib_uverbs (a major /proc/devices below root
+// lists as infiniband_verbs, where it can be read). It is checked before
+// the open (no side effects of opening another device) and after (no swap
+// in between); a symbolic link is refused.
+func openChardev(root, path string, node Node, ibdev string) (int, error) {
+	if node.Major == fixedMajor {
 		// ib_uverbs' own: no need to read /proc/devices.
-	} else if majors, err := verbsMajors(fsys); err == nil && !slices.Contains(majors, vd.Major) {
-		return -1, fmt.Errorf("%s: sysfs names device %d:%d, whose major %d is not ib_uverbs' (/proc/devices: infiniband_verbs %v)",
-			ibdev, vd.Major, vd.Minor, vd.Major, majors)
+	} else if majors, err := verbsMajors(root); err == nil && !slices.Contains(majors, node.Major) {
+		return -1, fmt.Errorf("%s: %s is device %d:%d, whose major %d is not ib_uverbs' (/proc/devices: infiniband_verbs %v)",
+			ibdev, node.Name, node.Major, node.Minor, node.Major, majors)
 	}
-	want := unix.Mkdev(vd.Major, vd.Minor)
+	name := "/dev/infiniband/" + node.Name
+	want := unix.Mkdev(node.Major, node.Minor)
 	check := func(st *unix.Stat_t) error {
 		if st.Mode&unix.S_IFMT != unix.S_IFCHR || st.Rdev != want {
-			return fmt.Errorf("/%s is not character device %d:%d, which sysfs names for %s", name, vd.Major, vd.Minor, ibdev)
+			return fmt.Errorf("%s is not character device %d:%d, which the kernel names for %s", name, node.Major, node.Minor, ibdev)
 		}
 		return nil
 	}
 	var st unix.Stat_t
-	if err := unix.Fstatat(unix.AT_FDCWD, fsys.Path(name), &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return -1, &fs.PathError{Op: "open", Path: "/" + name, Err: err}
+	if err := unix.Fstatat(unix.AT_FDCWD, path, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return -1, &fs.PathError{Op: "open", Path: name, Err: err}
 	}
 	if err := check(&st); err != nil {
 		return -1, err
 	}
-	fd, err := unix.Open(fsys.Path(name), unix.O_RDWR|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
 	if err != nil {
-		return -1, &fs.PathError{Op: "open", Path: "/" + name, Err: err}
+		return -1, &fs.PathError{Op: "open", Path: name, Err: err}
 	}
 	if err := unix.Fstat(fd, &st); err != nil {
 		unix.Close(fd)
-		return -1, &fs.PathError{Op: "stat", Path: "/" + name, Err: err}
+		return -1, &fs.PathError{Op: "stat", Path: name, Err: err}
 	}
 	if err := check(&st); err != nil {
 		unix.Close(fd)
@@ -81,10 +81,10 @@ func openVerbsDevice(fsys sysfs.FS, name string, vd sysfs.VerbsDevice, ibdev str
 // fixedMajor is IB_UVERBS_MAJOR, the major of the first 32 uverbs devices.
 const fixedMajor = 231
 
-// verbsMajors returns the character device majors /proc/devices lists for
-// infiniband_verbs (231, and a dynamic one beyond 32 devices).
-func verbsMajors(fsys sysfs.FS) ([]uint32, error) {
-	b, err := fsys.ReadFile("proc/devices")
+// verbsMajors returns the character device majors root's /proc/devices
+// lists for infiniband_verbs (231, and a dynamic one beyond 32 devices).
+func verbsMajors(root string) ([]uint32, error) {
+	b, err := os.ReadFile(filepath.Join(root, "proc/devices"))
 	if err != nil {
 		return nil, err
 	}
@@ -104,79 +104,79 @@ func verbsMajors(fsys sysfs.FS) ([]uint32, error) {
 	return majors, nil
 }
 
-// Open opens the uverbs device of RDMA device ibdev and creates a user
-// context on it (ibv_open_device). The character device is the one
-// /sys/class/infiniband_verbs/uverbsN/ibdev names, under the root of fsys
-// (dev/infiniband/uverbsN), and must carry the device number sysfs shows.
-//
-// Errors: sysfs.ErrNoVerbsDevice when ib_uverbs serves no such device, an
-// *fs.PathError from open(2) (EACCES without permission on /dev/infiniband),
-// an *UnsupportedDriverError, or a *CommandError.
-func Open(fsys sysfs.FS, ibdev string) (*Context, error) {
-	abi, err := fsys.VerbsABIVersion()
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("%s: %w: ib_uverbs is not loaded", ibdev, sysfs.ErrNoVerbsDevice)
-	}
-	if err != nil {
-		return nil, err
-	}
-	if abi != ABIVersion {
-		return nil, fmt.Errorf("%s: kernel uverbs ABI %d, want %d", ibdev, abi, ABIVersion)
-	}
-	vd, err := fsys.VerbsDeviceFor(ibdev)
-	if err != nil {
-		return nil, err
-	}
-	dev, err := fsys.Device(ibdev)
-	if err != nil {
-		return nil, err
-	}
-	return openContext(fsys, ibdev, vd, dev.Driver, 0)
+// Node is a uverbs character device, /dev/infiniband/<Name>, with the
+// device number the kernel gave it, and the driver of the RDMA device it
+// serves. Package locator finds it, through RDMA netlink or sysfs.
+type Node struct {
+	Name         string // "uverbs0"
+	Major, Minor uint32
+	// Driver is the RDMA device's driver as sysfs names it ("rxe",
+	// "mlx5_core"); "" means DriverName(DriverID). DriverID is its enum
+	// rdma_driver_id, 0 when unknown. They choose GET_CONTEXT's request
+	// data.
+	Driver   string
+	DriverID uint32
 }
 
-// openContext opens the character device of vd and creates the user
-// context with the request data of driver; driverID, when known (not 0),
-// lets a driver without request data use the ioctl GET_CONTEXT.
-func openContext(fsys sysfs.FS, ibdev string, vd sysfs.VerbsDevice, driver string, driverID uint32) (*Context, error) {
-	name := "dev/infiniband/" + vd.Name
-	fd, err := openVerbsDevice(fsys, name, vd, ibdev)
+// Open opens node, the uverbs device of RDMA device ibdev, and creates a
+// user context on it (ibv_open_device). The character device is
+// dev/infiniband/<node.Name> below root, the directory that holds dev/ and
+// proc/ ("" or "/" on a live system); it must carry node's device number,
+// and that number must be ib_uverbs'. ibdev names the device in errors.
+//
+// Errors: an *fs.PathError from open(2) (EACCES without permission on
+// /dev/infiniband), an *UnsupportedDriverError, or a *CommandError.
+func Open(root, ibdev string, node Node) (*Context, error) {
+	if err := checkNodeName(node.Name); err != nil {
+		return nil, err
+	}
+	if root == "" {
+		root = "/"
+	}
+	if node.Driver == "" {
+		node.Driver = DriverName(node.DriverID)
+	}
+	fd, err := openChardev(root, filepath.Join(root, "dev/infiniband", node.Name), node, ibdev)
 	if err != nil {
 		return nil, err
 	}
-	c, err := newContext(fmt.Sprintf("%s (%s)", vd.Name, ibdev), fd)
+	c, err := newContext(contextName(node.Name, ibdev), deviceFile{fd})
 	if err != nil {
 		unix.Close(fd)
 		return nil, err
 	}
-	c.Verbs, c.Driver = vd, driver
-	getContext := (*Context).getContext
-	if request, ok := contextRequests[driver]; ok {
-		getContext = request
-	} else if driverID != 0 {
-		getContext = func(c *Context) error { return c.getContextIoctl(driverID) }
-	}
-	if err := getContext(c); err != nil {
-		c.Close()
-		if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOPNOTSUPP) {
-			return nil, &UnsupportedDriverError{Device: ibdev, Driver: driver,
-				Reason: fmt.Sprintf("the kernel refused GET_CONTEXT without driver data (%v)", errors.Unwrap(err))}
-		}
+	if err := c.start(ibdev, node); err != nil {
 		return nil, err
 	}
 	return c, nil
 }
 
-// Node is a uverbs character device as RDMA netlink's GET_CHARDEV names
-// it (nldev.Chardev): with it a device is opened without reading sysfs.
-type Node struct {
-	Name         string // "uverbs0"; the device is dev/infiniband/<Name>
-	Major, Minor uint32
-	DriverID     uint32 // enum rdma_driver_id
-}
+// contextName is a context's name in errors: "uverbs0 (rxe0)".
+func contextName(node, ibdev string) string { return fmt.Sprintf("%s (%s)", node, ibdev) }
 
-// NodeOf is the uverbs node netlink's GET_CHARDEV reply names.
-func NodeOf(ch nldev.Chardev) Node {
-	return Node{Name: ch.Name, Major: unix.Major(ch.Dev), Minor: unix.Minor(ch.Dev), DriverID: ch.DriverID}
+// start creates the user context on node with the request data of its
+// driver; a known DriverID lets a driver without request data use the
+// ioctl GET_CONTEXT. On failure c is closed.
+func (c *Context) start(ibdev string, node Node) error {
+	if node.Driver == "" {
+		node.Driver = DriverName(node.DriverID)
+	}
+	c.Node = node
+	getContext := (*Context).getContext
+	if request, ok := contextRequests[node.Driver]; ok {
+		getContext = request
+	} else if node.DriverID != 0 {
+		getContext = func(c *Context) error { return c.getContextIoctl(node.DriverID) }
+	}
+	if err := getContext(c); err != nil {
+		c.Close()
+		if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOPNOTSUPP) {
+			return &UnsupportedDriverError{Device: ibdev, Driver: node.Driver,
+				Reason: fmt.Sprintf("the kernel refused GET_CONTEXT without driver data (%v)", errors.Unwrap(err))}
+		}
+		return err
+	}
+	return nil
 }
 
 // enum rdma_driver_id values this package tells apart.
@@ -202,18 +202,6 @@ func DriverName(id uint32) string {
 		return "siw"
 	}
 	return ""
-}
-
-// OpenNode is Open for a device whose uverbs node is known from RDMA
-// netlink: it reads nothing in sysfs (Open reads the ABI version and walks
-// class/infiniband_verbs, one file per uverbs device). The node must
-// carry the device number netlink reported, as for Open.
-func OpenNode(fsys sysfs.FS, ibdev string, node Node) (*Context, error) {
-	if err := checkNodeName(node.Name); err != nil {
-		return nil, err
-	}
-	vd := sysfs.VerbsDevice{Name: node.Name, IBDev: ibdev, Major: node.Major, Minor: node.Minor}
-	return openContext(fsys, ibdev, vd, DriverName(node.DriverID), node.DriverID)
 }
 
 // checkNodeName refuses a node name that is not a plain uverbsN.

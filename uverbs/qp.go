@@ -3,16 +3,8 @@ package uverbs
 import (
 	"fmt"
 	"strings"
-)
 
-// QPType is a queue pair's transport (enum ib_qp_type).
-type QPType uint8
-
-// Queue pair types.
-const (
-	QPTypeRC QPType = 2 // reliable connected
-	QPTypeUC QPType = 3
-	QPTypeUD QPType = 4
+	"github.com/grdma/grdma/ib"
 )
 
 // QPCap is what a queue pair can hold: work requests, scatter/gather
@@ -30,7 +22,7 @@ type QPInit struct {
 	PD     PD
 	SendCQ CQ
 	RecvCQ CQ
-	Type   QPType
+	Type   ib.QPType
 	Cap    QPCap
 	// SignalAll makes every send request produce a completion, as if it
 	// had the SIGNALED flag (sq_sig_all).
@@ -43,29 +35,6 @@ type QP struct {
 	Handle uint32
 	QPN    uint32
 	Cap    QPCap
-}
-
-// QPState is a queue pair state (enum ib_qp_state).
-type QPState uint8
-
-// Queue pair states, in the order a connection goes through them.
-const (
-	QPStateReset QPState = iota
-	QPStateInit
-	QPStateRTR // ready to receive
-	QPStateRTS // ready to send
-	QPStateSQD
-	QPStateSQE
-	QPStateErr
-)
-
-// String returns the name ibv_devinfo and rdma res use.
-func (s QPState) String() string {
-	names := [...]string{"RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"}
-	if int(s) < len(names) {
-		return names[s]
-	}
-	return fmt.Sprintf("state %d", uint8(s))
 }
 
 // QPAttrMask selects the attributes a MODIFY_QP sets or a QUERY_QP
@@ -150,9 +119,9 @@ type AddressVector struct {
 // QPAttr holds queue pair attributes (ibv_qp_attr) for ModifyQP and from
 // QueryQP; a QPAttrMask says which are meant.
 type QPAttr struct {
-	State            QPState
-	CurState         QPState
-	PathMTU          MTU
+	State            ib.QPState
+	CurState         ib.QPState
+	PathMTU          ib.MTU
 	PathMigState     uint8
 	QKey             uint32
 	RQPSN            uint32 // 24 bits
@@ -356,7 +325,7 @@ func (c *Context) QueryQP(qp QP, mask QPAttrMask) (QPAttr, error) {
 		return QPAttr{}, err
 	}
 	return QPAttr{
-		State: QPState(r.QPState), CurState: QPState(r.CurQPState), PathMTU: MTU(r.PathMTU),
+		State: ib.QPState(r.QPState), CurState: ib.QPState(r.CurQPState), PathMTU: ib.MTU(r.PathMTU),
 		PathMigState: r.PathMigState, QKey: r.QKey, RQPSN: r.RQPSN, SQPSN: r.SQPSN, DestQPN: r.DestQPNum,
 		AccessFlags: Access(r.QPAccessFlags), PKeyIndex: r.PKeyIndex, AltPKeyIndex: r.AltPKeyIndex,
 		SQDraining: r.SQDraining, MaxRdAtomic: r.MaxRdAtomic, MaxDestRdAtomic: r.MaxDestRdAtomic,

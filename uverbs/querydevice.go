@@ -144,7 +144,7 @@ func (c *Context) QueryDeviceEx() (DeviceAttrEx, DriverDeviceAttr, error) {
 	var attr DeviceAttrEx
 	var drv DriverDeviceAttr
 	var driverOut []byte
-	if c.Driver == mlx5Driver {
+	if c.Node.Driver == mlx5Driver {
 		driverOut = make([]byte, binary.Size(mlx5QueryDeviceResp{}))
 	}
 	if err := c.executeEx(exCmdQueryDevice, &exQueryDeviceReq{}, &attr, driverOut); err != nil {
@@ -184,7 +184,7 @@ func (c *Context) executeEx(command uint32, req, resp any, driverOut []byte) err
 	if err != nil {
 		return err
 	}
-	n, err := c.write(msg)
+	n, err := c.kernel.Write(msg)
 	if err != nil {
 		return &CommandError{Device: c.name, Command: name, Err: err}
 	}

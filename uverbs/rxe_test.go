@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/grdma/grdma/ib"
 )
 
 // fakeRxe stands in for rxe's queue memory: the kernel's CREATE_CQ and
@@ -36,9 +38,7 @@ func newFakeRxe(t *testing.T) (*Context, *fakeKernel, *fakeRxe) {
 		fakeRQOffset: {Log2ElemSize: 6, IndexMask: 31},
 		fakeSQOffset: {Log2ElemSize: 8, IndexMask: 31},
 	}}
-	mmap, munmap := mmapQueue, munmapQueue
-	t.Cleanup(func() { mmapQueue, munmapQueue = mmap, munmap })
-	mmapQueue, munmapQueue = r.mmap, r.munmap
+	kernelOf(t, c).mmap, kernelOf(t, c).munmap = r.mmap, r.munmap
 	mi := func(offset uint64) string {
 		var b [16]byte
 		binary.NativeEndian.PutUint64(b[:], offset)
@@ -51,7 +51,7 @@ func newFakeRxe(t *testing.T) (*Context, *fakeKernel, *fakeRxe) {
 	return c, k, r
 }
 
-func (r *fakeRxe) mmap(fd int, offset int64, size int) ([]byte, error) {
+func (r *fakeRxe) mmap(offset int64, size int) ([]byte, error) {
 	if r.mapErr != nil {
 		return nil, r.mapErr
 	}
@@ -91,7 +91,7 @@ func newProbeQueues(t *testing.T, c *Context) (*RxeCQ, *RxeQP) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	qp, err := c.CreateRxeQP(QPInit{PD: PD{Handle: 1}, SendCQ: cq.CQ(), RecvCQ: cq.CQ(), Type: QPTypeRC,
+	qp, err := c.CreateRxeQP(QPInit{PD: PD{Handle: 1}, SendCQ: cq.CQ(), RecvCQ: cq.CQ(), Type: ib.QPTypeRC,
 		Cap: QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	if err != nil {
 		t.Fatal(err)

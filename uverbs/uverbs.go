@@ -18,7 +18,12 @@
 // Beyond the device and port queries, the package creates the objects of
 // a verbs probe (pd.go, cq.go, qp.go, mr.go) with the driver data of rxe,
 // including its shared queues (rxe.go), and of mlx5's control path
-// (mlx5.go).
+// (mlx5.go). Completions are polled from rxe's queue or, with a
+// completion channel, waited for as events (events.go: RxeCQ.Wait).
+//
+// A Context talks to the kernel through a Kernel: the character device
+// for Open, or a stand-in given to NewContext, such as the fake kernel of
+// package uverbstest, which unit tests of code above this package use.
 package uverbs
 
 import (
@@ -27,32 +32,33 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/grdma/grdma/sysfs"
 )
 
 // Context is an open uverbs device with a user context (ibv_context).
 // Its methods are safe for concurrent use.
 type Context struct {
 	name    string // "uverbs0 (rxe0)", for errors
-	fd      int
+	kernel  Kernel // nil once closed
 	asyncFD int
 	// NumCompVectors is the number of completion vectors of the device.
 	NumCompVectors int
-	// Verbs is the uverbs device Open opened, Driver the RDMA device's
-	// driver as sysfs names it ("rxe", "mlx5_core", ...).
-	Verbs  sysfs.VerbsDevice
-	Driver string
+	// Node is the uverbs device Open opened, with the RDMA device's
+	// driver ("rxe", "mlx5_core", ...).
+	Node Node
 
 	mu    sync.Mutex
 	arena []byte // one page outside the Go heap for responses
 	// arenaAddr is the arena's address, for requests that point into it.
 	arenaAddr uint64
-	// write is write(2) on fd; tests replace it with a fake kernel.
-	write func(b []byte) (int, error)
+	// userHandles numbers the objects whose events name them (CQs).
+	userHandles atomic.Uint64
+	// channels are the completion channels made on the context, which
+	// Close closes.
+	channels []*CompChannel
 }
 
 // The response half of the arena. A driver that copies more response data
@@ -64,14 +70,12 @@ const (
 	driverOutRoom = 1024 // driver response data allowed for GET_CONTEXT
 )
 
-func newContext(name string, fd int) (*Context, error) {
+func newContext(name string, k Kernel) (*Context, error) {
 	arena, err := arenas.get()
 	if err != nil {
 		return nil, fmt.Errorf("%s: allocating the response buffer: %w", name, err)
 	}
-	c := &Context{name: name, fd: fd, asyncFD: -1, arena: arena, arenaAddr: uint64(uintptr(unsafe.Pointer(unsafe.SliceData(arena))))}
-	c.write = func(b []byte) (int, error) { return unix.Write(c.fd, b) }
-	return c, nil
+	return &Context{name: name, kernel: k, asyncFD: -1, arena: arena, arenaAddr: uint64(uintptr(unsafe.Pointer(unsafe.SliceData(arena))))}, nil
 }
 
 // arenas keeps the arenas of closed contexts for the next ones: reading
@@ -112,19 +116,23 @@ func (p *arenaPool) put(b []byte) error {
 	return unix.Munmap(b)
 }
 
-// Close releases the context and everything created in it, and closes the
-// device.
+// Close releases the context and everything created in it, closes its
+// completion channels, and closes the device.
 func (c *Context) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var errs []error
+	for _, ch := range c.channels {
+		errs = append(errs, ch.Close())
+	}
+	c.channels = nil
 	if c.asyncFD >= 0 {
 		errs = append(errs, unix.Close(c.asyncFD))
 		c.asyncFD = -1
 	}
-	if c.fd >= 0 {
-		errs = append(errs, unix.Close(c.fd))
-		c.fd = -1
+	if c.kernel != nil {
+		errs = append(errs, c.kernel.Close())
+		c.kernel = nil
 	}
 	if c.arena != nil {
 		errs = append(errs, arenas.put(c.arena))
@@ -175,7 +183,7 @@ func (c *Context) execute(command uint32, req any, driverIn []byte, resp any, dr
 	if err != nil {
 		return err
 	}
-	n, err := c.write(msg)
+	n, err := c.kernel.Write(msg)
 	if err != nil {
 		return &CommandError{Device: c.name, Command: commandNames[command], Err: err}
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/grdma/grdma/cmdline"
 	"github.com/grdma/grdma/devinfo"
@@ -37,6 +38,7 @@ type globalOptions struct {
 	batch     string
 	version   bool
 	sysfsRoot string
+	procRoot  string
 	netns     string
 }
 
@@ -113,9 +115,14 @@ func (a *app) close() {
 	}
 }
 
-// rootFS returns the reader of /sys, /proc and /dev below --sysfs-root.
+// rootFS returns the reader of /sys, /proc and /dev below --sysfs-root,
+// with /proc at --proc-root when given.
 func (a *app) rootFS() (sysfs.FS, error) {
-	return sysfs.NewFS(a.opts.sysfsRoot)
+	fsys, err := sysfs.NewFS(a.opts.sysfsRoot)
+	if err != nil {
+		return fsys, err
+	}
+	return fsys.WithProc(a.opts.procRoot)
 }
 
 // sysfs returns the reader of /sys and /dev for a command that reads them
@@ -174,6 +181,16 @@ func (a *app) report(err error) int {
 		fmt.Fprintf(a.stderr, "grdma: %s\n", ia.Reason)
 		return exitUsage
 	}
-	fmt.Fprintf(a.stderr, "grdma: %s\n", err)
+	fmt.Fprintf(a.stderr, "grdma: %s\n", escapeLines(err.Error()))
 	return exitFailed
+}
+
+// escapeLines is output.Escape line by line: an error may quote what a
+// peer sent (probe between hosts), and its own line breaks stay.
+func escapeLines(s string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = output.Escape(l)
+	}
+	return strings.Join(lines, "\n")
 }

@@ -2,15 +2,12 @@ package main
 
 import (
 	"github.com/grdma/grdma/cmdline"
+	"github.com/grdma/grdma/grammar"
 	"github.com/spf13/cobra"
 )
 
-// argv walks the words after an object (cmdline.Args); devPort is a
-// DEV[/PORT] argument.
-type (
-	argv    = cmdline.Args
-	devPort = cmdline.DevPort
-)
+// argv walks the words after an object (cmdline.Args).
+type argv = cmdline.Args
 
 func newArgv(words []string, help string) *argv { return cmdline.NewArgs(words, help) }
 
@@ -25,6 +22,9 @@ func cmdArgv(cmd *cobra.Command, words []string, help string) *argv {
 	}
 	return a
 }
+
+// verbs are the verbs of an object's grammar, help among them.
+func verbs(g *grammar.Syntax) []string { return g.VerbNames() }
 
 // errHelpShown ends a command whose help a "help" word printed: exit 0.
 var errHelpShown = &helpShownError{}

@@ -82,8 +82,8 @@ var netnsDir = completion.DefaultNetnsDir
 
 // completionSource is where completion finds device, netdev and namespace
 // names: RDMA netlink in -n's namespace, /sys/class/net below --sysfs-root.
-func (a *app) completionSource() completion.Source {
-	return completion.Source{
+func (a *app) completionSource() completion.Names {
+	return completion.Names{
 		Devices: func() ([]nldev.Device, error) {
 			_, devs, err := a.devices()
 			return devs, err

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/grdma/grdma/internal/completion"
+	"github.com/grdma/grdma/grammar"
 	"github.com/grdma/grdma/nldev"
 	"github.com/spf13/cobra"
 )
@@ -104,9 +104,13 @@ func TestCompletion(t *testing.T) {
 		{"res show qp state R", "RESET RTR RTS"},
 		{"res show cq poll-ctx ", "DIRECT SOFTIRQ WORKQUEUE UNBOUND_WORKQUEUE"},
 		{"probe ", "rxe0 rxe1"},
-		{"probe rxe0/1 ", "gid-index traffic count listen peer bw lat pingpong size iters duration timeout"},
-		{"check ", "devices ports probe gdr state min-rate mtu gid-type gid-index type ipv4 ipv6 netdev-mtu device-count device-names"},
+		{"probe rxe0/1 ", "gid-index traffic count listen peer bw lat pingpong size iters duration timeout from serve peers memory peer-memory grace auth"},
+		{"check ", "devices ports probe gdr cm state min-rate mtu gid-type gid-index type ipv4 ipv6 netdev-mtu device-count device-names gpu"},
 		{"check ports gid-type ", "v1 v2 ib"},
+		{"cm ", "show list set"},
+		{"cm show ", "rxe0 rxe1"},
+		{"cm set rxe0/1 ", "roce-mode tos"},
+		{"cm set rxe0/1 roce-mode ", "v1 v2"},
 		{"check devices device-names ", "rxe0 rxe1"},
 	}
 	for _, c := range cases {
@@ -163,13 +167,13 @@ func TestCompletionGrammarsMatchCommands(t *testing.T) {
 	byName := map[string]*cobra.Command{}
 	for _, c := range root.Commands() {
 		byName[c.Name()] = c
-		if !slices.Contains(completion.Objects(), c.Name()) {
+		if !slices.Contains(grammar.Objects(), c.Name()) {
 			if c.Name() != "completion" && c.Name() != "help" {
 				t.Errorf("object %s has no completion grammar", c.Name())
 			}
 			continue
 		}
-		words := append(completion.Words(c.Name()), c.Name())
+		words := append(grammar.Object(c.Name()).Literals(), c.Name())
 		for _, m := range useWord.FindAllStringSubmatch(c.Use, -1) {
 			if !slices.Contains(words, m[2]) {
 				t.Errorf("%s: %q of its synopsis does not complete (add it to completion's grammars)", c.Name(), m[2])
@@ -180,7 +184,7 @@ func TestCompletionGrammarsMatchCommands(t *testing.T) {
 		// Help and completion come from the one res grammar.
 		for _, typ := range nldev.ResTypes {
 			var keys []string
-			for _, f := range nldev.ResFilters(typ) {
+			for _, f := range grammar.ResFilters(typ) {
 				keys = append(keys, f.Name)
 			}
 			got, _ := complete(t, recordedDial("6.12"), "res", "show", typ.String(), "")

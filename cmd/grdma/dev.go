@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/grdma/grdma/grammar"
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/render"
 	"github.com/spf13/cobra"
@@ -44,7 +45,7 @@ KEY_value; flag words are numbers with their names in KEY_names.`,
 }
 
 func (a *app) dev(cmd *cobra.Command, args *argv) error {
-	verb, err := args.Keyword("command", "show", "add", "delete", "show", "list", "set", "info", "help")
+	verb, err := args.Keyword("command", "show", verbs(grammar.Dev)...)
 	if err != nil {
 		return err
 	}
@@ -96,7 +97,7 @@ func (a *app) devSet(args *argv) error {
 		return usagef(args.Help, "dev set needs a device name")
 	}
 	name := args.Next()
-	attr, err := args.Keyword("attribute", "", "name", "netns", "adaptive-moderation")
+	attr, err := args.Keyword("attribute", "", grammar.Dev.Verb("set").Next.KeywordNames()...)
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/grdma/grdma/exporter"
+	"github.com/grdma/grdma/pci"
 	"github.com/spf13/cobra"
 )
 
@@ -23,6 +24,9 @@ type exporterOptions struct {
 	configFile    string
 	checks        bool
 	checkInterval time.Duration
+	maxRequests   int
+	pcie          bool
+	pcieGPUs      []string
 }
 
 func (a *app) exporterCommand() *cobra.Command {
@@ -34,17 +38,33 @@ func (a *app) exporterCommand() *cobra.Command {
 read at each scrape: port state, physical state, rate, active MTU and width,
 every hardware counter by name, PMA data counters in bytes, device
 information, the RoCE v2 IPv4 GID a job would choose (index and GID),
-resource counts, and with --collector.check the health checks "devices" and
-"ports" of grdma check (run at most once per --collector.check.interval,
-cached in between). Devices added, renamed or deleted show at the next
+resource counts, the PCIe links of GPUs and RDMA devices with the GPU-NIC
+path types of grdma topo (--collector.pcie, on by default;
+--collector.pcie.gpu BDF names more functions as GPUs), and with
+--collector.check the health checks "devices" and "ports" of grdma check
+(run at most once per --collector.check.interval, cached in between). Devices added, renamed or deleted show at the next
 scrape. A device that vanishes during a scrape is left out; whatever else
 cannot be read is counted in grdma_export_read_error and
 grdma_exporter_read_errors_total and never fails the scrape.
 
+Scrapes that come at once share one reading of the devices, and a reading
+less than a second old serves the next scrapes too: however many scrape, the
+devices are read at most about once a second. At most --web.max-requests
+scrapes are served at once (default 40, as node_exporter; 0 no limit); more
+are answered 503 at once.
+
+The server decides its own limits: each listen address holds at most 256
+connections; one that arrives past them closes the connection idle longest
+between two requests, or waits in the kernel's listen queue until one ends.
+A connection that has not sent its request headers within 10 s is closed, a
+request gets 30 s to be read and 1 min to be answered, and a keep-alive
+connection idle for 2 min is closed.
+
 The default port, 10041, follows Prometheus' default port allocations
 (9100-9999 is taken). --web.config.file is exporter-toolkit's web
-configuration file: TLS and basic auth. SIGTERM or SIGINT stops the server
-after the scrapes in flight (5 s at most).
+configuration file: TLS and basic auth; without it anyone who reaches the
+port may scrape. SIGTERM or SIGINT stops the server after the scrapes in
+flight (5 s at most).
 
 make build's bin/grdma is built without the Prometheus packages, so that the
 other commands start faster; it runs this command, stat export and check
@@ -67,8 +87,11 @@ flags or web configuration file.`,
 	f.StringArrayVar(&o.listen, "web.listen-address", []string{exporter.DefaultListenAddress}, "listen on `ADDR` (host:port; repeat for several)")
 	f.StringVar(&o.telemetryPath, "web.telemetry-path", exporter.DefaultTelemetryPath, "serve metrics on `PATH`")
 	f.StringVar(&o.configFile, "web.config.file", "", "TLS and basic auth from `FILE` (exporter-toolkit web configuration)")
+	f.IntVar(&o.maxRequests, "web.max-requests", exporter.DefaultMaxRequests, "serve at most `N` scrapes at once, answer more with 503 (0: no limit)")
 	f.BoolVar(&o.checks, "collector.check", false, "also export the devices and ports health checks (grdma_check_status)")
 	f.DurationVar(&o.checkInterval, "collector.check.interval", exporter.DefaultCheckInterval, "run the checks at most once per `DURATION`")
+	f.BoolVar(&o.pcie, "collector.pcie", true, "export the PCIe links of GPUs and RDMA devices (grdma_pcie_link_degraded, ...) and the GPU-NIC path types (grdma topo)")
+	f.StringArrayVar(&o.pcieGPUs, "collector.pcie.gpu", nil, "treat PCI function `BDF` as a GPU (repeat for several; grdma topo gpu BDF)")
 	return cmd
 }
 
@@ -80,6 +103,20 @@ func (a *app) exporter(cmd *cobra.Command, o *exporterOptions) error {
 	if cmd.Flags().Changed("collector.check.interval") && !o.checks {
 		return usagef(help, "--collector.check.interval goes with --collector.check")
 	}
+	if o.maxRequests < 0 {
+		return usagef(help, "--web.max-requests must be 0 (no limit) or more, not %d", o.maxRequests)
+	}
+	var gpus []pci.Address
+	for _, g := range o.pcieGPUs {
+		addr, err := pci.ParseAddress(g)
+		if err != nil {
+			return usagef(help, "--collector.pcie.gpu: %v", err)
+		}
+		gpus = append(gpus, addr)
+	}
+	if len(gpus) > 0 && !o.pcie {
+		return usagef(help, "--collector.pcie.gpu goes with --collector.pcie")
+	}
 	so := exporter.ServerOptions{ListenAddresses: o.listen, TelemetryPath: o.telemetryPath, ConfigFile: o.configFile,
 		Logger: slog.New(slog.NewTextHandler(a.stderr, nil))}
 	if err := exporter.CheckServerOptions(so); err != nil {
@@ -89,13 +126,13 @@ func (a *app) exporter(cmd *cobra.Command, o *exporterOptions) error {
 	if err != nil {
 		return err
 	}
-	col := exporter.New(exporter.Options{Sysfs: sys, Dial: a.newClient, Checks: o.checks, CheckInterval: o.checkInterval})
+	col := exporter.New(exporter.Options{Sysfs: sys, Dial: a.newClient, Checks: o.checks, CheckInterval: o.checkInterval, PCIe: o.pcie, PCIeGPUs: gpus})
 	reg, err := exporter.NewRegistry(col)
 	if err != nil {
 		return err
 	}
 	so.Version = versionString()
-	h, err := exporter.Handler(reg, o.telemetryPath, so.Version)
+	h, err := exporter.Handler(reg, o.telemetryPath, so.Version, o.maxRequests)
 	if err != nil {
 		return err
 	}

@@ -26,6 +26,8 @@ func TestExporterUsage(t *testing.T) {
 		{[]string{"--web.config.file=" + bad}, "web config file " + bad},
 		{[]string{"--collector.check", "--collector.check.interval=-1s"}, "--collector.check.interval must be a positive duration"},
 		{[]string{"--collector.check.interval=1m"}, "--collector.check.interval goes with --collector.check"},
+		{[]string{"--web.max-requests=-1"}, "--web.max-requests must be 0 (no limit) or more, not -1"},
+		{[]string{"--web.max-requests=many"}, `invalid argument "many" for "--web.max-requests"`},
 		{[]string{"now"}, `"now"`},
 		{[]string{"-n", "blue"}, "-n blue reaches RDMA netlink only"},
 	} {

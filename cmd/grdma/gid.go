@@ -6,6 +6,9 @@ import (
 
 	"github.com/grdma/grdma/cmdline"
 	"github.com/grdma/grdma/gid"
+	"github.com/grdma/grdma/grammar"
+	"github.com/grdma/grdma/ib"
+	"github.com/grdma/grdma/locator"
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/render"
 	"github.com/grdma/grdma/uverbs"
@@ -57,7 +60,7 @@ kernel without RDMA it says so and exits 1.`,
 }
 
 // gidVerbs are gid's commands, in the order that decides abbreviations.
-var gidVerbs = []string{"show", "list", "watch", "help"}
+var gidVerbs = verbs(grammar.GID)
 
 func (a *app) gid(cmd *cobra.Command, args *argv, quiet bool) error {
 	verb, err := args.Keyword("command", "show", gidVerbs...)
@@ -75,7 +78,7 @@ func (a *app) gid(cmd *cobra.Command, args *argv, quiet bool) error {
 	if err != nil {
 		return err
 	}
-	tables, err := gid.ReadTablesVerbs(fsys, want.Dev, want.Port, a.uverbsNode())
+	tables, err := gid.ReadTablesVerbs(fsys, want.Device, want.Port, a.uverbsNode())
 	if err != nil {
 		return err
 	}
@@ -94,8 +97,8 @@ func (a *app) gid(cmd *cobra.Command, args *argv, quiet bool) error {
 }
 
 // parseGIDArgs parses gid show's words (gid.ParseArgs).
-func parseGIDArgs(args *argv) (devPort, gid.Criteria, error) {
-	want, c, err := gid.ParseArgs(args.Words)
+func parseGIDArgs(args *argv) (ib.PortRef, gid.Criteria, error) {
+	want, c, err := grammar.ParseGID(args.Words)
 	return want, c, cmdline.WithHelp(err, args.Help)
 }
 
@@ -132,6 +135,6 @@ func (a *app) uverbsNode() gid.NodeFunc {
 			return uverbs.Node{}, err
 		}
 		ch, err := c.Chardev(d.Index, "uverbs")
-		return uverbs.NodeOf(ch), err
+		return locator.FromNetlink(ch), err
 	}
 }

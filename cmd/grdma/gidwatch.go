@@ -38,7 +38,7 @@ func (a *app) gidWatch(args *argv, count int) error {
 	}
 	node := a.uverbsNode()
 	w := gid.Watcher{
-		Read:     func() ([]gid.Table, error) { return gid.ReadTablesVerbs(fsys, want.Dev, want.Port, node) },
+		Read:     func() ([]gid.Table, error) { return gid.ReadTablesVerbs(fsys, want.Device, want.Port, node) },
 		Criteria: criteria,
 		Events:   events,
 	}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/grdma/grdma/grammar"
+	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/render"
 	"github.com/spf13/cobra"
@@ -25,7 +27,7 @@ or create and remove software RDMA devices: rxe (Soft-RoCE) and siw
 }
 
 func (a *app) link(cmd *cobra.Command, args *argv) error {
-	verb, err := args.Keyword("command", "show", "add", "delete", "show", "list", "help")
+	verb, err := args.Keyword("command", "show", verbs(grammar.Link)...)
 	if err != nil {
 		return err
 	}
@@ -41,7 +43,7 @@ func (a *app) link(cmd *cobra.Command, args *argv) error {
 }
 
 func (a *app) linkShow(args *argv) error {
-	var want devPort
+	var want ib.PortRef
 	if !args.Empty() {
 		var err error
 		if want, err = args.DevPort(args.Next()); err != nil {
@@ -56,7 +58,7 @@ func (a *app) linkShow(args *argv) error {
 		return err
 	}
 	if want.Port != 0 {
-		refs, err := nldev.SelectPorts(devs, want.Dev, want.Port)
+		refs, err := nldev.SelectPorts(devs, want.Device, want.Port)
 		if err != nil {
 			return err
 		}
@@ -66,8 +68,8 @@ func (a *app) linkShow(args *argv) error {
 		}
 		return a.printPorts([]nldev.Port{port})
 	}
-	if want.Dev != "" {
-		d, err := nldev.FindDevice(devs, want.Dev)
+	if want.Device != "" {
+		d, err := nldev.FindDevice(devs, want.Device)
 		if err != nil {
 			return err
 		}
@@ -77,7 +79,7 @@ func (a *app) linkShow(args *argv) error {
 	for _, d := range devs {
 		dp, err := c.Ports(d.Index)
 		if err != nil {
-			if want.Dev == "" && c.Gone(d.Index, err) {
+			if want.Device == "" && c.Gone(d.Index, err) {
 				continue
 			}
 			return err
@@ -104,7 +106,7 @@ func (a *app) linkAdd(args *argv) error {
 	name := args.Next()
 	var linkType, netdev string
 	for !args.Empty() {
-		kw, err := args.Keyword("link add parameter", "", "type", "netdev")
+		kw, err := args.Keyword("link add parameter", "", grammar.Link.Verb("add").Next.KeywordNames()...)
 		if err != nil {
 			return err
 		}

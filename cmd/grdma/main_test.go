@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"flag"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"github.com/grdma/grdma/internal/nlfixture"
 	"github.com/grdma/grdma/internal/rdmacompat"
 	"github.com/grdma/grdma/nldev"
+	"github.com/grdma/grdma/verbsprobe"
 	"github.com/mdlayher/netlink"
 )
 
@@ -330,5 +332,21 @@ func TestEveryObjectAbbreviates(t *testing.T) {
 		if !slices.ContainsFunc(append(c.Aliases, c.Name()), func(n string) bool { return slices.Contains(cmdline.Objects, n) }) {
 			t.Errorf("object %q is not in cmdline.Objects: it cannot be abbreviated", c.Name())
 		}
+	}
+}
+
+// TestReportEscapesErrors: an error that quotes a peer's failure message
+// reaches stderr with its terminal controls escaped, its own line breaks
+// kept.
+func TestReportEscapesErrors(t *testing.T) {
+	var errOut strings.Builder
+	a := newApp(strings.NewReader(""), io.Discard, &errOut)
+	err := fmt.Errorf("probe rxe0/1 failed at peer_test: %w\n  likely cause: x", &verbsprobe.RemoteFailure{Step: "verify", Message: "\r\x1b[2KPASS\x1b]52;c;eA==\x07\xc2\x9b"})
+	if code := a.report(err); code != exitFailed {
+		t.Errorf("exit %d", code)
+	}
+	want := `grdma: probe rxe0/1 failed at peer_test: the peer failed at verify: \x0d\x1b[2KPASS\x1b]52;c;eA==\x07\xc2\x9b` + "\n  likely cause: x\n"
+	if errOut.String() != want {
+		t.Errorf("stderr %q, want %q", errOut.String(), want)
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"strconv"
 
+	"github.com/grdma/grdma/grammar"
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/output"
 	"github.com/grdma/grdma/render"
@@ -17,7 +18,7 @@ func (a *app) statMR(args *argv) error {
 	var dev string
 	var f nldev.MRCounterFilter
 	for !args.Empty() {
-		kw, err := args.Keyword("filter", "", "mrn", "dev")
+		kw, err := args.Keyword("filter", "", grammar.Stat.Verb("mr").Next.KeywordNames()...)
 		if err != nil {
 			return err
 		}
@@ -29,7 +30,7 @@ func (a *app) statMR(args *argv) error {
 			dev = v
 			continue
 		}
-		if f.MRNs, err = nldev.ParseNumList(v); err != nil {
+		if f.MRNs, err = grammar.ParseNumList(v); err != nil {
 			return usagef(args.Help, "bad mrn filter: %v (use numbers and ranges, e.g. 1-3,7)", err)
 		}
 	}
@@ -96,7 +97,7 @@ func (a *app) runDone(args *argv, do func(c *nldev.Client) error) error {
 
 // resFRMRPools: res show frmr_pools [dev DEV] [FILTER VALUE]...
 func (a *app) resFRMRPools(args *argv) error {
-	sel, err := nldev.ParseFRMRPoolSelect(args.Words)
+	sel, err := grammar.ParseFRMRPoolSelect(args.Words)
 	if err != nil {
 		return usagef(args.Help, "%s", err)
 	}
@@ -124,7 +125,7 @@ func (a *app) resSet(args *argv) error {
 	if err != nil {
 		return err
 	}
-	kw, err := args.Keyword("parameter", "", "aging", "pinned")
+	kw, err := args.Keyword("parameter", "", grammar.Res.Verb("set").Next.Verb("frmr_pools").Next.KeywordNames()[1:]...)
 	if err != nil {
 		return err
 	}
@@ -144,7 +145,7 @@ func (a *app) resSet(args *argv) error {
 		if err != nil {
 			return err
 		}
-		key, err := nldev.ParseFRMRPoolKey(v)
+		key, err := grammar.ParseFRMRPoolKey(v)
 		if err != nil {
 			return usagef(args.Help, "%s", err)
 		}

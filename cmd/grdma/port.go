@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/grdma/grdma/grammar"
+	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/ports"
 	"github.com/grdma/grdma/render"
 	"github.com/spf13/cobra"
@@ -27,14 +29,14 @@ its netdev's MTU the way the kernel derives it, and mtu_source says
 }
 
 func (a *app) port(cmd *cobra.Command, args *argv) error {
-	verb, err := args.Keyword("command", "show", "show", "list", "help")
+	verb, err := args.Keyword("command", "show", verbs(grammar.PortObject)...)
 	if err != nil {
 		return err
 	}
 	if verb == "help" {
 		return cmd.Help()
 	}
-	var want devPort
+	var want ib.PortRef
 	if !args.Empty() {
 		if want, err = args.DevPort(args.Next()); err != nil {
 			return err
@@ -52,7 +54,7 @@ func (a *app) port(cmd *cobra.Command, args *argv) error {
 		return err
 	}
 	r := &ports.Reader{Sysfs: fsys, Netlink: nl}
-	list, err := r.Read(want.Dev, want.Port)
+	list, err := r.Read(want.Device, want.Port)
 	if err != nil {
 		return err
 	}

@@ -6,7 +6,7 @@ import (
 )
 
 // portRef is one port of a device, as DEV[/PORT] selects it.
-type portRef = nldev.PortRef
+type portRef = nldev.DevicePort
 
 // listPorts prints one record per port as render makes it, inside one
 // list; an error stops the listing and the list is still closed, so JSON

@@ -62,3 +62,47 @@ func TestNetnsRefusedWhereSysfsIsRead(t *testing.T) {
 		}
 	}
 }
+
+// TestTextfileDirRefused: check --textfile and stat export --textfile
+// refuse, before any work, a directory another account may write in
+// without the sticky bit (exit 1, naming the mode and the fix) and a
+// directory that does not exist; a sticky one is used.
+func TestTextfileDirRefused(t *testing.T) {
+	for _, c := range []struct {
+		mode os.FileMode
+		want string
+	}{
+		{0o777, "is writable by group and others (mode 0777) without the sticky bit: another account could replace the files written there; make it writable by its owner only (chmod go-w DIR) or set the sticky bit (chmod +t DIR)\n"},
+		{0o775, "is writable by its group (mode 0775) without the sticky bit"},
+		{0, "open DIR: no such file or directory\n"},
+		{os.ModeSticky | 0o777, ""},
+	} {
+		dir := filepath.Join(t.TempDir(), "textfile")
+		if c.mode != 0 {
+			os.Mkdir(dir, 0o700)
+			os.Chmod(dir, c.mode)
+		}
+		want := strings.ReplaceAll(c.want, "DIR", dir)
+		for _, args := range [][]string{
+			{"--sysfs-root", sysfsFixture("rxe-6.12"), "check", "ports", "--textfile", filepath.Join(dir, "check.prom")},
+			{"--sysfs-root", sysfsFixture("rxe-6.12"), "stat", "export", "--textfile", filepath.Join(dir, "rdma.prom")},
+		} {
+			out, stderr, code := runGrdma(t, exportKernel(), args...)
+			entries, _ := os.ReadDir(dir)
+			_, werr := os.Stat(args[len(args)-1])
+			switch {
+			case want == "" && (code != 0 || werr != nil):
+				t.Errorf("%04o: %q: exit %d, stderr %q, wrote %v", c.mode, args, code, stderr, entries)
+			case want != "" && (code != exitFailed || out != "" || !strings.Contains(stderr, want) || len(entries) != 0):
+				t.Errorf("%04o: %q: exit %d, stdout %q, stderr %q, wrote %v; want exit 1, nothing done, and %q", c.mode, args, code, out, stderr, entries, want)
+			}
+			if want != "" && !strings.HasPrefix(stderr, "grdma: ") {
+				t.Errorf("stderr %q", stderr)
+			}
+		}
+		// A wrong command line is still exit 2, whatever the directory.
+		if _, stderr, code := runGrdma(t, exportKernel(), "check", "bogus", "--textfile", filepath.Join(dir, "check.prom")); code != exitUsage {
+			t.Errorf("%04o: check bogus: exit %d, stderr %q; want 2", c.mode, code, stderr)
+		}
+	}
+}

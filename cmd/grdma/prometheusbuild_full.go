@@ -15,7 +15,7 @@ import (
 func (a *app) needPrometheus(string) error { return nil }
 
 // writeCheckTextfile writes check's results as Prometheus gauges.
-func writeCheckTextfile(path string, rep health.Report, ranAt time.Time) error {
+func writeCheckTextfile(path string, rep health.Summary, ranAt time.Time) error {
 	return (&exporter.CheckResults{Results: rep.Checks, RanAt: ranAt}).WriteTextfile(path)
 }
 
@@ -23,3 +23,7 @@ func writeCheckTextfile(path string, rep health.Report, ranAt time.Time) error {
 func (a *app) writeStatTextfile(sys sysfs.FS, path string) error {
 	return exporter.New(exporter.Options{Sysfs: sys, Dial: a.newClient}).WriteTextfile(path)
 }
+
+// checkTextfileDir refuses, before any work, a textfile directory that
+// is missing or that another account may write in (exporter.CheckTextfileDir).
+func checkTextfileDir(path string) error { return exporter.CheckTextfileDir(path) }

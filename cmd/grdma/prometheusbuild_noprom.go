@@ -115,6 +115,8 @@ func completeInPrometheusBuild(cmd *cobra.Command, args []string, toComplete str
 var errNeedsPrometheus = errors.New("needs the build with the Prometheus packages")
 
 // The writers are not reached in this build: needPrometheus runs first.
-func writeCheckTextfile(string, health.Report, time.Time) error { return errNeedsPrometheus }
+func writeCheckTextfile(string, health.Summary, time.Time) error { return errNeedsPrometheus }
 
 func (a *app) writeStatTextfile(sysfs.FS, string) error { return errNeedsPrometheus }
+
+func checkTextfileDir(string) error { return errNeedsPrometheus }

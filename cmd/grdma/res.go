@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/grdma/grdma/cmdline"
+	"github.com/grdma/grdma/grammar"
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/output"
 	"github.com/grdma/grdma/proc"
@@ -75,7 +75,7 @@ separated by spaces (rdma runs decimal bytes together).`,
 }
 
 func (a *app) res(cmd *cobra.Command, args *argv) error {
-	verb, err := args.Keyword("command", "show", "show", "set", "list", "help")
+	verb, err := args.Keyword("command", "show", verbs(grammar.Res)...)
 	if err != nil {
 		return err
 	}
@@ -91,18 +91,18 @@ func (a *app) res(cmd *cobra.Command, args *argv) error {
 		// res_show), so a device named like an object abbreviation wins.
 		return a.resSummary(word)
 	}
-	if full, ok := cmdline.Abbrev(word, append(resTypeNames(), "frmr_pools")); ok && full == "frmr_pools" {
+	if v := grammar.Res.Verb("show").Next.Verb(word); v != nil && v.Name == "frmr_pools" {
 		return a.resFRMRPools(args)
 	}
-	t, ok := nldev.ParseResType(word)
+	t, ok := grammar.ParseResType(word)
 	if !ok {
 		if !args.Empty() {
-			return usagef(args.Help, "unknown object %q: expected %s", word, strings.Join(resTypeNames(), ", "))
+			return usagef(args.Help, "unknown object %q: expected %s", word, strings.Join(grammar.ResTypeNames(), ", "))
 		}
 		// rdma res show DEV: a device name where an object would be.
 		return a.resSummary(word)
 	}
-	sel, err := nldev.ParseResSelect(t, args.Words)
+	sel, err := grammar.ParseResSelect(t, args.Words)
 	if err != nil {
 		return usagef(args.Help, "%s", err)
 	}
@@ -123,25 +123,17 @@ func (a *app) isDevice(name string) bool {
 }
 
 // resFiltersHelp lists the filters of each object, from the res grammar
-// (nldev.ResFilters), as lines "  OBJECT  KEY KEY ...".
+// (grammar.ResFilters), as lines "  OBJECT  KEY KEY ...".
 func resFiltersHelp() string {
 	var b strings.Builder
 	for _, t := range nldev.ResTypes {
 		fmt.Fprintf(&b, "  %-6s", t)
-		for _, f := range nldev.ResFilters(t) {
+		for _, f := range grammar.ResFilters(t) {
 			b.WriteString(" " + f.Name)
 		}
 		b.WriteString("\n")
 	}
 	return strings.TrimSuffix(b.String(), "\n")
-}
-
-func resTypeNames() []string {
-	var names []string
-	for _, t := range nldev.ResTypes {
-		names = append(names, t.String())
-	}
-	return names
 }
 
 // resSummary prints the object counts of every device, or of one.
@@ -155,13 +147,13 @@ func (a *app) resSummary(dev string) error {
 		return err
 	}
 	if dev != "" {
-		i := slices.IndexFunc(sums, func(s nldev.ResSummary) bool { return s.DevName == dev })
+		i := slices.IndexFunc(sums, func(s nldev.ResSummary) bool { return s.Device == dev })
 		if i < 0 {
 			var names, objects []string
 			for _, s := range sums {
-				names = append(names, s.DevName)
+				names = append(names, s.Device)
 			}
-			objects = resTypeNames()
+			objects = grammar.ResTypeNames()
 			return usagef("grdma res help", "%q is neither an object (%s) nor an RDMA device (%s)",
 				dev, strings.Join(objects, ", "), strings.Join(names, ", "))
 		}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/grdma/grdma/grammar"
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/output"
 	"github.com/grdma/grdma/ports"
@@ -47,7 +48,10 @@ counters; qp unbind without lqpn unbinds every QP of the counter, as rdma
 does. "stat mr" (also "stat show mr") lists the counters of each memory
 region, for drivers that count per MR (mlx5; rxe lists MRs without
 counters). "stat export" writes all counters and port states in the
-Prometheus text format for node_exporter's textfile collector, atomically.
+Prometheus text format for node_exporter's textfile collector, atomically
+and through one descriptor (no name another account could swap for a
+symlink is followed); a directory writable by group or others without the
+sticky bit is refused (exit 1).
 Text and JSON of the commands rdma has match rdma statistic.`,
 		Example: `  grdma stat
   grdma -j stat show link rxe0/1
@@ -70,7 +74,7 @@ Text and JSON of the commands rdma has match rdma statistic.`,
 }
 
 func (a *app) stat(cmd *cobra.Command, args *argv, so *statOptions) error {
-	verb, err := args.Keyword("command", "show", "show", "list", "help", "qp", "mr", "mode", "set", "unset", "export")
+	verb, err := args.Keyword("command", "show", verbs(grammar.Stat)...)
 	if err != nil {
 		return err
 	}
@@ -117,7 +121,7 @@ func (a *app) statPorts(args *argv) (*nldev.Client, []portRef, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	refs, err := nldev.SelectPorts(devs, want.Dev, want.Port)
+	refs, err := nldev.SelectPorts(devs, want.Device, want.Port)
 	return c, refs, err
 }
 
@@ -133,7 +137,7 @@ func (a *app) readCounters(c *nldev.Client, refs []portRef) ([]nldev.PortCounter
 func (a *app) statShow(args *argv, so *statOptions) error {
 	if !args.Empty() {
 		// rdma: stat show link ... | stat show mr ... | stat show help.
-		w, err := args.Sub(args.Words[:1]).Keyword("parameter", "", "link", "mr", "help")
+		w, err := args.Sub(args.Words[:1]).Keyword("parameter", "", grammar.Stat.Verb("show").Next.KeywordNames()...)
 		if err != nil {
 			return err
 		}
@@ -256,7 +260,7 @@ func (a *app) strictPort(args *argv, what string) (*nldev.Client, portRef, error
 	if err != nil {
 		return nil, portRef{}, err
 	}
-	refs, err := nldev.SelectPorts(devs, want.Dev, want.Port)
+	refs, err := nldev.SelectPorts(devs, want.Device, want.Port)
 	if err != nil {
 		return nil, portRef{}, err
 	}
@@ -314,6 +318,9 @@ func (a *app) statExport(args *argv, path string) error {
 		return usagef(args.Help, "stat export needs --textfile PATH")
 	}
 	if err := a.needPrometheus("grdma stat export"); err != nil {
+		return err
+	}
+	if err := checkTextfileDir(path); err != nil {
 		return err
 	}
 	sys, err := a.sysfs("stat export")

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/grdma/grdma/grammar"
+	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/output"
 	"github.com/grdma/grdma/render"
@@ -15,7 +17,7 @@ func (a *app) statQP(args *argv) error {
 	if !args.Empty() && slices.Contains([]string{"link", "cntn", "lqpn", "pid", "qp-type"}, args.Words[0]) {
 		return a.statQPShow(args)
 	}
-	verb, err := args.Keyword("qp command", "show", "show", "list", "mode", "set", "bind", "unbind", "help")
+	verb, err := args.Keyword("qp command", "show", verbs(grammar.Stat.Verb("qp").Next)...)
 	if err != nil {
 		return err
 	}
@@ -159,10 +161,10 @@ func (a *app) statQPBind(args *argv, bind bool) error {
 
 // statQPShow: qp show [link DEV[/PORT]] [cntn N] [lqpn N] [pid N] [qp-type T]
 func (a *app) statQPShow(args *argv) error {
-	var want devPort
+	var want ib.PortRef
 	var f nldev.QPCounterFilter
 	for !args.Empty() {
-		kw, err := args.Keyword("parameter", "", "link", "help", "cntn", "lqpn", "pid", "qp-type", "optional-counters")
+		kw, err := args.Keyword("parameter", "", grammar.Stat.Verb("qp").Next.KeywordNames()...)
 		if err != nil {
 			return err
 		}
@@ -179,7 +181,7 @@ func (a *app) statQPShow(args *argv) error {
 			// rdma's table has it, and nothing reads it: accepted, no effect.
 		default:
 			var r nldev.NumList
-			if r, err = nldev.ParseNumList(v); err != nil {
+			if r, err = grammar.ParseNumList(v); err != nil {
 				err = usagef(args.Help, "%s: %v", kw, err)
 			}
 			*map[string]*nldev.NumList{"cntn": &f.CounterIDs, "lqpn": &f.LQPNs, "pid": &f.PIDs}[kw] = r
@@ -192,7 +194,7 @@ func (a *app) statQPShow(args *argv) error {
 	if err != nil {
 		return err
 	}
-	refs, err := nldev.SelectPorts(devs, want.Dev, want.Port)
+	refs, err := nldev.SelectPorts(devs, want.Device, want.Port)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/grdma/grdma/grammar"
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/render"
 	"github.com/spf13/cobra"
@@ -25,7 +26,7 @@ mode. Text output matches rdma system; unlike rdma, -j prints JSON.`,
 }
 
 func (a *app) sys(cmd *cobra.Command, args *argv) error {
-	verb, err := args.Keyword("command", "show", "show", "set", "help")
+	verb, err := args.Keyword("command", "show", verbs(grammar.Sys)...)
 	if err != nil {
 		return err
 	}
@@ -37,7 +38,7 @@ func (a *app) sys(cmd *cobra.Command, args *argv) error {
 	}
 	// rdma accepts (and ignores) the name of one setting after show.
 	if !args.Empty() {
-		if _, err := args.Keyword("setting", "", "netns", "privileged-qkey", "monitor", "copy-on-fork"); err != nil {
+		if _, err := args.Keyword("setting", "", grammar.Sys.Verb("show").Next.Pos[0].Value.Words...); err != nil {
 			return err
 		}
 	}
@@ -58,14 +59,14 @@ func (a *app) sys(cmd *cobra.Command, args *argv) error {
 }
 
 func (a *app) sysSet(args *argv) error {
-	setting, err := args.Keyword("setting", "", "help", "netns", "privileged-qkey")
+	setting, err := args.Keyword("setting", "", grammar.Sys.Verb("set").Next.VerbNames()...)
 	if err != nil {
 		return err
 	}
 	var set func(c *nldev.Client) error
 	switch setting {
 	case "netns":
-		mode, err := args.Keyword("netns mode", "", "shared", "exclusive")
+		mode, err := args.Keyword("netns mode", "", grammar.Sys.Verb("set").Next.Verb("netns").Next.Pos[0].Value.Words...)
 		if err != nil {
 			return err
 		}

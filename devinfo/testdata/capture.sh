@@ -2,8 +2,8 @@
 # Records what `grdma dev info` reads, for devinfo's unit tests (busybox sh,
 # run in the e2e guest by guestrun; see README.md here):
 #
-#	CGO_ENABLED=0 go build -o /tmp/nlcapture ./internal/nlcapture
-#	CGO_ENABLED=0 go build -o /tmp/verbscapture ./internal/verbscapture
+#	CGO_ENABLED=0 go build -o /tmp/nlcapture ./internal/cmd/nlcapture
+#	CGO_ENABLED=0 go build -o /tmp/verbscapture ./internal/cmd/verbscapture
 #	go run ./e2e/cmd/guestrun -kernel all -script devinfo/testdata/capture.sh -out /tmp/devinfo \
 #	    -file /tmp/nlcapture:/bin/nlcapture -file /tmp/verbscapture:/bin/verbscapture
 #

@@ -14,7 +14,7 @@ import (
 	"testing"
 
 	"github.com/grdma/grdma/e2e/layout"
-	"github.com/grdma/grdma/ports"
+	"github.com/grdma/grdma/ib"
 )
 
 // devinfoPort is one port of `ibv_devinfo -v`, the values as it prints
@@ -112,7 +112,7 @@ func TestPortsAgreeWithIbvDevinfo(t *testing.T) {
 				t.Fatalf("grdma -j port show rxe0/1 (%v):\n%s", err, r)
 			}
 			g := got[0]
-			speed, _ := ports.ParseSpeed(g.Speed)
+			speed, _ := ib.ParseSpeed(g.Speed)
 			checks := []struct {
 				field, grdma, devinfo string
 			}{

@@ -81,8 +81,12 @@ func TestStat(t *testing.T) {
 		t.Logf("rates:\n%s", r.stdout)
 	})
 
-	// Replacing the export keeps the file's mode and syncs the directory
-	// after the rename (strace shows the calls).
+	// Replacing the export keeps the file's mode, and every call on the
+	// new file goes through its descriptor (strace shows the calls): the
+	// directory is opened, the file created in it with O_EXCL|O_NOFOLLOW,
+	// fchmod'ed and fsynced, renamed over the old one within the
+	// directory, and the directory fsynced; nothing is chmod'ed or
+	// chown'ed by name, which another account could swap for a symlink.
 	t.Run("ExportReplacesDurably", func(t *testing.T) {
 		dir := t.TempDir()
 		path := dir + "/rdma.prom"
@@ -90,16 +94,70 @@ func TestStat(t *testing.T) {
 			t.Fatal(err)
 		}
 		trace := dir + "/strace.out"
-		must(t, layout.Strace, "-f", "-o", trace, "-e", "trace=openat,rename,renameat,renameat2,fsync", grdma(), "stat", "export", "--textfile", path)
+		must(t, layout.Strace, "-f", "-o", trace, "-e", "trace=openat,rename,renameat,renameat2,fsync,chmod,fchmod,fchmodat,chown,lchown,fchown,fchownat",
+			grdma(), "stat", "export", "--textfile", path)
 		if st, err := os.Stat(path); err != nil || st.Mode().Perm() != 0o600 {
 			t.Errorf("mode after export: %v (%v), want 0600 as before", st.Mode().Perm(), err)
 		}
 		b, _ := os.ReadFile(trace)
 		calls := string(b)
-		renamed := strings.Index(calls, `, "`+path+`"`)
-		open := regexp.MustCompile(`openat\(AT_FDCWD, "` + regexp.QuoteMeta(dir) + `", [^)]*\) = (\d+)`).FindStringSubmatchIndex(calls)
-		if renamed < 0 || open == nil || open[0] < renamed || !strings.Contains(calls[open[1]:], "fsync("+calls[open[2]:open[3]]+")") {
-			t.Errorf("want the rename onto %s, then the directory opened and fsynced:\n%s", path, calls)
+		steps := []string{
+			`openat\((?P<dir>\d+), "(?P<tmp>\.rdma\.prom\.tmp[^"]+)", (?P<flags>[A-Z_|]+), 0600\)\s+= (?P<file>\d+)`,
+			`fchmod\($file, 0600\)\s+= 0`, // strace aligns the results
+			`fsync\($file\)\s+= 0`,
+			`renameat2?\($dir, "$tmp", $dir, "rdma\.prom"(, 0)?\)\s+= 0`,
+			`fsync\($dir\)\s+= 0`,
+		}
+		vars := map[string]string{}
+		rest := calls
+		for _, step := range steps {
+			for k, v := range vars {
+				step = strings.ReplaceAll(step, "$"+k, regexp.QuoteMeta(v))
+			}
+			re := regexp.MustCompile(step)
+			m := re.FindStringSubmatchIndex(rest)
+			if m == nil {
+				t.Fatalf("no %s after what came before:\n%s", step, calls)
+			}
+			for i, name := range re.SubexpNames() {
+				if name != "" {
+					vars[name] = rest[m[2*i]:m[2*i+1]]
+				}
+			}
+			if vars["dir"] != "" && len(vars) == 4 { // the directory was opened before, as a directory
+				before := calls[:len(calls)-len(rest)+m[0]]
+				opens := regexp.MustCompile(`openat\(AT_FDCWD, "` + regexp.QuoteMeta(dir) + `", [^)]*O_DIRECTORY[^)]*\)\s+= (\d+)`).FindAllStringSubmatch(before, -1)
+				if len(opens) == 0 || opens[len(opens)-1][1] != vars["dir"] {
+					t.Errorf("descriptor %s is not the directory %s opened:\n%s", vars["dir"], dir, calls)
+				}
+				for _, f := range []string{"O_CREAT", "O_EXCL", "O_NOFOLLOW", "O_CLOEXEC"} {
+					if !strings.Contains(vars["flags"], f) {
+						t.Errorf("the new file was created without %s: %s", f, vars["flags"])
+					}
+				}
+			}
+			rest = rest[m[1]:]
+		}
+		if byName := regexp.MustCompile(`(^|\s)(chmod|fchmodat|chown|lchown|fchownat)\(.*`).FindAllString(calls, -1); len(byName) > 0 {
+			t.Errorf("chmod or chown by name: %q", byName)
+		}
+	})
+
+	// A textfile directory another account may write in without the
+	// sticky bit is refused before anything is written.
+	t.Run("ExportRefusesUnsafeDirectory", func(t *testing.T) {
+		dir := t.TempDir() + "/textfile"
+		if err := os.Mkdir(dir, 0o777); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(dir, 0o777)
+		r := run(grdma(), "stat", "export", "--textfile", dir+"/rdma.prom")
+		if r.code != 1 || !strings.Contains(r.stderr, "is writable by group and others (mode 0777) without the sticky bit") ||
+			!strings.Contains(r.stderr, "chmod go-w "+dir) {
+			t.Errorf("exit %d, stderr %q; want 1 and the mode and the fix named", r.code, r.stderr)
+		}
+		if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+			t.Errorf("wrote %v", entries)
 		}
 	})
 

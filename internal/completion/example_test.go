@@ -10,7 +10,7 @@ import (
 // Complete the words after an object: verbs and keywords abbreviated as
 // rdma abbreviates them, device names and DEV/PORT from the source.
 func ExampleComplete() {
-	src := completion.Source{Devices: func() ([]nldev.Device, error) {
+	src := completion.Names{Devices: func() ([]nldev.Device, error) {
 		return []nldev.Device{{Name: "rxe0", NumPorts: 1}, {Name: "rxe1", NumPorts: 1}}, nil
 	}}
 	for _, line := range [][]string{{"link", "add", "rxe0", "type"}, {"link", "sh"}, {"stat", "qp", "set", "link"}} {

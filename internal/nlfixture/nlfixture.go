@@ -1,5 +1,5 @@
 // Package nlfixture replays RDMA netlink replies recorded from a real kernel
-// (by internal/nlcapture, stored under testdata/nldev) to an nltest
+// (by internal/cmd/nlcapture, stored under testdata/nldev) to an nltest
 // connection, so unit tests decode exactly what a kernel sent.
 package nlfixture
 
@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/grdma/grdma/nldev"
 	"github.com/mdlayher/netlink"
@@ -73,6 +74,9 @@ type Kernel struct {
 	replies map[Request]string
 	// Seen lists every request received, in order.
 	Seen []Request
+	// mu guards Seen: like the kernel, it answers several sockets at once
+	// (concurrent scrapes).
+	mu sync.Mutex
 }
 
 // NewKernel serves recordings from dir (e.g. testdata/nldev/6.12/nl).
@@ -86,7 +90,7 @@ func (k *Kernel) On(r Request, file string) *Kernel {
 	return k
 }
 
-// Standard routes the files internal/nlcapture records for devices 0 and 1.
+// Standard routes the files internal/cmd/nlcapture records for devices 0 and 1.
 func (k *Kernel) Standard() *Kernel {
 	k.On(Request{Cmd: nldev.CmdGet, Dump: true, Dev: -1, Port: -1}, "get_dump.bin")
 	k.On(Request{Cmd: nldev.CmdSysGet, Dev: -1, Port: -1}, "sys_get.bin")
@@ -111,7 +115,9 @@ func (k *Kernel) answer(reqs []netlink.Message) ([]netlink.Message, error) {
 	if err != nil {
 		return nil, err
 	}
+	k.mu.Lock()
 	k.Seen = append(k.Seen, r)
+	k.mu.Unlock()
 	file, ok := k.replies[r]
 	if !ok {
 		return nltest.Error(int(95), reqs) // EOPNOTSUPP

@@ -21,7 +21,7 @@ func describeRes(r *Request, ad *netlink.AttributeDecoder) {
 	}
 }
 
-// Recording is one request internal/nlcapture records, by file name
+// Recording is one request internal/cmd/nlcapture records, by file name
 // (without .bin).
 type Recording struct {
 	Name string
