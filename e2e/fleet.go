@@ -66,8 +66,9 @@ type FleetResult struct {
 	// Boot runs from the first QEMU's start until every guest runs its
 	// script.
 	Boot time.Duration
-	// Switch is the switch's port table and learnt MAC addresses as the
-	// driver stopped (vde_switch's port/allprint and hash/print).
+	// Switch is what the switch logged, then its port table and learnt
+	// MAC addresses as the driver stopped (vde_switch's port/print and
+	// hash/print).
 	Switch string
 	dir    string
 }
@@ -222,8 +223,11 @@ func (b *Bed) BootFleet(ctx context.Context, spec FleetSpec) (*FleetResult, erro
 	}
 
 	driver := machines[0]
+	for i, m := range machines[1:] {
+		go watchNode(b, layout.FleetName(i+2), m, driver)
+	}
 	f.Nodes[0], err = driver.wait()
-	f.Switch = sw.Ports()
+	f.Switch = sw.log() + sw.Ports()
 	grace := time.After(stopGrace)
 	for i, m := range machines[1:] {
 		select {
@@ -243,6 +247,28 @@ func (b *Bed) BootFleet(ctx context.Context, spec FleetSpec) (*FleetResult, erro
 		}
 	}
 	return f, err
+}
+
+// watchNode stops the fleet when node m stops before the driver does,
+// unless its agent was told to stop (its script then exits 0): a node
+// that crashed or whose agent died makes every scenario after it fail
+// on an unreachable agent, each after the agents' wait.
+func watchNode(b *Bed, name string, m, driver *machine) {
+	select {
+	case <-driver.done:
+		return
+	case <-m.done:
+	}
+	rc, err := os.ReadFile(filepath.Join(m.share, "e2e", "rc"))
+	if err == nil && strings.TrimSpace(string(rc)) == "0" {
+		return
+	}
+	why := "its guest stopped without a result (crash or panic: see its console)"
+	if err == nil {
+		why = "its script exited " + strings.TrimSpace(string(rc))
+	}
+	b.logf("e2e: %s stopped after %v while the scenarios ran: %s", name, time.Since(m.started).Round(time.Second), why)
+	driver.kill(fmt.Sprintf("%s stopped while the scenarios ran: %s", name, why))
 }
 
 // vdeSwitch is a running vde_switch.
@@ -301,6 +327,14 @@ func (b *Bed) startSwitch(ports int) (*vdeSwitch, error) {
 		defer sw.mu.Unlock()
 		return nil, fmt.Errorf("e2e: vde_switch made no %s within %v: %v\n%s", ctl, switchWait, sw.cmd.ProcessState, sw.out.String())
 	}
+}
+
+// log is what the switch printed by itself so far (its warnings: it
+// prints nothing else unless asked on its console).
+func (sw *vdeSwitch) log() string {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	return sw.out.String()
 }
 
 // Ports is the switch's own view of its ports (packets and bytes in and
