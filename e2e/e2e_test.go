@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -192,14 +193,23 @@ func TestGuest(t *testing.T) {
 	}
 }
 
-// guestEnv passes the knobs the guest tests read on to them.
+// guestEnv passes the host's E2E_* settings on to the guest tests, which
+// read their own knobs (E2E_CHURN, E2E_EXPORTER_DEVICES, the *_BENCH
+// switches): a new knob needs no change here. Those the harness sets in
+// the guests itself (the agents' addresses) are left out.
 func guestEnv() []string {
 	var env []string
-	for _, k := range []string{"E2E_CHURN", "E2E_EXPORTER_DEVICES", "E2E_SERVE_BENCH"} {
-		if v := os.Getenv(k); v != "" {
-			env = append(env, k+"="+v)
+	for _, kv := range os.Environ() {
+		k, v, _ := strings.Cut(kv, "=")
+		switch k {
+		case layout.PeerEnv, layout.PeerAgentEnv, layout.FleetAgentsEnv:
+			continue
+		}
+		if strings.HasPrefix(k, "E2E_") && v != "" {
+			env = append(env, kv)
 		}
 	}
+	slices.Sort(env)
 	return env
 }
 
