@@ -445,6 +445,20 @@ func fleetMemory(t *testing.T) int {
 	return n
 }
 
+// fleetTimeout is the fleet driver's time limit (E2E_FLEET_TIMEOUT,
+// default DefaultFleetTimeout).
+func fleetTimeout(t *testing.T) time.Duration {
+	v := os.Getenv("E2E_FLEET_TIMEOUT")
+	if v == "" {
+		return DefaultFleetTimeout
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < time.Minute {
+		t.Fatalf("E2E_FLEET_TIMEOUT=%q: want a duration of at least 1m", v)
+	}
+	return d
+}
+
 // TestFleet boots, per kernel and one kernel after the other, a fleet of
 // E2E_FLEET_SIZE guests on one switch (BootFleet): the fleet scenarios
 // (e2e/guest TestFleet*) run on node 1 and drive the others through their
@@ -455,7 +469,7 @@ func TestFleet(t *testing.T) {
 	if pattern == "none" {
 		t.Skip("E2E_FLEET_RUN=none")
 	}
-	size, memory := fleetSize(t), fleetMemory(t)
+	size, memory, timeout := fleetSize(t), fleetMemory(t), fleetTimeout(t)
 	ctx, bed := readyBed(t)
 	grdma, testBin, err := build(ctx, bed)
 	if err != nil {
@@ -480,7 +494,7 @@ func TestFleet(t *testing.T) {
 			f, err := bed.RunFleetTests(ctx, &GuestTestRun{
 				Kernel: k, Grdma: grdma, TestBinary: testBin, Run: pattern,
 				GuestGrdma: os.Getenv("E2E_GUEST_GRDMA"), Env: guestEnv(),
-				Timeout: guestTimeout(), Verbose: os.Getenv("E2E_VERBOSE") != "",
+				Timeout: timeout, Verbose: os.Getenv("E2E_VERBOSE") != "",
 			}, spec)
 			defer f.Cleanup()
 			if err != nil {

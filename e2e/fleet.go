@@ -27,6 +27,10 @@ const (
 	DefaultFleetMemoryMB = 512
 	// DefaultFleetParallel is how many fleet guests boot at once.
 	DefaultFleetParallel = 2
+	// DefaultFleetTimeout is the driver's time limit: every lane's fleet
+	// scenarios run in one boot per kernel (see e2e/README.md for their
+	// times); the limit catches a hang, it is not a speed goal.
+	DefaultFleetTimeout = 20 * time.Minute
 	// switchWait bounds the wait for the switch's control socket.
 	switchWait = 10 * time.Second
 )
@@ -45,8 +49,8 @@ type FleetSpec struct {
 	Run func(i int) string
 	// MemoryMB is each guest's memory; 0 means DefaultFleetMemoryMB.
 	MemoryMB int
-	// Timeout is the driver's time limit (0 means DefaultGuestTimeout); the
-	// other guests get a minute more.
+	// Timeout is the driver's time limit (0 means DefaultFleetTimeout);
+	// the other guests get a minute more.
 	Timeout time.Duration
 	// Parallel is how many guests boot at once (from QEMU's start until
 	// init runs the script); 0 means DefaultFleetParallel.
@@ -129,7 +133,7 @@ func (b *Bed) BootFleet(ctx context.Context, spec FleetSpec) (*FleetResult, erro
 		return nil, fmt.Errorf("e2e: a fleet has 2 to %d guests, not %d", layout.FleetMax, spec.Size)
 	}
 	if spec.Timeout == 0 {
-		spec.Timeout = DefaultGuestTimeout
+		spec.Timeout = DefaultFleetTimeout
 	}
 	if spec.MemoryMB == 0 {
 		spec.MemoryMB = DefaultFleetMemoryMB
