@@ -5,8 +5,8 @@ package guest
 // grdma probe DEV serve (issue 25) across the pair bed: a responder on A
 // answering peers from B, several at once, within its limits, with a
 // shared secret, an ibv_rc_pingpong client, fifty peers in a row, bad
-// connections and peers that stop or die mid-test, and SIGTERM under
-// load. withPeer fails a test that leaves an RC QP on
+// connections and peers that stop or die mid-test, run unprivileged as
+// its systemd unit runs it, and SIGTERM under load. withPeer fails a test that leaves an RC QP on
 // either guest.
 
 import (
@@ -15,12 +15,15 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/grdma/grdma/e2e/layout"
 )
@@ -317,6 +320,51 @@ func TestPairProbeServe(t *testing.T) {
 		for _, l := range lines {
 			if l.Result == "fail" {
 				t.Logf("a peer cut off: %s at %s: %s", l.Peer, l.Step, l.Error)
+			}
+		}
+	})
+	// Deployed as the systemd unit runs it: no privileges (uid 65534, no
+	// capabilities) and RLIMIT_MEMLOCK sized to its memory (LimitMEMLOCK
+	// 288M): a peer's 16 MiB is pinned and served. With a memory lock
+	// limit of 8 MiB (the kernel's default) the same peer fails at reg_mr,
+	// the responder's line saying why, and it serves on.
+	t.Run("Unprivileged", func(t *testing.T) {
+		p := withPeer(t)
+		for _, c := range []struct {
+			memlock uint64
+			ok      bool
+		}{{288 << 20, true}, {8 << 20, false}} {
+			cmd := exec.Command(grdma(), "-j", "probe", p.Dev, "serve", p.LocalAddr, "timeout", "30s")
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+			var out, errb strings.Builder
+			cmd.Stdout, cmd.Stderr = &out, &errb
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+			lim := unix.Rlimit{Cur: c.memlock, Max: c.memlock}
+			if err := unix.Prlimit(cmd.Process.Pid, unix.RLIMIT_MEMLOCK, &lim, nil); err != nil {
+				t.Fatal(err)
+			}
+			if !eventually(serverListenWait, func() bool { return listening(probePort) }) {
+				t.Fatalf("the responder as uid 65534 never listened:\n%s", &errb)
+			}
+			r := p.A.Run(grdma(), "probe", p.Dev, "peer", p.LocalAddr, "traffic", "size", "4194304", "timeout", "30s")
+			if c.ok && r.code != 0 || !c.ok && (r.code != 1 || !strings.Contains(r.stderr, "reg_mr")) {
+				t.Errorf("memlock %d MiB: a peer pinning 16 MiB:\n%s", c.memlock>>20, r)
+			}
+			cmd.Process.Signal(syscall.SIGTERM)
+			if code := exitCode(cmd); code != 0 {
+				t.Errorf("memlock %d MiB: the responder exited %d:\n%s", c.memlock>>20, code, &errb)
+			}
+			lines := servedLines(t, out.String())
+			switch {
+			case len(lines) != 1:
+				t.Errorf("memlock %d MiB: the responder's lines:\n%s", c.memlock>>20, &out)
+			case c.ok && (lines[0].Result != "pass" || lines[0].Pinned != 16<<20):
+				t.Errorf("memlock %d MiB: want pass, pinned 16 MiB:\n%s", c.memlock>>20, &out)
+			case !c.ok && (lines[0].Result != "fail" || lines[0].Step != "reg_mr" || !strings.Contains(out.String(), "RLIMIT_MEMLOCK")):
+				t.Errorf("memlock %d MiB: want a failure at reg_mr naming RLIMIT_MEMLOCK:\n%s", c.memlock>>20, &out)
 			}
 		}
 	})
