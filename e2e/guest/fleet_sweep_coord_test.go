@@ -23,7 +23,10 @@ import (
 	"testing"
 	"time"
 
+	manifests "github.com/grdma/grdma/deploy/kubernetes"
 	"github.com/grdma/grdma/sweep"
+	yaml "go.yaml.in/yaml/v2"
+	"golang.org/x/crypto/bcrypt"
 )
 
 // coordExporterPort is the exporters' port (grdma exporter's default).
@@ -73,7 +76,13 @@ func coordSweep(t *testing.T, hostsFile string, args ...string) coordRun {
 	t.Helper()
 	dir := t.TempDir()
 	svg, records := filepath.Join(dir, "sweep.svg"), filepath.Join(dir, "sweep.jsonl")
-	argv := append([]string{"-j", "sweep", "coordinate", "--svg", svg, "hosts", hostsFile, "out", records}, args...)
+	return coordCommand(t, append([]string{"-j", "sweep", "coordinate", "--svg", svg, "hosts", hostsFile, "out", records}, args...), svg, records)
+}
+
+// coordCommand runs grdma argv (a sweep coordinate that writes the SVG
+// to svg, "" none, and its records to records, "" standard error).
+func coordCommand(t *testing.T, argv []string, svg, records string) coordRun {
+	t.Helper()
 	cmd := exec.Command(grdma(), argv...)
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -101,16 +110,24 @@ func coordSweep(t *testing.T, hostsFile string, args ...string) coordRun {
 		t.Fatalf("the JSON report: %v\n%s", err, r.res)
 	}
 	r.rep = &rep
-	b, err := os.ReadFile(svg)
-	if err == nil {
-		err = wellFormed(b)
+	if svg != "" {
+		b, err := os.ReadFile(svg)
+		if err == nil {
+			err = wellFormed(b)
+		}
+		if err != nil {
+			t.Errorf("--svg: %v", err)
+		}
+		r.svg = string(b)
 	}
-	if err != nil {
-		t.Errorf("--svg: %v", err)
+	if records == "" { // out /dev/stderr: the records among the progress lines
+		r.records = filepath.Join(t.TempDir(), "sweep.jsonl")
+		if err := os.WriteFile(r.records, []byte(r.res.stderr), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
-	r.svg = string(b)
 	// The records it kept say the same to sweep report.
-	again := run(grdma(), "-j", "sweep", "report", records)
+	again := run(grdma(), "-j", "sweep", "report", r.records)
 	var rep2 sweep.Report
 	if err := json.Unmarshal([]byte(again.stdout), &rep2); err != nil || verdictList(&rep2) != verdictList(&rep) || again.code != r.res.code {
 		t.Errorf("sweep report over the records kept: %v, %q (exit %d), the run said %q (exit %d)\n%s",
@@ -206,4 +223,104 @@ func TestFleetSweepCoordNoRxe(t *testing.T) {
 		t.Fatalf("want %s unreachable alone, got %q:\n%s\n%s", gone.Name, verdictList(r.rep), r.res.stderr, r.textReport(t))
 	}
 	t.Logf("%s: %s; %s", gone.Name, r.rep.Verdicts[0].Reason, r.figures())
+}
+
+// TestFleetSweepCoordDeploy: the coordinated sweep as
+// deploy/kubernetes/sweep-coordinate.yaml runs it against the DaemonSet:
+// responders that take only clients holding the shared secret, exporters
+// on 10042 that want basic auth (--web.config.file) and serve the
+// manifest's /probe modules (naming the secret), and the Job's command
+// word for word, its host list and credentials where the Job mounts
+// them. A healthy fleet: no verdict. Without the credentials every
+// exporter refuses and the coordinator says what to give.
+func TestFleetSweepCoordDeploy(t *testing.T) {
+	f := withFleet(t, 4)
+	if out := run(grdma(), "exporter", "--help"); !strings.Contains(out.stdout+out.stderr, "--probe.max-concurrent") {
+		t.Skip("this grdma exporter has no /probe (issue 26's prober): the coordinated sweep drives /probe")
+	}
+	docs := strings.Split(manifests.SweepCoordinate, "\n---\n")
+	var probeCM struct {
+		Data map[string]string `yaml:"data"`
+	}
+	var job struct {
+		Spec struct {
+			Template struct {
+				Spec struct {
+					Containers []struct {
+						Command []string `yaml:"command"`
+					} `yaml:"containers"`
+				} `yaml:"spec"`
+			} `yaml:"template"`
+		} `yaml:"spec"`
+	}
+	for _, d := range docs {
+		switch {
+		case strings.Contains(d, "name: grdma-sweep-probe\n"):
+			if err := yaml.Unmarshal([]byte(d), &probeCM); err != nil {
+				t.Fatal(err)
+			}
+		case strings.Contains(d, "kind: Job\n"):
+			if err := yaml.Unmarshal([]byte(d), &job); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	probeYML := probeCM.Data["probe.yml"]
+	words := job.Spec.Template.Spec.Containers[0].Command
+	if probeYML == "" || len(words) < 4 {
+		t.Fatalf("the manifest's probe.yml or Job command not found")
+	}
+	const key = "0123456789abcdef0123456789abcdef" // the grdma-probe-key Secret
+	hash, err := bcrypt.GenerateFromPassword([]byte("sweep-secret"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What the DaemonSet mounts on every node.
+	if errs := f.each(func(nd *node) error {
+		r, err := nd.exec(30*time.Second, fmt.Sprintf("mkdir -p /etc/grdma/key /etc/grdma/probe && umask 077 && printf '%%s' '%s' > /etc/grdma/key/probe.key && "+
+			"printf '%%s' '%s' > /etc/grdma/probe/probe.yml && printf 'basic_auth_users:\\n  sweep: %s\\n' > /etc/grdma/web.yml", key, probeYML, hash))
+		if err == nil && r.code != 0 {
+			err = fmt.Errorf("%s", r)
+		}
+		return err
+	}); errs != "" {
+		t.Fatal(errs)
+	}
+	for _, nd := range f.Nodes() {
+		nd.on(t).WithTimeout(coordDaemonLimit).Serve(probePort, grdma(), "probe", f.Dev, "serve", "auth", "/etc/grdma/key/probe.key")
+		nd.on(t).WithTimeout(coordDaemonLimit).Serve(10042, grdma(), "exporter", "--web.listen-address=:10042", "--collector.devices=false",
+			"--probe.config.file=/etc/grdma/probe/probe.yml", "--web.config.file=/etc/grdma/web.yml")
+	}
+	// What the Job mounts: the host list and the credentials.
+	for _, d := range []string{"/etc/grdma-sweep/hosts", "/etc/grdma-sweep/auth"} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.WriteFile("/etc/grdma-sweep/hosts/hosts", []byte("node[1-4]\n"), 0o644)
+	os.WriteFile("/etc/grdma-sweep/auth/password", []byte("sweep-secret\n"), 0o400)
+	os.WriteFile("/etc/grdma-sweep/auth/http.yml", []byte("basic_auth:\n  username: sweep\n  password_file: password\n"), 0o400)
+	t.Cleanup(func() { os.RemoveAll("/etc/grdma-sweep") })
+
+	argv := append(append([]string{"-j"}, words[1:]...), fleetTests...)
+	r := coordCommand(t, argv, "", "")
+	if r.res.code != 0 || !r.rep.OK || len(r.rep.Pairs) != 6 || r.rep.Missing != 0 {
+		t.Fatalf("want no verdict over every pair:\n%s", r.res)
+	}
+	t.Logf("the Job's command %q: %s", words, r.figures())
+
+	// Without the credentials: refused by every exporter, each node
+	// unreachable, the fix named.
+	var noAuth []string
+	for i := 1; i < len(words); i++ {
+		if words[i] == "http-config" {
+			i++
+			continue
+		}
+		noAuth = append(noAuth, words[i])
+	}
+	r = coordCommand(t, append(append([]string{"-j"}, noAuth...), fleetTests...), "", "")
+	if r.res.code != 1 || !strings.Contains(r.res.stderr, "refused the credentials (HTTP 401): give http-config FILE") || len(r.rep.Verdicts) != 4 {
+		t.Errorf("without credentials: want every node unreachable and the fix named:\n%s", r.res)
+	}
 }

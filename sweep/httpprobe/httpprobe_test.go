@@ -358,17 +358,25 @@ func TestHostileExporter(t *testing.T) {
 			case <-time.After(30 * time.Second):
 			}
 		},
-		"nan":      func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("probe_success 1\nprobe_rdma_bandwidth_bytes_per_second NaN\n")) },
-		"negative": func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("probe_success 1\nprobe_rdma_bandwidth_bytes_per_second -5\n")) },
+		"nan": func(w http.ResponseWriter, r *http.Request) {
+			w.Write([]byte("probe_success 1\nprobe_rdma_bandwidth_bytes_per_second NaN\n"))
+		},
+		"negative": func(w http.ResponseWriter, r *http.Request) {
+			w.Write([]byte("probe_success 1\nprobe_rdma_bandwidth_bytes_per_second -5\n"))
+		},
 		"huge-lat": func(w http.ResponseWriter, r *http.Request) {
 			w.Write([]byte("# TYPE probe_rdma_latency_seconds summary\nprobe_rdma_latency_seconds{quantile=\"0.5\"} +Inf\nprobe_rdma_latency_seconds_sum 1\nprobe_rdma_latency_seconds_count 1\nprobe_success 1\n"))
 		},
-		"no-success": func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("probe_rdma_bandwidth_bytes_per_second 1e9\n")) },
+		"no-success": func(w http.ResponseWriter, r *http.Request) {
+			w.Write([]byte("probe_rdma_bandwidth_bytes_per_second 1e9\n"))
+		},
 		"reason-escape": func(w http.ResponseWriter, r *http.Request) {
 			w.Write([]byte("probe_success 0\nprobe_failure_info{reason=\"\x1b[2J" + strings.Repeat("z", 2000) + "\",step=\"\\n\"} 1\n"))
 		},
-		"redirect": func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, thief.URL+"/probe", http.StatusFound) },
-		"500":      func(w http.ResponseWriter, r *http.Request) { http.Error(w, "boom", http.StatusInternalServerError) },
+		"redirect": func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, thief.URL+"/probe", http.StatusFound)
+		},
+		"500": func(w http.ResponseWriter, r *http.Request) { http.Error(w, "boom", http.StatusInternalServerError) },
 		"lat-as-bw": func(w http.ResponseWriter, r *http.Request) {
 			w.Write([]byte("probe_success 1\nprobe_rdma_messages 3\n"))
 		},
