@@ -22,7 +22,7 @@ import (
 // answer's metric families, failure reasons), for a fleet of nodes on
 // 127.0.0.N: node N's exporter tests "from" 127.0.0.N.
 type exporterFake struct {
-	t       *testing.T
+	t       testing.TB
 	bw      func(client, server string) float64 // Gb/s
 	latUsec func(client, server string) float64
 	// failure, when it returns a reason, fails the probe with it.
@@ -124,7 +124,9 @@ probe_success 1
 
 // fleet starts n fake exporters on 127.0.0.2 ... (distinct addresses, so
 // that a target names one node) and returns the Prober's nodes.
-func (e *exporterFake) fleet(t *testing.T, n int) []Node {
+func (e *exporterFake) fleet(t *testing.T, n int) []Node { return e.fleetB(t, n) }
+
+func (e *exporterFake) fleetB(t testing.TB, n int) []Node {
 	t.Helper()
 	var nodes []Node
 	for i := range n {
