@@ -52,7 +52,8 @@ test:
 
 # The exporter under the race detector (it serves scrapes concurrently,
 # one server per listen address), and the sweep (a node's rounds, its
-# listener and its partners run at once): needs cgo and a C compiler.
+# listener and its partners run at once; a coordinator's pairs and their
+# HTTP probes): needs cgo and a C compiler.
 test-race:
 	@if command -v $$($(GO) env CC) >/dev/null; then \
 		echo "CGO_ENABLED=1 $(GO) test -race ./exporter/... ./sweep/..."; CGO_ENABLED=1 $(GO) test -race ./exporter/... ./sweep/...; \
