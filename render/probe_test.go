@@ -2,10 +2,13 @@ package render
 
 import (
 	"bytes"
+	"errors"
+	"os"
 	"testing"
 	"time"
 
 	"github.com/grdma/grdma/gid"
+	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/output"
 	"github.com/grdma/grdma/verbsprobe"
 )
@@ -72,5 +75,105 @@ func TestDuration(t *testing.T) {
 	}
 	if usec(1_234_567) != 1234.6 {
 		t.Errorf("usec = %v", usec(1_234_567))
+	}
+}
+
+// The output of probes between two hosts, text and JSON, for a client
+// that failed to connect, a bw client, a server nobody came to, a server
+// of an ibv_rc_pingpong client, a traffic server and a connect client:
+// testdata/probe-twohost.txt was printed by the code before Result had
+// its peer sub-structure (issue 25), and must not change.
+func TestProbeResultTwoHosts(t *testing.T) {
+	g, _ := gid.Parse("::ffff:10.0.0.1")
+	ok := verbsprobe.Step{Name: "open", OK: true, Duration: time.Millisecond, Detail: "x"}
+	fail := verbsprobe.Step{Name: "connect", Duration: 2 * time.Millisecond, Err: &verbsprobe.StepError{Step: "connect", Err: os.ErrClosed}}
+	remote := verbsprobe.Endpoint{Ifname: "rxe0", Port: 1, Driver: "rxe", LinkLayer: ib.LinkLayerEthernet, GIDIndex: 1, GID: g, GIDType: "RoCE v2", QPN: 17, PSN: 5, ActiveMTU: 1024}
+	bw := &verbsprobe.Test{Kind: verbsprobe.TestBandwidth, Op: verbsprobe.OpWrite, Size: 65536, Iters: 200}
+	lat := verbsprobe.LatencyStats{Samples: 3, Min: time.Microsecond, Median: 2 * time.Microsecond, Avg: 2 * time.Microsecond, P99: 3 * time.Microsecond, Max: 3 * time.Microsecond}
+	base := func() *verbsprobe.Result {
+		return &verbsprobe.Result{Device: "rxe0", Port: 1, Driver: "rxe", VerbsDevice: "uverbs0", GIDIndex: 1, GID: g, QPN: 18, LinkLayer: ib.LinkLayerEthernet}
+	}
+	var rs []*verbsprobe.Result
+	r := base()
+	r.Steps = []verbsprobe.Step{ok}
+	rs = append(rs, r)
+
+	r = base()
+	r.Steps = []verbsprobe.Step{ok, fail}
+	r.Peer = &verbsprobe.PeerResult{Role: "client", Test: bw, Host: "10.0.0.1:18515"}
+	rs = append(rs, r)
+	r = base()
+	r.Steps = []verbsprobe.Step{ok}
+	r.Peer = &verbsprobe.PeerResult{Role: "client", Test: bw, Host: "10.0.0.1:18515", Remote: &remote, PathMTU: ib.MTU1024, Pinned: 131072}
+	r.Peer.Measurements = []verbsprobe.Measurement{{Test: "bw", Op: "write", Size: 65536, Iters: 200, Bytes: 65536 * 200, Elapsed: time.Second}}
+	rs = append(rs, r)
+	r = base()
+	r.Steps = []verbsprobe.Step{ok, fail}
+	r.Peer = &verbsprobe.PeerResult{Role: "server"}
+	rs = append(rs, r)
+	pp := verbsprobe.Endpoint{Ifname: "ibv_rc_pingpong", LinkLayer: ib.LinkLayerEthernet, GID: g, QPN: 9, PSN: 3}
+	r = base()
+	r.Steps = []verbsprobe.Step{ok}
+	r.Peer = &verbsprobe.PeerResult{Role: "server", Test: &verbsprobe.Test{Kind: "pingpong", Size: 4096, Iters: 50}, Host: "10.0.0.2:40000", Remote: &pp, Pingpong: true, PathMTU: ib.MTU1024}
+	r.Peer.Measurements = []verbsprobe.Measurement{{Test: "pingpong", Size: 4096, Iters: 50, Bytes: 4096 * 100, Elapsed: time.Second, Latency: &lat}}
+	rs = append(rs, r)
+	r = base()
+	r.Steps = []verbsprobe.Step{ok}
+	r.Peer = &verbsprobe.PeerResult{Role: "server", Test: &verbsprobe.Test{Kind: "traffic", Size: 8192}, Host: "10.0.0.2:40000", Remote: &remote, PathMTU: ib.MTU1024, Pinned: 32768}
+	rs = append(rs, r)
+	r = base()
+	r.Steps = []verbsprobe.Step{ok}
+	r.Peer = &verbsprobe.PeerResult{Role: "client", Test: &verbsprobe.Test{Kind: "connect", Size: 8192}, Host: "10.0.0.1:18515", Remote: &remote, PathMTU: ib.MTU1024}
+	rs = append(rs, r)
+
+	var b bytes.Buffer
+	for _, r := range rs {
+		for _, j := range []bool{false, true} {
+			p := output.New(&b, output.Options{JSON: j})
+			s := &verbsprobe.Series{}
+			s.Add(r)
+			ProbeResult(p, r, s, 1)
+			p.Flush()
+		}
+	}
+	want, err := os.ReadFile("testdata/probe-twohost.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.String() != string(want) {
+		t.Errorf("got:\n%s\nwant:\n%s", &b, want)
+	}
+}
+
+// A responder's lines: a peer served, one that failed, one refused, one
+// told busy; text and JSON, with a peer's ESC bytes escaped.
+func TestServedPeerLines(t *testing.T) {
+	test := &verbsprobe.Test{Kind: verbsprobe.TestBandwidth, Op: verbsprobe.OpWrite, Size: 65536, Iters: 200}
+	pass := &verbsprobe.Result{Steps: []verbsprobe.Step{{Name: "accept", OK: true, Duration: time.Second}},
+		Peer: &verbsprobe.PeerResult{Role: "server", Host: "10.0.0.2:40000", Test: test, Pinned: 135168,
+			Measurements: []verbsprobe.Measurement{{Test: "bw", Op: "write", Size: 65536, Iters: 200, Bytes: 65536 * 200, Elapsed: time.Second}}}}
+	fail := &verbsprobe.Result{Steps: []verbsprobe.Step{{Name: "bw_write", Duration: 2 * time.Second,
+		Err: &verbsprobe.StepError{Step: "bw_write", Err: errors.New("no word from the peer for 10s")}}},
+		Peer: &verbsprobe.PeerResult{Role: "server", Host: "10.0.0.3:40000", Test: test}}
+	var b bytes.Buffer
+	for _, j := range []bool{false, true} {
+		p := output.New(&b, output.Options{JSON: j})
+		ServedPeer(p, pass)
+		ServedPeer(p, fail)
+		Refused(p, verbsprobe.Refusal{Peer: "10.0.0.4:5", Reason: "closed before its first message"})
+		Refused(p, verbsprobe.Refusal{Peer: "10.0.0.5:6", Reason: "busy: 16 peers served at once\x1b[2J", Busy: true})
+		p.Flush()
+	}
+	want := `10.0.0.2:40000 bw write: PASS 200 × 65536 bytes in 1.00s, 0.105 Gb/s, 0.0002 Mmsg/s (1.00s, pinned 135168 bytes)
+10.0.0.3:40000 bw write: FAIL at bw_write: no word from the peer for 10s (2.00s, pinned 0 bytes)
+10.0.0.4:5: REFUSED closed before its first message
+10.0.0.5:6: BUSY 16 peers served at once\x1b[2J
+{"peer":"10.0.0.2:40000","result":"pass","test":{"kind":"bw","op":"write","size":65536,"iters":200},"usec":1000000,"pinned_bytes":135168,"results":[{"test":"bw","op":"write","size":65536,"iters":200,"bytes":13107200,"seconds":1,"bw_gbps":0.1048576,"msg_rate_mpps":0.0002}]}
+{"peer":"10.0.0.3:40000","result":"fail","test":{"kind":"bw","op":"write","size":65536,"iters":200},"usec":2000000,"pinned_bytes":0,"step":"bw_write","error":"no word from the peer for 10s","results":[]}
+{"peer":"10.0.0.4:5","result":"refused","error":"closed before its first message"}
+{"peer":"10.0.0.5:6","result":"busy","error":"busy: 16 peers served at once\\x1b[2J"}
+`
+	if b.String() != want {
+		t.Errorf("got:\n%s\nwant:\n%s", &b, want)
 	}
 }
