@@ -31,55 +31,19 @@ import (
 // udQKey is the Q_Key of the script's queue pairs (ibv_ud_pingpong's).
 const udQKey = 0x11111111
 
-// udEnd is a context with a protection domain, a completion channel and
-// queue, and 64 KiB registered; its UD queue pairs are made by newQP.
+// udEnd is a verbsEnd (context, protection domain, completion channel
+// and queue, 64 KiB registered) whose UD queue pairs and address handles
+// newQP and ah make.
 type udEnd struct {
-	t    *testing.T
-	c    *uverbs.Context
-	gid  [16]byte
-	gidI uint8
-	pd   uverbs.PD
-	ch   *uverbs.CompChannel
-	cq   *uverbs.RxeCQ
-	qps  []*uverbs.RxeQP
-	ahs  []uverbs.AH
-	buf  []byte
-	mr   uverbs.MR
+	*verbsEnd
+	qps []*uverbs.RxeQP
+	ahs []uverbs.AH
 }
 
-func newUDEnd(t *testing.T, c *uverbs.Context, addr string) *udEnd {
+func newUDEnd(t *testing.T, c *uverbs.Context) *udEnd {
 	t.Helper()
-	e := &udEnd{t: t, c: c}
-	t.Cleanup(e.close)
-	gids, err := c.QueryGIDTable(uverbs.DriverIDRXE, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := netip.MustParseAddr("::ffff:" + addr).As16()
-	found := false
-	for _, g := range gids {
-		if g.GID == want {
-			e.gid, e.gidI, found = g.GID, uint8(g.Index), true
-		}
-	}
-	if !found {
-		t.Fatalf("no GID %s in %+v", addr, gids)
-	}
-	if e.pd, err = c.AllocPD(); err != nil {
-		t.Fatal(err)
-	}
-	if e.ch, err = c.CreateCompChannel(); err != nil {
-		t.Fatal(err)
-	}
-	if e.cq, err = c.CreateRxeCQWith(uverbs.CQInit{CQE: 64, Channel: e.ch}); err != nil {
-		t.Fatal(err)
-	}
-	if e.buf, err = uverbs.AllocBuffer(verbsBuf); err != nil {
-		t.Fatal(err)
-	}
-	if e.mr, err = c.RegMR(e.pd, e.buf, uverbs.AccessLocalWrite); err != nil {
-		t.Fatal(err)
-	}
+	e := &udEnd{verbsEnd: newVerbsBase(t, c)}
+	t.Cleanup(e.close) // before the verbsEnd's: cleanups run last first
 	return e
 }
 
@@ -103,6 +67,8 @@ func (e *udEnd) ah(attr uverbs.AHAttr) (uverbs.AH, error) {
 	return ah, err
 }
 
+// close destroys the queue pairs and address handles; the verbsEnd's
+// cleanup the rest.
 func (e *udEnd) close() {
 	if e.c == nil {
 		return
@@ -113,29 +79,7 @@ func (e *udEnd) close() {
 	for _, ah := range e.ahs {
 		e.c.DestroyAH(ah)
 	}
-	if e.cq != nil {
-		e.cq.Destroy()
-	}
-	if e.buf != nil {
-		e.c.DeregMR(e.mr)
-		uverbs.FreeBuffer(e.buf)
-	}
-	e.c.DeallocPD(e.pd)
-	if e.ch != nil {
-		e.ch.Close()
-	}
-	e.c.Close()
-	e.c = nil
-}
-
-func (e *udEnd) sge(off, n int) uverbs.SGE {
-	return uverbs.SGE{Addr: e.mr.Addr + uint64(off), Length: uint32(n), LKey: e.mr.LKey}
-}
-
-// waitWCs waits (with events) for n completions, or what came within d.
-func (e *udEnd) waitWCs(n int, d time.Duration) []uverbs.WC {
-	v := &verbsEnd{cq: e.cq}
-	return v.waitWCs(n, d)
+	e.qps, e.ahs = nil, nil
 }
 
 // The script's buffer: what is sent at 0, received at udRecvAt.
@@ -158,7 +102,7 @@ func udScript(t *testing.T, open func() *uverbs.Context, grh func(b []byte)) []s
 		return "ok"
 	}
 	c := open()
-	e := newUDEnd(t, c, rxeAddr)
+	e := newUDEnd(t, c)
 	a, err := e.newQP(udQKey)
 	if err != nil {
 		t.Fatal(err)
