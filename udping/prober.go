@@ -79,8 +79,13 @@ type ProberConfig struct {
 	// leaves no room for are dropped and counted. 0 means
 	// DefaultResults.
 	Results int
-	// Receives is how many receives are posted; 0 means DefaultReceives.
+	// Receives is how many receives are posted (each holds the largest
+	// datagram: 4136 bytes registered); 0 means DefaultProberReceives.
 	Receives int
+	// Sends is how many probes may be on their way at once (each 4096
+	// bytes registered); 0 means DefaultProberSends. A command pinging
+	// one target needs few of either (RLIMIT_MEMLOCK).
+	Sends int
 }
 
 // Defaults of a prober.
@@ -91,7 +96,8 @@ const (
 	DefaultMaxTargets     = 10000
 	DefaultRefreshAfter   = 3
 	DefaultResults        = 1024
-	proberSends           = 64
+	DefaultProberReceives = 128
+	DefaultProberSends    = 64
 	maxResolving          = 16
 	maxResolveBackoff     = 30 * time.Second
 )
@@ -117,7 +123,10 @@ func (c ProberConfig) WithDefaults() ProberConfig {
 		c.Results = DefaultResults
 	}
 	if c.Receives <= 0 {
-		c.Receives = DefaultReceives
+		c.Receives = DefaultProberReceives
+	}
+	if c.Sends <= 0 {
+		c.Sends = DefaultProberSends
 	}
 	return c
 }
@@ -332,13 +341,13 @@ func NewProber(cfg ProberConfig) (*Prober, error) {
 	if cfg.Resolve == nil {
 		return nil, errors.New("udping: a prober needs a Resolver")
 	}
-	ep, err := newEndpoint(cfg.Local, NewQKey(), cfg.Receives, proberSends)
+	ep, err := newEndpoint(cfg.Local, NewQKey(), cfg.Receives, cfg.Sends)
 	if err != nil {
 		return nil, fmt.Errorf("udping: the prober's queue pair: %w", err)
 	}
 	source, _ := cfg.Local.TimestampSource()
 	return &Prober{cfg: cfg, session: rand.Uint64(), ep: ep, results: make(chan Result, cfg.Results), source: source,
-		targets: map[string]*target{}, pending: map[uint64]*pending{}, slots: make([]*heldAH, proberSends),
+		targets: map[string]*target{}, pending: map[uint64]*pending{}, slots: make([]*heldAH, cfg.Sends),
 		bucket: newBucket(cfg.MaxRate), resolve: make(chan struct{}, maxResolving), held: map[*heldAH]bool{},
 		runCtx: context.Background()}, nil
 }
@@ -1098,7 +1107,7 @@ func (p *Prober) restart(ctx context.Context) error {
 		p.sendDone(i)
 	}
 	p.ep.close()
-	ep, err := newEndpoint(p.cfg.Local, NewQKey(), p.cfg.Receives, proberSends)
+	ep, err := newEndpoint(p.cfg.Local, NewQKey(), p.cfg.Receives, p.cfg.Sends)
 	if err != nil {
 		return err // p.ep stays, closed: Close closes it again, harmlessly
 	}

@@ -20,7 +20,9 @@ func (a *app) probePing(ctx context.Context, req grammar.ProbeRequest, key []byt
 		return err
 	}
 	defer dev.Close()
-	cfg := udping.ProberConfig{Timeout: req.Timeout, Results: 16}
+	// One target, one probe out at a time mostly: little memory pinned
+	// (under the 64 KiB RLIMIT_MEMLOCK of some distributions' users).
+	cfg := udping.ProberConfig{Timeout: req.Timeout, Results: 16, Receives: 8, Sends: 4}
 	if cfg.Timeout == 0 {
 		cfg.Timeout = udping.DefaultTimeout
 	}
