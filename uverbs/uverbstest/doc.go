@@ -51,7 +51,8 @@
 // paths, multicast, asynchronous events (the event file exists but stays
 // empty), mlx5's driver data, and packets: messages are not cut at the
 // MTU (an MTU mismatch between the two queue pairs is still refused as
-// rxe refuses it; a datagram over the port's active MTU fails its send).
+// rxe refuses it; a datagram over the port's active MTU is not sent, its
+// send completing all the same, as rxe does).
 // The RDMA CM is not part of uverbs; a CM-made connection is a queue pair
 // whose attributes come from INIT_QP_ATTR, which MODIFY_QP here takes like
 // any.

@@ -131,7 +131,7 @@ func (q *qp) sendUD(slot []byte) {
 	dg, status := q.prepareUD(&w, slot)
 	port := q.attr.PortNum
 	q.mu.Unlock()
-	if status == uverbs.WCSuccess {
+	if status == uverbs.WCSuccess && dg != nil {
 		q.d.fab.deliverUD(dg, port)
 	}
 	q.mu.Lock()
@@ -168,7 +168,8 @@ func (q *qp) prepareUD(w *sendWQE, slot []byte) (*datagram, uverbs.WCStatus) {
 		return nil, uverbs.WCLocQPOpErr
 	}
 	if len(dg.payload) > port.ActiveMTU.Bytes() {
-		return nil, uverbs.WCLocLenErr
+		// C10-93.1.1, as rxe: no packet, and no error either.
+		return nil, uverbs.WCSuccess
 	}
 	if num := ne.Uint32(slot[sendUDAHNum:]); num != 0 {
 		q.d.tab.RLock()
