@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,7 +19,7 @@ import (
 
 // local opens dev and allocates a protection domain: a device port as
 // verbsprobe.Device gives it, on the fake kernel. Both go when t ends.
-func local(t *testing.T, dev *uverbstest.Device) udping.Local {
+func local(t testing.TB, dev *uverbstest.Device) udping.Local {
 	t.Helper()
 	c, err := dev.Open()
 	if err != nil {
@@ -40,7 +41,7 @@ func local(t *testing.T, dev *uverbstest.Device) udping.Local {
 // mesh is a fabric with responders by name and the resolver a prober
 // asks them through (registering it, as the control channel does).
 type mesh struct {
-	t          *testing.T
+	t          testing.TB
 	fab        *uverbstest.Fabric
 	mu         sync.Mutex
 	responders map[string]*udping.Responder
@@ -48,7 +49,7 @@ type mesh struct {
 	stops      []func() // of the responders, in order
 }
 
-func newMesh(t *testing.T) *mesh {
+func newMesh(t testing.TB) *mesh {
 	return &mesh{t: t, fab: uverbstest.NewFabric(), responders: map[string]*udping.Responder{}}
 }
 
@@ -690,5 +691,40 @@ func TestPingBlocking(t *testing.T) {
 	}
 	if len(results) != 0 {
 		t.Errorf("Pings' results went to Results: %d", len(results))
+	}
+}
+
+// BenchmarkPing is a probe and its two replies, one after the other,
+// between a prober and a responder on the fake kernel: the CPU of both
+// sides and of the fake together, per probe (on rxe the kernel's work is
+// on top: see BENCHMARKS.md).
+func BenchmarkPing(b *testing.B) {
+	m := newMesh(b)
+	m.responder("b", nil, udping.ResponderConfig{})
+	p, _, _ := m.prober(udping.ProberConfig{})
+	ctx := context.Background()
+	if _, err := p.Ping(ctx, "b", 64); err != nil {
+		b.Fatal(err)
+	}
+	var ru0, ru1 syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+	n := 0
+	for b.Loop() {
+		if _, err := p.Ping(ctx, "b", 64); err != nil {
+			b.Fatal(err)
+		}
+		n++
+	}
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+	cpu := ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano()
+	b.ReportMetric(float64(cpu)/float64(n), "cpu-ns/op")
+}
+
+func BenchmarkParseHeader(b *testing.B) {
+	d := udping.AppendDatagram(nil, udping.Header{Kind: udping.KindEcho, Length: 1024, Session: 1, ID: 2})
+	for b.Loop() {
+		if _, err := udping.ParseHeader(d); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
