@@ -266,6 +266,7 @@ type target struct {
 	next    time.Time
 	index   int // in the due heap; -1 when not scheduled
 	seq     uint64
+	probes  int // scheduled probes sent, against cfg.Count
 	sizeAt  int
 	misses  int
 	removed bool
@@ -811,7 +812,7 @@ func Sizes(configured []int, mtu int) []int {
 }
 
 func (p *Prober) schedule(t *target) {
-	if t.removed {
+	if t.removed || t.onDemand || (t.cfg.Count > 0 && t.probes >= t.cfg.Count) {
 		return
 	}
 	if t.index >= 0 {
@@ -841,7 +842,7 @@ func (p *Prober) sendDue(ctx context.Context, now time.Time) {
 			return
 		}
 		p.probe(t, now)
-		if t.cfg.Count > 0 && t.seq >= uint64(t.cfg.Count) {
+		if t.cfg.Count > 0 && t.probes >= t.cfg.Count {
 			heap.Pop(&p.due)
 			continue
 		}
@@ -858,6 +859,7 @@ func (p *Prober) sendDue(ctx context.Context, now time.Time) {
 func (p *Prober) probe(t *target, now time.Time) {
 	size := t.sizes[t.sizeAt%len(t.sizes)]
 	t.sizeAt++
+	t.probes++
 	p.send(t, size, nil, now)
 }
 

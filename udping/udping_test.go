@@ -728,3 +728,32 @@ func BenchmarkParseHeader(b *testing.B) {
 		}
 	}
 }
+
+// A target's count holds across its address asked again: the probes that
+// timed out are all it gets.
+func TestPingCountAcrossRefresh(t *testing.T) {
+	m := newMesh(t)
+	m.responder("b", nil, udping.ResponderConfig{})
+	p, results, _ := m.prober(udping.ProberConfig{Timeout: 50 * time.Millisecond, RefreshAfter: 2})
+	m.fab.Impair(func(uverbstest.Packet) uverbstest.Impairment { return uverbstest.Impairment{Drop: true} })
+	if err := p.Add("b", udping.TargetConfig{Rate: 50, Count: 2}); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range collect(t, results, 2, 10*time.Second) {
+		if r.Outcome != udping.OutcomeTimeout {
+			t.Errorf("%+v", r)
+		}
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for m.resolves.Load() < 2 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	select {
+	case r := <-results:
+		t.Errorf("a result beyond the count: %+v", r)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if s := p.Stats(); s.Sent != 2 || m.resolves.Load() != 2 {
+		t.Errorf("stats %+v, %d resolutions", s, m.resolves.Load())
+	}
+}
