@@ -36,18 +36,20 @@ type Prober struct {
 	stopped bool // Run returned: no more ops
 
 	// Only Run's goroutine.
-	targets map[string]*target
-	due     dueHeap
-	pending map[uint64]*pending
-	order   []*pending // by send time: what expires first
-	nextID  uint64
-	slots   []*heldAH // the address handle each send slot's send uses
-	bucket  bucket
-	waiting []*waiter     // Pings of resolved targets waiting for a token or a send slot
-	resolve chan struct{} // resolutions running at once
-	held    map[*heldAH]bool
-	runCtx  context.Context
-	swept   time.Time // forgetUnused's last sweep
+	targets   map[string]*target
+	due       dueHeap
+	pending   map[uint64]*pending
+	order     []*pending // by send time: what expires first
+	nextID    uint64
+	slots     []*heldAH // the address handle each send slot's send uses
+	bucket    bucket
+	waiting   []*waiter      // Pings of resolved targets waiting for a token or a send slot
+	resolve   chan struct{}  // resolutions running at once
+	resolvers sync.WaitGroup // their goroutines: Run waits for them
+	ntargets  atomic.Int64   // len(targets), for Add's bound
+	held      map[*heldAH]bool
+	runCtx    context.Context
+	swept     time.Time // forgetUnused's last sweep
 
 	stats proberCounters
 }
@@ -405,7 +407,7 @@ func (p *Prober) apply(o op) error {
 				n++
 			}
 		}
-		if len(p.targets)+n >= p.cfg.MaxTargets {
+		if int(p.ntargets.Load())+n >= p.cfg.MaxTargets {
 			return fmt.Errorf("udping: %d targets, the prober's limit", p.cfg.MaxTargets)
 		}
 	}
@@ -439,6 +441,7 @@ func (p *Prober) Run(ctx context.Context) error {
 	defer close(p.results)
 	defer p.stop()
 	rctx, stopResolving := context.WithCancel(ctx)
+	defer p.resolvers.Wait() // after stopResolving: their Resolvers end with rctx
 	defer stopResolving()
 	p.runCtx = rctx
 	for {
@@ -528,6 +531,7 @@ func (p *Prober) takeOps(ctx context.Context) {
 				p.drop(old)
 			}
 			p.targets[t.name] = t
+			p.ntargets.Store(int64(len(p.targets)))
 			if t.ah == nil {
 				p.startResolve(ctx, t)
 				break
@@ -601,6 +605,7 @@ func (p *Prober) takePing(ctx context.Context, w *waiter) {
 		}
 		t = &target{name: w.target, index: -1, onDemand: true}
 		p.targets[t.name] = t
+		p.ntargets.Store(int64(len(p.targets)))
 	}
 	t.used = time.Now()
 	if t.ah == nil {
@@ -654,6 +659,7 @@ func (p *Prober) drop(t *target) {
 	t.waiters = nil
 	t.removed = true
 	delete(p.targets, t.name)
+	p.ntargets.Store(int64(len(p.targets)))
 	if t.index >= 0 {
 		heap.Remove(&p.due, t.index)
 	}
@@ -719,7 +725,9 @@ func (p *Prober) startResolve(ctx context.Context, t *target) {
 	ep := p.ep
 	local := ep.address()
 	name := t.name
+	p.resolvers.Add(1)
 	go func() {
+		defer p.resolvers.Done()
 		select {
 		case p.resolve <- struct{}{}:
 		case <-ctx.Done():
@@ -730,6 +738,9 @@ func (p *Prober) startResolve(ctx context.Context, t *target) {
 		addr, err := p.cfg.Resolve(rctx, name, local)
 		cancel()
 		r := &resolution{name: name, addr: addr, err: err}
+		if err == nil && ctx.Err() != nil {
+			return // Run is stopping: no address handle to make
+		}
 		if err == nil {
 			if err = addr.Validate(); err != nil {
 				r.err = fmt.Errorf("the responder's address: %w", err)

@@ -47,6 +47,9 @@ type ResponderConfig struct {
 	// MaxRate bounds the probes answered a second, all probers together
 	// (more are dropped and counted); 0 means DefaultMaxRate.
 	MaxRate float64
+	// MaxPeerRate bounds the probes of one prober answered a second, so
+	// that one cannot take all of MaxRate; 0 means DefaultMaxPeerRate.
+	MaxPeerRate float64
 	// Receives is how many receives are posted; 0 means
 	// DefaultReceives.
 	Receives int
@@ -54,11 +57,12 @@ type ResponderConfig struct {
 
 // Defaults of a responder.
 const (
-	DefaultMaxPeers = 4096
-	DefaultPeerTTL  = 10 * time.Minute
-	DefaultMaxRate  = 10000
-	DefaultReceives = 256
-	responderSends  = 128
+	DefaultMaxPeers    = 4096
+	DefaultPeerTTL     = 10 * time.Minute
+	DefaultMaxRate     = 10000
+	DefaultMaxPeerRate = 1000
+	DefaultReceives    = 256
+	responderSends     = 128
 )
 
 // WithDefaults fills in the zero fields.
@@ -71,6 +75,9 @@ func (c ResponderConfig) WithDefaults() ResponderConfig {
 	}
 	if c.MaxRate <= 0 {
 		c.MaxRate = DefaultMaxRate
+	}
+	if c.MaxPeerRate <= 0 {
+		c.MaxPeerRate = DefaultMaxPeerRate
 	}
 	if c.Receives <= 0 {
 		c.Receives = DefaultReceives
@@ -87,6 +94,8 @@ type peerKey struct {
 type peer struct {
 	addr Address
 	ah   uverbs.AH
+	// bucket bounds its probes answered (MaxPeerRate); Run's goroutine's.
+	bucket bucket
 	// seen is when the peer last probed or registered (UnixNano).
 	seen atomic.Int64
 }
@@ -166,7 +175,7 @@ func (r *Responder) Register(a Address) error {
 	if err != nil {
 		return fmt.Errorf("udping: an address handle to %s: %w", a.GID, err)
 	}
-	p := &peer{addr: a, ah: ah}
+	p := &peer{addr: a, ah: ah, bucket: newBucket(r.cfg.MaxPeerRate)}
 	p.seen.Store(now.UnixNano())
 	r.peers[key] = p
 	return nil
@@ -305,7 +314,7 @@ func (r *Responder) answer(b []byte, srcQP uint32, received time.Time) {
 		return
 	}
 	p.seen.Store(received.UnixNano())
-	if !r.bucket.take(received) {
+	if !p.bucket.take(received) || !r.bucket.take(received) {
 		r.stats.throttled.Add(1)
 		return
 	}
