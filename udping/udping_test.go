@@ -509,8 +509,8 @@ func TestResponderHostile(t *testing.T) {
 		probe(udping.Header{Kind: udping.KindEcho, Length: 64, Session: 1, ID: 1}),
 		probe(udping.Header{Kind: udping.KindReport, Length: 40, Delay: time.Second}),
 		probe(udping.Header{Kind: 9, Length: 64}),
-		append(valid[:len(valid):len(valid)], 0),                     // longer than it says
-		append(valid[:len(valid):len(valid)], make([]byte, 4032)...), // the largest datagram, saying 64
+		append(valid[:len(valid):len(valid)], 0),                    // longer than it says
+		append(valid[:len(valid):len(valid)], make([]byte, 960)...), // the MTU's datagram, saying 64
 	}
 	wrongVersion := append([]byte(nil), valid...)
 	wrongVersion[4] = 2
