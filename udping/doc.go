@@ -11,27 +11,31 @@
 // The prober sends a probe (a sequence number of its session, padded to
 // the probe's size); the responder answers with two datagrams: an echo at
 // once, as long as the probe, and then a report of how long it held the
-// probe, from polling the probe's receive (T2) to polling its echo's send
-// completion (T3). The prober takes the probe's send (T1, once its
-// doorbell returned: rxe transmits in it) and the echo's arrival (T4):
+// probe, from polling the probe's receive (T2) to the echo's send (T3).
+// The prober takes the probe's send (T1) and the echo's arrival (T4):
 //
 //	RTT     = T4 − T1            what the prober saw
 //	Network = RTT − (T3 − T2)    the responder's delay removed
 //
-// This is R-Pingmesh's two-ACK exchange. A single reply carrying the
-// responder's delay would have to take T3 before its own send, leaving
-// the responder's send path (the doorbell, rxe's transmit) in the
-// network's share; the echo's completion comes after that path, and with
-// a device's completion timestamps it would be the time the echo left,
-// known only once it left: hence the second datagram. Both clocks are
-// used only for differences on their own host: nothing assumes them in
-// step. The echo is as long as the probe so that both directions carry
-// each size: a link that drops large packets one way shows as a
-// timeout, or as an echo lost (the report came, the echo did not) when
-// it is the way back.
+// This is R-Pingmesh's two-ACK exchange: the time an echo left is known
+// only once it left, so it travels in a second datagram. With a device's
+// completion timestamps T3 would be the echo's send completion (the time
+// it went on the wire). With software timestamps on rxe, T1 and T3 are
+// both read when the send's doorbell returns: rxe transmits inside the
+// doorbell, while its send completions come later from its completion
+// work (in the guests, milliseconds later: a T3 taken there made the
+// responder's delay longer than whole round trips). A single reply could
+// not carry T3 either way. The echo is as long as the probe so that both
+// directions carry each size: a link that drops large packets one way
+// shows as a timeout, or as an echo lost (the report came, the echo did
+// not) when it is the way back. Both clocks are used only for
+// differences on their own host: nothing assumes them in step; what
+// still differs between the two sides' points of measure can make a
+// delay exceed a round trip on a fast path, and Network is then 0.
 //
-// Times are software: the process's clock read when a completion is
-// polled (Result.Timestamps says so). rxe reports no completion
+// Times are software: the process's clock, read when a receive's
+// completion is polled and when a send's doorbell returns
+// (Result.Timestamps says so). rxe reports no completion
 // timestamps, and grdma reads no other device's data path; the time a
 // datagram waits until it is polled (a wake-up on the completion
 // channel) is counted as network time.

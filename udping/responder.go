@@ -14,7 +14,8 @@ import (
 
 // Responder answers the UD pings of every registered prober on one UD
 // queue pair: each probe with an echo at once and a report of how long it
-// held the probe (the two-ACK exchange, see the package doc). Probers are
+// held the probe, sent right after it (the two-ACK exchange, see the
+// package doc). Probers are
 // registered by the responder's control channel (Register), which also
 // tells them the queue pair's address and its Q_Key; anything else that
 // arrives is dropped and counted.
@@ -257,9 +258,7 @@ func (r *Responder) handle(wcs []uverbs.WC) error {
 				failed = &completionError{wc}
 				continue
 			}
-			if f.kind == KindEcho {
-				r.report(f, time.Now())
-			} else {
+			if f.kind == KindReport {
 				r.stats.reports.Add(1)
 			}
 			continue
@@ -325,17 +324,21 @@ func (r *Responder) answer(b []byte, srcQP uint32, received time.Time) {
 	}
 	clear(out[HeaderSize:])
 	PutHeader(out, Header{Kind: KindEcho, Session: h.Session, ID: h.ID})
-	r.inflight[slot] = inflight{kind: KindEcho, peer: p, session: h.Session, id: h.ID, received: received}
+	f := inflight{kind: KindEcho, peer: p, session: h.Session, id: h.ID, received: received}
+	r.inflight[slot] = f
 	if err := r.ep.send(slot, len(dg), &p.ah, p.addr); err != nil {
 		r.inflight[slot] = inflight{}
 		r.stats.sendErrors.Add(1)
 		return
 	}
+	// T3: the echo's doorbell returned, and with it rxe's transmit. Its
+	// completion comes later, by rxe's completion work: too late.
+	r.report(f, time.Now())
 	r.stats.probes.Add(1)
 }
 
-// report sends the second reply of an echo that completed at sent: the
-// responder's delay, from the probe's receive to the echo's send.
+// report sends the second reply of an echo sent at sent: the responder's
+// delay, from the probe's receive to the echo's send.
 func (r *Responder) report(f inflight, sent time.Time) {
 	slot, out, ok := r.ep.sendBuf(HeaderSize)
 	if !ok {

@@ -96,6 +96,7 @@ func TestFleetUDPing(t *testing.T) {
 		}
 	})
 
+	outer := t // the responders outlive the subtests
 	t.Run("ResponderRestarts", func(t *testing.T) {
 		if err := p.Add(target(3), udping.TargetConfig{Rate: 4}); err != nil {
 			t.Fatal(err)
@@ -106,7 +107,7 @@ func TestFleetUDPing(t *testing.T) {
 			t.Fatalf("%+v", before)
 		}
 		stopServe(t, srvs[3])
-		srvs[3] = f.Node(3).on(t).Serve(probePort, grdma(), "-j", "probe", f.Dev, "serve")
+		srvs[3] = f.Node(3).on(outer).Serve(probePort, grdma(), "-j", "probe", f.Dev, "serve")
 		timeouts := 0
 		for deadline := time.Now().Add(90 * time.Second); time.Now().Before(deadline); {
 			r := next(t, 30*time.Second)

@@ -136,7 +136,11 @@ func udScript(t *testing.T, open func() *uverbs.Context, grh func(b []byte)) []s
 		}
 		return got
 	}
-	say("qp caps %+v", b.QP().Cap)
+	// 6.12 rounds the queues up (31 for 16), 6.1 does not: at least what
+	// was asked.
+	caps := b.QP().Cap
+	say("qp caps at least asked: %v, inline %d", caps.MaxSendWR >= 16 && caps.MaxRecvWR >= 16 && caps.MaxSendSGE == 1 &&
+		caps.MaxRecvSGE == 1, caps.MaxInlineData)
 	attr, err := c.QueryQP(b.QP(), uverbs.QPAttrAll)
 	say("query_qp: %s state %v qkey %#x port %d pkey_index %d sq_psn %#x", errno(err), attr.State, attr.QKey,
 		attr.PortNum, attr.PKeyIndex, attr.SQPSN)
@@ -194,9 +198,10 @@ func udScript(t *testing.T, open func() *uverbs.Context, grh func(b []byte)) []s
 	send(ah, 64, udQKey+1, b.QP().QPN)
 	wcs(2, 500*time.Millisecond)
 	e.drain(b)
-	say("the Q_Key's high bit: the queue pair's own")
+	say("the Q_Key's high bit (rxe sends it as it is)")
 	send(ah, 64, 0x80000000, b.QP().QPN)
-	received(wcs(2, 5*time.Second), 64)
+	received(wcs(2, 500*time.Millisecond), 64)
+	e.drain(b)
 	say("an unknown queue pair")
 	send(ah, 64, udQKey, 0xfffff0)
 	wcs(2, 500*time.Millisecond)
@@ -217,10 +222,10 @@ func udScript(t *testing.T, open func() *uverbs.Context, grh func(b []byte)) []s
 		SGL: []uverbs.SGE{e.sge(0, 32)}, AH: &ah, RemoteQPN: b.QP().QPN, RemoteQKey: udQKey}); err != nil {
 		say("  post send: %s", errno(err))
 	}
-	received(wcs(2, 5*time.Second), 32)
-	e.drain(b)
+	received(wcs(2, 2*time.Second), 32)
 	attr, err = c.QueryQP(b.QP(), uverbs.QPAttrAll)
 	say("  B: %s state %v", errno(err), attr.State)
+	e.drain(b)
 
 	say("a queue pair in RTR sends")
 	r, err := e.c.CreateRxeQP(uverbs.QPInit{PD: e.pd, SendCQ: e.cq.CQ(), RecvCQ: e.cq.CQ(), Type: ib.QPTypeUD,
@@ -284,6 +289,13 @@ func (e *udEnd) drain(qp *uverbs.RxeQP) {
 // compares what both answer line by line. It logs the network header rxe
 // wrote in front of the first datagram.
 func TestUDFakeMatchesRxe(t *testing.T) {
+	fakeDev := uverbstest.NewDevice(uverbstest.Config{IPv4: netip.MustParseAddr(rxeAddr)})
+	// Registered first, so run last: after the script's ends closed.
+	t.Cleanup(func() {
+		if res := fakeDev.Resources(); res != (uverbstest.Resources{}) {
+			t.Errorf("the fake has %+v left", res)
+		}
+	})
 	withRxe0(t)
 	first := true
 	real := udScript(t, func() *uverbs.Context { return openRxe0(t) }, func(b []byte) {
@@ -293,7 +305,6 @@ func TestUDFakeMatchesRxe(t *testing.T) {
 		}
 	})
 	t.Logf("rxe0:\n%s", strings.Join(real, "\n"))
-	fakeDev := uverbstest.NewDevice(uverbstest.Config{IPv4: netip.MustParseAddr(rxeAddr)})
 	fake := udScript(t, func() *uverbs.Context {
 		c, err := fakeDev.Open()
 		if err != nil {
@@ -312,9 +323,6 @@ func TestUDFakeMatchesRxe(t *testing.T) {
 		if r != f {
 			t.Errorf("line %d:\n rxe0: %s\n fake: %s", i, r, f)
 		}
-	}
-	if res := fakeDev.Resources(); res != (uverbstest.Resources{}) {
-		t.Errorf("the fake has %+v left", res)
 	}
 }
 

@@ -88,9 +88,10 @@ func TestUDBetweenHosts(t *testing.T) {
 	}
 }
 
-// What UD drops, and what its sender never hears of: a wrong Q_Key, an
-// unknown queue pair, no receive posted, a receive too small, a lost
-// packet. The Q_Key's high bit sends the queue pair's own.
+// What UD drops, and what its sender never hears of: a wrong Q_Key (its
+// high bit set too: rxe sends it as it is), an unknown queue pair, no
+// receive posted, a lost packet. A receive too small fails, and its
+// queue pair goes to the error state.
 func TestUDDrops(t *testing.T) {
 	a, b, fab := udPair(t)
 	ah := a.ahTo(b.dev)
@@ -119,9 +120,9 @@ func TestUDDrops(t *testing.T) {
 	a.sendTo(ah, 4, 0, 64, 0xabcdef, qkey)
 	sent(4)
 	nothing("an unknown queue pair")
-	a.sendTo(ah, 5, 0, 65, qpn, qkey)
-	wantWC(t, a.wait(1)[0], 5, uverbs.WCSuccess, uverbs.WCSend, 65)
-	nothing("a receive too small")
+	a.sendTo(ah, 5, 0, 64, qpn, 0x80000000)
+	sent(5)
+	nothing("the Q_Key's high bit")
 
 	fab.Impair(func(p uverbstest.Packet) uverbstest.Impairment { return uverbstest.Impairment{Drop: true} })
 	a.sendTo(ah, 6, 0, 64, qpn, qkey)
@@ -129,9 +130,14 @@ func TestUDDrops(t *testing.T) {
 	nothing("a lost packet")
 	fab.Impair(nil)
 
-	a.sendTo(ah, 7, 0, 64, qpn, 0x80000000)
-	sent(7)
-	wantWC(t, b.wait(1)[0], 2, uverbs.WCSuccess, uverbs.WCRecv, uverbs.GRHSize+64)
+	a.sendTo(ah, 7, 0, 65, qpn, qkey)
+	wantWC(t, a.wait(1)[0], 7, uverbs.WCSuccess, uverbs.WCSend, 65)
+	if wc := b.wait(1)[0]; wc.WRID != 2 || wc.Status != uverbs.WCLocQPOpErr {
+		t.Errorf("a receive too small: %+v", wc)
+	}
+	if s := b.state(); s != ib.QPStateErr {
+		t.Errorf("after a receive too small: %v", s)
+	}
 }
 
 // A datagram larger than the port's MTU is not sent, and its send
