@@ -17,28 +17,30 @@
 //	RTT     = T4 − T1            what the prober saw
 //	Network = RTT − (T3 − T2)    the responder's delay removed
 //
-// This is R-Pingmesh's two-ACK exchange: the time an echo left is known
-// only once it left, so it travels in a second datagram. With a device's
-// completion timestamps T3 would be the echo's send completion (the time
-// it went on the wire). With software timestamps on rxe, T1 and T3 are
-// both read when the send's doorbell returns: rxe transmits inside the
-// doorbell, while its send completions come later from its completion
-// work (in the guests, milliseconds later: a T3 taken there made the
-// responder's delay longer than whole round trips). A single reply could
-// not carry T3 either way. The echo is as long as the probe so that both
-// directions carry each size: a link that drops large packets one way
-// shows as a timeout, or as an echo lost (the report came, the echo did
-// not) when it is the way back. Both clocks are used only for
-// differences on their own host: nothing assumes them in step; what
-// still differs between the two sides' points of measure can make a
-// delay exceed a round trip on a fast path, and Network is then 0.
+// This is R-Pingmesh's two-ACK exchange: with a device's completion
+// timestamps T3 is the echo's send completion, the time it went on the
+// wire, known only once it left: it travels in a second datagram. With
+// software timestamps T1 and T3 are both read just before the send's
+// doorbell. rxe's send completions come from its completion work, in the
+// guests milliseconds late, and a clock read after the doorbell may be
+// read after the process was preempted by the very peer it woke (a
+// datagram to itself): both made the responder's delay exceed whole round
+// trips in the guests. Read before the send, [T2, T3] lies within
+// [T1, T4] by causality, so Network is never negative; each side's
+// doorbell (where rxe transmits) counts as network, alike on both. The
+// report still follows the echo, so that hardware timestamps need no
+// other format. The echo is as long as the probe so that both directions
+// carry each size: a link that drops large packets one way shows as a
+// timeout, or as an echo lost (the report came, the echo did not) when
+// it is the way back. Both clocks are used only for differences on their
+// own host: nothing assumes them in step.
 //
 // Times are software: the process's clock, read when a receive's
-// completion is polled and when a send's doorbell returns
-// (Result.Timestamps says so). rxe reports no completion
+// completion is polled and before a send's doorbell (Result.Timestamps
+// says so). rxe reports no completion
 // timestamps, and grdma reads no other device's data path; the time a
 // datagram waits until it is polled (a wake-up on the completion
-// channel) is counted as network time.
+// channel) is counted as network time, unless Spin polls meanwhile.
 //
 // Probe sizes cycle through 64, 512 and 1024 bytes and the path MTU
 // (DefaultSizes), after Aegis (NSDI 2025): loss that hits only packets

@@ -31,6 +31,7 @@ type Responder struct {
 	// Only Run's goroutine: what each send slot holds.
 	inflight []inflight
 	bucket   bucket
+	active   time.Time // the last completion: Spin polls after it
 
 	stats responderCounters
 }
@@ -54,6 +55,10 @@ type ResponderConfig struct {
 	// Receives is how many receives are posted; 0 means
 	// DefaultReceives.
 	Receives int
+	// Spin, when set, polls the completion queue for this long after each
+	// completion before it sleeps on the completion channel (see
+	// ProberConfig.Spin).
+	Spin time.Duration
 }
 
 // Defaults of a responder.
@@ -224,7 +229,14 @@ func (r *Responder) Run(ctx context.Context) error {
 	every := min(max(r.cfg.PeerTTL/2, 10*time.Millisecond), time.Minute)
 	expiry := time.Now().Add(every)
 	for {
-		wcs, err := r.ep.wait(ctx, expiry)
+		var spin time.Time
+		if r.cfg.Spin > 0 {
+			spin = r.active.Add(r.cfg.Spin)
+		}
+		wcs, err := r.ep.wait(ctx, expiry, spin)
+		if len(wcs) > 0 {
+			r.active = time.Now()
+		}
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -326,14 +338,13 @@ func (r *Responder) answer(b []byte, srcQP uint32, received time.Time) {
 	PutHeader(out, Header{Kind: KindEcho, Session: h.Session, ID: h.ID})
 	f := inflight{kind: KindEcho, peer: p, session: h.Session, id: h.ID, received: received}
 	r.inflight[slot] = f
+	sent := time.Now() // T3: before the echo's send (see the package doc)
 	if err := r.ep.send(slot, len(dg), &p.ah, p.addr); err != nil {
 		r.inflight[slot] = inflight{}
 		r.stats.sendErrors.Add(1)
 		return
 	}
-	// T3: the echo's doorbell returned, and with it rxe's transmit. Its
-	// completion comes later, by rxe's completion work: too late.
-	r.report(f, time.Now())
+	r.report(f, sent)
 	r.stats.probes.Add(1)
 }
 

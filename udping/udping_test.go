@@ -175,7 +175,9 @@ func TestPing(t *testing.T) {
 			res.Target != "b" || res.Responder != r.Address() || res.Timestamps != udping.Software {
 			t.Errorf("result %d: %+v", i, res)
 		}
-		if res.RTT <= 0 || res.Delay < 0 || res.Network() != max(res.RTT-res.Delay, 0) {
+		// Both sides read their clocks before their sends: the delay lies
+		// within the round trip.
+		if res.RTT <= 0 || res.Delay < 0 || res.Delay > res.RTT || res.Network() != res.RTT-res.Delay {
 			t.Errorf("result %d: RTT %v, delay %v, network %v", i, res.RTT, res.Delay, res.Network())
 		}
 	}
@@ -782,5 +784,19 @@ func TestResponderPeerRate(t *testing.T) {
 	// (more on a loaded machine).
 	if s := r.Stats(); replies < 5 || replies > 12 || s.Throttled != uint64(30-replies) {
 		t.Errorf("%d replies to 30 probes at 100/s against 5/s; responder %+v", replies, s)
+	}
+}
+
+// Spin (the busy-polling baseline) on both sides: every probe answered
+// all the same, the responder's delay within the round trip.
+func TestPingSpin(t *testing.T) {
+	m := newMesh(t)
+	m.responder("b", nil, udping.ResponderConfig{Spin: 50 * time.Millisecond})
+	p, _, _ := m.prober(udping.ProberConfig{Timeout: slow, Spin: 50 * time.Millisecond})
+	for range 5 {
+		r, err := p.Ping(context.Background(), "b", 64)
+		if err != nil || !r.DelayKnown || r.Delay > r.RTT {
+			t.Errorf("%+v, %v", r, err)
+		}
 	}
 }

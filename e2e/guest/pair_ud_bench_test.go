@@ -22,7 +22,7 @@ import (
 // interleaved, of 200 round trips of 64 bytes each, one outstanding (an
 // ibv_ud_pingpong -n 200 -s 64 server on A and its client here; a prober
 // here pinging the responder on A, Ping after Ping); medians of the
-// rounds. It also takes the CPU time of the prober (this process) and of
+// rounds; with completion events, then polled. It also takes the CPU time of the prober (this process) and of
 // the responder (grdma probe DEV serve on A) per 1,000 probes. It logs
 // FIGURE lines and asserts only that everything was answered. It runs
 // with E2E_UD_BENCH=1, else it is skipped.
@@ -30,11 +30,26 @@ func TestPairUDPingBenchmark(t *testing.T) {
 	if os.Getenv("E2E_UD_BENCH") == "" {
 		t.Skip("E2E_UD_BENCH not set")
 	}
-	const rounds, n, size = 5, 200, 64
 	p := withPeer(t)
 	kernel := strings.TrimSpace(must(t, "/bin/uname", "-r").stdout)
-	figure := func(format string, args ...any) { t.Logf("FIGURE %s: "+format, append([]any{kernel}, args...)...) }
-	srv := p.ServeOnA(t, probePort, grdma(), "probe", p.Dev, "serve")
+	for _, polled := range []bool{false, true} {
+		udPingBench(t, p, kernel, polled)
+	}
+}
+
+// udPingBench runs the rounds of one mode: completion events (what the
+// pingmesh runs), or every wait polled on both sides
+// (GRDMA_PROBE_POLL=1, as ibv_ud_pingpong polls).
+func udPingBench(t *testing.T, p *pair, kernel string, polled bool) {
+	const rounds, n, size = 5, 200, 64
+	mode, env := "events", ""
+	if polled {
+		mode, env = "polled", "GRDMA_PROBE_POLL=1 "
+	}
+	figure := func(format string, args ...any) {
+		t.Logf("FIGURE %s, %s: "+format, append([]any{kernel, mode}, args...)...)
+	}
+	srv := p.ServeOnA(t, probePort, "/bin/sh", "-c", env+"exec "+grdma()+" probe "+p.Dev+" serve")
 	respCPU := func() time.Duration {
 		f := strings.Fields(p.A.Must("/bin/sh", "-c", "cat /proc/$(pidof grdma)/stat").stdout)
 		u, _ := strconv.Atoi(f[13])
@@ -48,7 +63,7 @@ func TestPairUDPingBenchmark(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	dev, res := verbsprobe.OpenDevice(ctx, verbsprobe.Options{Sysfs: fsys, Device: p.Dev, GIDIndex: verbsprobe.AutoGID})
+	dev, res := verbsprobe.OpenDevice(ctx, verbsprobe.Options{Sysfs: fsys, Device: p.Dev, GIDIndex: verbsprobe.AutoGID, Poll: polled})
 	if dev == nil {
 		t.Fatal(res.Err())
 	}
@@ -95,14 +110,14 @@ func TestPairUDPingBenchmark(t *testing.T) {
 		proberCPU += cpuTime(t) - c0
 		responderCPU += respCPU() - r0
 		ours, oursNet, oursDelay = append(ours, mean(rtts)), append(oursNet, median(nets)), append(oursDelay, median(delays))
-		t.Logf("round %d: ibv_ud_pingpong %.1f µs/iter; grdma ping mean rtt %.1f µs, median %.1f µs, median network %.1f µs, median responder delay %.1f µs",
-			r+1, us, mean(rtts), median(rtts), median(nets), median(delays))
+		t.Logf("%s round %d: ibv_ud_pingpong %.1f µs/iter; grdma ping mean rtt %.1f µs, median %.1f µs, median network %.1f µs, median responder delay %.1f µs",
+			mode, r+1, us, mean(rtts), median(rtts), median(nets), median(delays))
 	}
 	stopServe(t, srv)
-	figure("ud ping rtt (mean of 200, median of %d rounds) %.1f µs vs ibv_ud_pingpong %.1f µs/iter: ratio %.2f; network rtt %.1f µs, responder delay %.1f µs",
-		rounds, median(ours), median(toolUS), median(ours)/median(toolUS), median(oursNet), median(oursDelay))
+	figure("ud ping rtt (mean of %d, median of %d rounds) %.1f µs vs ibv_ud_pingpong %.1f µs/iter: ratio %.2f; network rtt %.1f µs, responder delay %.1f µs",
+		n, rounds, median(ours), median(toolUS), median(ours)/median(toolUS), median(oursNet), median(oursDelay))
 	total := float64(rounds * n)
-	figure("CPU per 1,000 probes: prober %.1f ms, responder %.0f ms (10 ms ticks, %d probes)",
+	figure("CPU per 1,000 probes: prober %.0f ms, responder %.0f ms (10 ms ticks, %d probes)",
 		float64(proberCPU)/1e6*1000/total, float64(responderCPU)/1e6*1000/total, rounds*n)
 }
 

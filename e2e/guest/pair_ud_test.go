@@ -130,8 +130,8 @@ func checkPings(t *testing.T, r result, n int, responderGID string) {
 			continue
 		}
 		rtts, delays = append(rtts, p.RTT), append(delays, *p.Delay)
-		if *p.Delay > p.RTT {
-			over++ // the two hosts' points of measure: see package udping
+		if *p.Delay > p.RTT+0.2 {
+			over++ // cannot be: both read their clocks before their sends
 		}
 	}
 	if len(rtts) == 0 {
@@ -141,8 +141,8 @@ func checkPings(t *testing.T, r result, n int, responderGID string) {
 	sort.Float64s(delays)
 	t.Logf("%d probes: median rtt %.0f µs, median responder delay %.0f µs; %d with a delay over their rtt", n,
 		rtts[len(rtts)/2], delays[len(delays)/2], over)
-	if delays[len(delays)/2] >= rtts[len(rtts)/2] {
-		t.Errorf("the responder's median delay %.0f µs is not below the median round trip %.0f µs", delays[len(delays)/2], rtts[len(rtts)/2])
+	if over > 0 {
+		t.Errorf("%d probes with the responder's delay over their round trip", over)
 	}
 }
 

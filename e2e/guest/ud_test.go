@@ -289,7 +289,10 @@ func (e *udEnd) drain(qp *uverbs.RxeQP) {
 // compares what both answer line by line. It logs the network header rxe
 // wrote in front of the first datagram.
 func TestUDFakeMatchesRxe(t *testing.T) {
-	fakeDev := uverbstest.NewDevice(uverbstest.Config{IPv4: netip.MustParseAddr(rxeAddr)})
+	// rxe on 6.1 fails a receive too small for a datagram, 6.12 drops it.
+	kernel := strings.TrimSpace(must(t, "/bin/uname", "-r").stdout)
+	fakeDev := uverbstest.NewDevice(uverbstest.Config{IPv4: netip.MustParseAddr(rxeAddr),
+		ShortReceiveFails: strings.HasPrefix(kernel, "6.1.")})
 	// Registered first, so run last: after the script's ends closed.
 	t.Cleanup(func() {
 		if res := fakeDev.Resources(); res != (uverbstest.Resources{}) {

@@ -28,9 +28,9 @@
 // datagrams are delivered by GID, queue pair number and Q_Key without
 // acknowledgement, with the network header (the IPv4 header of RoCE v2,
 // or an IPv6 header) in the receive's first 40 bytes, and dropped as rxe
-// drops them (a wrong Q_Key, no receive, an unknown queue pair; a
-// receive too small fails, and the queue pair with it); a delayed
-// datagram may be passed by the next.
+// drops them (a wrong Q_Key, no receive, an unknown queue pair, a receive
+// too small; or it fails that receive and the queue pair, as 6.1 does:
+// Config.ShortReceiveFails); a delayed datagram may be passed by the next.
 // Completions go into the client's completion queue and, when it is
 // armed, an event to its completion channel, a real descriptor (a pipe)
 // the client reads through Go's poller.

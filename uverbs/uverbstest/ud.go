@@ -16,8 +16,8 @@ import (
 // rxe does not replace one with its high bit set), without
 // acknowledgement: a datagram that finds no queue pair, a wrong Q_Key or
 // no receive is dropped, and its send completes all the same; one larger
-// than the receive fails the receive (LOC_QP_OP_ERR) and puts the queue
-// pair in the error state, as rxe 6.1 and 6.12 do. The receiver gets the network header in the first 40 bytes
+// than the receive is dropped too (6.12), or fails the receive and the
+// queue pair (6.1; Config.ShortReceiveFails). The receiver gets the network header in the first 40 bytes
 // of its buffer: the IPv4 header in the last 20 (union
 // rdma_network_hdr) for IPv4-mapped GIDs, else an IPv6 header.
 
@@ -276,9 +276,11 @@ func (q *qp) respondUD(dg *datagram, port uint8) {
 	}
 	data := append(grhBytes(dg), dg.payload...)
 	if uint64(len(data)) > room {
-		// rxe's copy into the receive fails (RESPST_ERR_MALFORMED_WQE,
-		// class A): the receive completes in error, the queue pair
-		// goes to the error state.
+		if !q.d.cfg.ShortReceiveFails {
+			return // 6.12: class D, dropped
+		}
+		// 6.1: the copy into the receive fails (class A): the receive
+		// completes in error, the queue pair goes to the error state.
 		q.rq.advance()
 		q.rcq.post(uverbs.WC{WRID: ne.Uint64(slot[recvWRID:]), Status: uverbs.WCLocQPOpErr, QPNum: q.qpn}, true)
 		q.toErrorLocked()

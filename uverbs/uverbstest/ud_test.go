@@ -17,10 +17,14 @@ const qkey = 0x11111111
 // udEnd is an end with a UD queue pair in RTS and an address handle to
 // peer's IPv4 GID.
 func udPair(t *testing.T) (a, b *end, fab *uverbstest.Fabric) {
+	return udPairOf(t, uverbstest.Config{})
+}
+
+func udPairOf(t *testing.T, cfg uverbstest.Config) (a, b *end, fab *uverbstest.Fabric) {
 	t.Helper()
 	fab = uverbstest.NewFabric()
-	a = newEndOf(t, fab.NewDevice(uverbstest.Config{}), ib.QPTypeUD, true)
-	b = newEndOf(t, fab.NewDevice(uverbstest.Config{}), ib.QPTypeUD, true)
+	a = newEndOf(t, fab.NewDevice(cfg), ib.QPTypeUD, true)
+	b = newEndOf(t, fab.NewDevice(cfg), ib.QPTypeUD, true)
 	for _, e := range []*end{a, b} {
 		if err := e.c.ConnectUD(e.qp.QP(), 1, qkey, 0x42); err != nil {
 			t.Fatal(err)
@@ -90,10 +94,15 @@ func TestUDBetweenHosts(t *testing.T) {
 
 // What UD drops, and what its sender never hears of: a wrong Q_Key (its
 // high bit set too: rxe sends it as it is), an unknown queue pair, no
-// receive posted, a lost packet. A receive too small fails, and its
-// queue pair goes to the error state.
+// receive posted, a lost packet, a receive too small (6.12); on 6.1 a
+// receive too small fails, and its queue pair goes to the error state.
 func TestUDDrops(t *testing.T) {
-	a, b, fab := udPair(t)
+	t.Run("6.12", func(t *testing.T) { udDrops(t, false) })
+	t.Run("6.1", func(t *testing.T) { udDrops(t, true) })
+}
+
+func udDrops(t *testing.T, shortFails bool) {
+	a, b, fab := udPairOf(t, uverbstest.Config{ShortReceiveFails: shortFails})
 	ah := a.ahTo(b.dev)
 	qpn := b.qp.QP().QPN
 	nothing := func(what string) {
@@ -132,6 +141,13 @@ func TestUDDrops(t *testing.T) {
 
 	a.sendTo(ah, 7, 0, 65, qpn, qkey)
 	wantWC(t, a.wait(1)[0], 7, uverbs.WCSuccess, uverbs.WCSend, 65)
+	if !shortFails {
+		nothing("a receive too small")
+		a.sendTo(ah, 8, 0, 64, qpn, qkey)
+		sent(8)
+		wantWC(t, b.wait(1)[0], 2, uverbs.WCSuccess, uverbs.WCRecv, uverbs.GRHSize+64)
+		return
+	}
 	if wc := b.wait(1)[0]; wc.WRID != 2 || wc.Status != uverbs.WCLocQPOpErr {
 		t.Errorf("a receive too small: %+v", wc)
 	}
