@@ -52,7 +52,8 @@ test:
 
 # The exporter under the race detector (it serves scrapes concurrently,
 # one server per listen address), and the sweep (a node's rounds, its
-# listener and its partners run at once): needs cgo and a C compiler.
+# listener and its partners run at once; a coordinator's pairs and their
+# HTTP probes): needs cgo and a C compiler.
 test-race:
 	@if command -v $$($(GO) env CC) >/dev/null; then \
 		echo "CGO_ENABLED=1 $(GO) test -race ./exporter/... ./sweep/..."; CGO_ENABLED=1 $(GO) test -race ./exporter/... ./sweep/...; \
@@ -84,7 +85,7 @@ lint:
 
 # End-to-end tests in QEMU guests booting Debian's 6.1 and 6.12 kernels.
 e2e: build
-	$(GO) test -tags e2e -count=1 -timeout 30m -v ./e2e/
+	$(GO) test -tags e2e -count=1 -timeout 60m -v ./e2e/
 
 # Every fuzz target (func Fuzz* in a _test.go) for FUZZTIME each; a crash
 # fails the run and leaves its input under the package's testdata/fuzz/,

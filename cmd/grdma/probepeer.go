@@ -11,6 +11,7 @@ import (
 	"github.com/grdma/grdma/grammar"
 	"github.com/grdma/grdma/output"
 	"github.com/grdma/grdma/render"
+	"github.com/grdma/grdma/udping"
 	"github.com/grdma/grdma/verbsprobe"
 )
 
@@ -26,6 +27,9 @@ func (a *app) probePeer(ctx context.Context, req grammar.ProbeRequest) error {
 	}
 	if req.Serve {
 		return a.probeServe(ctx, req, key)
+	}
+	if req.Ping {
+		return a.probePing(ctx, req, key)
 	}
 	var r *verbsprobe.Result
 	if req.Listen {
@@ -76,17 +80,9 @@ func listenFor(ctx context.Context, req grammar.ProbeRequest) (net.Listener, []n
 // probeServe runs a responder until SIGINT or SIGTERM: one line per peer
 // on stdout (JSON with -j), the device's steps when it cannot open.
 func (a *app) probeServe(ctx context.Context, req grammar.ProbeRequest, key []byte) error {
-	dev, res := verbsprobe.OpenDevice(ctx, req.Options)
-	if dev == nil || res.Unsupported != "" {
-		if dev != nil {
-			dev.Close()
-		}
-		p := a.printer()
-		render.ProbeResult(p, res, &verbsprobe.Series{Runs: 1}, 1)
-		if err := p.Flush(); err != nil {
-			return err
-		}
-		return verbsprobe.Outcome(res, 1, 1)
+	dev, err := a.openProbeDevice(ctx, req)
+	if dev == nil {
+		return err
 	}
 	defer dev.Close()
 	ln, allow, err := listenFor(ctx, req)
@@ -109,11 +105,48 @@ func (a *app) probeServe(ctx context.Context, req grammar.ProbeRequest, key []by
 	}
 	cfg.OnPeer = func(r *verbsprobe.Result) { line(func(p *output.Printer) { render.ServedPeer(p, r) }) }
 	cfg.OnRefused = func(r verbsprobe.Refusal) { line(func(p *output.Printer) { render.Refused(p, r) }) }
+	// UD pings are answered where grdma has the data path (rxe) and the
+	// port a GID.
+	var ud *udping.Responder
+	if _, err := dev.UDLocal(); err == nil {
+		cfg.UDPing = &udping.ResponderConfig{}
+		cfg.OnUDPing = func(r *udping.Responder) {
+			ud = r
+			a := r.Address()
+			fmt.Fprintf(os.Stderr, "grdma: probe %s answering UD pings on %s\n", dev.Name(), a)
+		}
+	} else {
+		fmt.Fprintf(os.Stderr, "grdma: probe %s: no UD ping: %v\n", dev.Name(), err)
+	}
 	if err := verbsprobe.Respond(ctx, dev, ln, cfg); err != nil {
 		return fmt.Errorf("probe %s serve: %w", dev.Name(), err)
 	}
+	if ud != nil {
+		s := ud.Stats()
+		fmt.Fprintf(os.Stderr, "grdma: probe %s: UD ping: %d probes answered, %d reports; dropped: %d unregistered, %d malformed, %d throttled, %d busy\n",
+			dev.Name(), s.Probes, s.Reports, s.Unregistered, s.Malformed, s.Throttled, s.Busy)
+	}
 	fmt.Fprintf(os.Stderr, "grdma: probe %s: stopped serving\n", dev.Name())
 	return nil
+}
+
+// openProbeDevice opens the device of a long-lived probe (serve, ping);
+// when it cannot, or the driver is not supported, it prints the steps
+// that ran and returns a nil Device with the error to exit 1 with.
+func (a *app) openProbeDevice(ctx context.Context, req grammar.ProbeRequest) (*verbsprobe.Device, error) {
+	dev, res := verbsprobe.OpenDevice(ctx, req.Options)
+	if dev != nil && res.Unsupported == "" {
+		return dev, nil
+	}
+	if dev != nil {
+		dev.Close()
+	}
+	p := a.printer()
+	render.ProbeResult(p, res, &verbsprobe.Series{Runs: 1}, 1)
+	if err := p.Flush(); err != nil {
+		return nil, err
+	}
+	return nil, verbsprobe.Outcome(res, 1, 1)
 }
 
 // unwrapOp drops the "listen tcp :18515:" prefix net errors repeat.
