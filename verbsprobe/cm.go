@@ -511,7 +511,7 @@ func (x *cmSide) Close() error {
 // cmClient is the active side of a probe over the CM.
 type cmClient struct {
 	cmSide
-	dst  netip.AddrPort
+	dst     netip.AddrPort
 	open    func() (cmChannel, error)
 	tos     *uint8 // nil: the port's default
 	welcome cmWelcome

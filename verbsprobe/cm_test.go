@@ -185,13 +185,13 @@ func TestCMHelloAttacker(t *testing.T) {
 		t.Errorf("round trip: %+v %v", h, err)
 	}
 	for name, b := range map[string][]byte{
-		"empty":     nil,
-		"rping":     make([]byte, 56),
-		"short":     good[:20],
-		"version":   func() []byte { b := append([]byte(nil), good...); b[4] = 9; return b }(),
-		"kind":      func() []byte { b := append([]byte(nil), good...); b[5] = 200; return b }(),
-		"op":        func() []byte { b := append([]byte(nil), good...); b[6] = 4; return b }(),
-		"duration":  func() []byte { b := append([]byte(nil), good...); b[16] = 0xff; return b }(),
+		"empty":    nil,
+		"rping":    make([]byte, 56),
+		"short":    good[:20],
+		"version":  func() []byte { b := append([]byte(nil), good...); b[4] = 9; return b }(),
+		"kind":     func() []byte { b := append([]byte(nil), good...); b[5] = 200; return b }(),
+		"op":       func() []byte { b := append([]byte(nil), good...); b[6] = 4; return b }(),
+		"duration": func() []byte { b := append([]byte(nil), good...); b[16] = 0xff; return b }(),
 	} {
 		if err := h.UnmarshalBinary(b); err == nil {
 			t.Errorf("%s: accepted", name)

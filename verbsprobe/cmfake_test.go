@@ -71,7 +71,9 @@ func (c *fakeCMChannel) deviceName(p rdmacm.DevicePort) (string, error) {
 
 func (c *fakeCMChannel) Close() error { c.closed = true; return nil }
 
-func (c *fakeCMChannel) port() rdmacm.DevicePort { return rdmacm.DevicePort{Index: 1, NodeGUID: 0x1234, Port: 1} }
+func (c *fakeCMChannel) port() rdmacm.DevicePort {
+	return rdmacm.DevicePort{Index: 1, NodeGUID: 0x1234, Port: 1}
+}
 
 type fakeAnswer struct {
 	accept rdmacm.ConnParam
@@ -104,7 +106,7 @@ func (id *fakeCMID) ResolveAddr(_ context.Context, _, dst netip.AddrPort, _ time
 	id.dst = dst
 	return nil
 }
-func (id *fakeCMID) SetTOS(tos uint8) error                          { id.tos = tos; return nil }
+func (id *fakeCMID) SetTOS(tos uint8) error                            { id.tos = tos; return nil }
 func (id *fakeCMID) ResolveRoute(context.Context, time.Duration) error { return nil }
 func (id *fakeCMID) QueryAddr() (rdmacm.Addr, error) {
 	return rdmacm.Addr{Src: id.src, Dst: id.dst, Device: id.ch.port()}, nil
