@@ -634,12 +634,29 @@ func (x *cmClient) Trade(ctx context.Context, c *Conn) (Path, string, error) {
 	}
 	rd := c.shape.RdAtomic
 	start := time.Now()
-	cctx, cancel := context.WithTimeout(ctx, x.s.timeout)
-	peer, err := x.id.Connect(cctx, rdmacm.ConnParam{QPNum: c.QPN(), ResponderResources: rd, InitiatorDepth: rd,
-		RetryCount: retryCount, RNRRetryCount: 7, PrivateData: hello})
-	cancel()
-	if err != nil {
-		return Path{}, "", x.connectError(err)
+	deadline := start.Add(x.s.timeout)
+	var peer rdmacm.ConnParam
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		cctx, cancel := context.WithDeadline(ctx, deadline)
+		peer, err = x.id.Connect(cctx, rdmacm.ConnParam{QPNum: c.QPN(), ResponderResources: rd, InitiatorDepth: rd,
+			RetryCount: retryCount, RNRRetryCount: 7, PrivateData: hello})
+		cancel()
+		if err == nil {
+			break
+		}
+		err = x.connectError(err)
+		if !IsBusy(err) || time.Now().Add(wait).After(deadline) {
+			return Path{}, "", err
+		}
+		// A busy responder: ask again, on a new ID (one ID, one request).
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return Path{}, "", fmt.Errorf("interrupted waiting for %s: %w", x.s.host, ctx.Err())
+		}
+		if err := x.renew(ctx); err != nil {
+			return Path{}, "", err
+		}
 	}
 	x.info.took(CMStepConnect, time.Since(start))
 	var w cmWelcome
@@ -658,6 +675,27 @@ func (x *cmClient) Trade(ctx context.Context, c *Conn) (Path, string, error) {
 	x.peer.Remote = &remote
 	return Path{DestQPN: peer.QPNum, DGID: x.info.DGID, MTU: x.info.PathMTU, RdAtomic: rd, RNRRetry: 7},
 		fmt.Sprintf("peer %s: qpn %d, %v", x.s.host, peer.QPNum, time.Since(start).Round(time.Microsecond)), nil
+}
+
+// renew replaces the ID of a refused request with a new one, resolved
+// again.
+func (x *cmClient) renew(ctx context.Context) error {
+	x.id.Destroy()
+	id, err := x.ch.newID()
+	if err != nil {
+		return err
+	}
+	x.id = id
+	timeout := min(x.s.timeout, DefaultCMResolveTimeout)
+	if err := id.ResolveAddr(ctx, netip.AddrPort{}, x.dst, timeout); err != nil {
+		return err
+	}
+	if x.tos != nil {
+		if err := id.SetTOS(*x.tos); err != nil {
+			return err
+		}
+	}
+	return id.ResolveRoute(ctx, timeout)
 }
 
 // connectError makes a refusal in grdma's private data a busy or refused
