@@ -583,7 +583,16 @@ func (x *cmClient) fillInfo(addr rdmacm.Addr, route rdmacm.Route, name string, p
 	x.info.fill(addr, route, name, port, opts)
 }
 
-// fill records the CM's choice: the addresses, the device port, the path.
+// Fill records what the CM chose for a connection: the addresses (QUERY
+// ADDR), the device port (its name, as the caller found it), the path
+// (QUERY ROUTE: source and destination GID, ToS, hop limit, MTU) and the
+// source GID's index and RoCE version in the port's table under fsys.
+func (ci *CMInfo) Fill(addr rdmacm.Addr, route rdmacm.Route, device string, port uint32, fsys sysfs.FS) {
+	ci.fill(addr, route, device, port, Options{Sysfs: fsys})
+}
+
+// fill is Fill with the probe's options: a fake device (Options.Open) has
+// no table in sysfs.
 func (ci *CMInfo) fill(addr rdmacm.Addr, route rdmacm.Route, name string, port uint32, opts Options) {
 	ci.Src, ci.Dst, ci.Device, ci.Port, ci.GIDIndex = addr.Src, addr.Dst, name, port, -1
 	if len(route.Paths) > 0 {
