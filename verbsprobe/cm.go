@@ -447,6 +447,11 @@ func (x *cmSide) QPAttr(_ context.Context, c *Conn, attr uverbs.QPAttr, _ uverbs
 		if mask&uverbs.QPAttrMaxDestRdAtomic != 0 {
 			k.MaxDestRdAtomic = max(min(k.MaxDestRdAtomic, c.shape.RdAtomic), 1)
 		}
+		if mask&uverbs.QPAttrMinRNRTimer != 0 && k.MinRNRTimer == 0 {
+			// The CM's 0 is 655 ms: a SEND that finds no receive would
+			// stall a test that long. 0.64 ms, as perftest sets it.
+			k.MinRNRTimer = minRNRTimer
+		}
 		if x.info != nil {
 			x.info.PathMTU = k.PathMTU
 			x.info.HopLimit = k.AV.HopLimit
