@@ -457,7 +457,18 @@ func (x *cmSide) QPAttr(_ context.Context, c *Conn, attr uverbs.QPAttr, _ uverbs
 			x.info.HopLimit = k.AV.HopLimit
 			x.info.TrafficClass = k.AV.TrafficClass
 			if k.AV.IsGlobal != 0 {
+				// The GID the kernel put in the address vector: its type
+				// is the RoCE version the connection uses.
 				x.info.GIDIndex = int(k.AV.SGIDIndex)
+				if o := c.dev.opts; o.Open == nil {
+					if entries, err := gid.ReadTable(o.Sysfs, o.Device, o.Port); err == nil {
+						for _, e := range entries {
+							if e.Index == x.info.GIDIndex {
+								x.info.RoCE = e.Type.String()
+							}
+						}
+					}
+				}
 			}
 		}
 		if x.peer != nil {
