@@ -428,8 +428,8 @@ func (req *ProbeRequest) checkCM(seen map[string]bool) error {
 		return cmdline.Usagef("", "auth cannot be proven over cm (56 bytes of request private data): leave out auth or cm")
 	case seen["count"] || seen["interval"]:
 		return cmdline.Usagef("", "count repeats a probe of this host alone; between hosts use iters or duration")
-	case req.Serve && req.Options.Device == "":
-		return cmdline.Usagef("", "serve cm needs DEV: the responder opens its device before any peer comes")
+	case req.Serve && req.Options.Device == "" && (req.rawListen(seen) == "" || strings.HasPrefix(req.rawListen(seen), ":")):
+		return cmdline.Usagef("", "serve cm needs DEV or the address to serve (ADDR[:PORT]): the responder opens its device before any peer comes")
 	case req.Listen && seen["tos"]:
 		return cmdline.Usagef("", "tos is the client's: the CM's server answers with the client's ToS")
 	}

@@ -18,6 +18,7 @@ func TestParseProbeCM(t *testing.T) {
 		{"listen cm", "dev= peer=invalid AddrPort test= listen=0.0.0.0:18515 mode="},
 		{"listen cm 10.0.0.1:7000", "dev= peer=invalid AddrPort test= listen=10.0.0.1:7000 mode="},
 		{"rxe0 serve cm :7000", "dev=rxe0 peer=invalid AddrPort test= listen=0.0.0.0:7000 mode="},
+		{"serve cm 10.0.0.1", "dev= peer=invalid AddrPort test= listen=10.0.0.1:18515 mode="},
 		{"peer 10.0.0.1 cm rping count 3 size 64", "dev= peer=invalid AddrPort test= listen=invalid AddrPort mode=rping [count 3 size 64] raw=10.0.0.1"},
 		{"listen cm rping 10.0.0.1", "dev= peer=invalid AddrPort test= listen=invalid AddrPort mode=rping [10.0.0.1] raw="},
 	} {

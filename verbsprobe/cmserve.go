@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/grdma/grdma/output"
+	"github.com/grdma/grdma/locator"
 	"github.com/grdma/grdma/rdmacm"
+	"github.com/grdma/grdma/sysfs"
 	"github.com/grdma/grdma/uverbs"
 )
 
@@ -443,4 +445,25 @@ func (x *cmListenExchange) Close() error {
 		x.ch.Close()
 	}
 	return nil
+}
+
+// CMDevice is the device port the RDMA CM binds connections over addr, an
+// address of this host, to (rdmacm's Choose: a loopback connection, no
+// queue pairs, nothing left): where a responder for addr must run. open
+// nil opens the CM below fsys.
+func CMDevice(ctx context.Context, open func() (*rdmacm.Channel, error), fsys sysfs.FS, addr netip.Addr) (string, uint32, error) {
+	if open == nil {
+		open = func() (*rdmacm.Channel, error) { return locator.OpenRDMACM(fsys, nil) }
+	}
+	ch, err := open()
+	if err != nil {
+		return "", 0, err
+	}
+	defer ch.Close()
+	c, err := ch.Choose(ctx, addr)
+	if err != nil {
+		return "", 0, err
+	}
+	name, err := (&realCM{ch: ch, fsys: fsys}).deviceName(c.Device)
+	return name, uint32(c.Device.Port), err
 }

@@ -22,7 +22,7 @@ func (a *app) probeCommand() *cobra.Command {
 			"  probe DEV[/PORT] [gid-index N] peer HOST[:PORT] ping [count N] [interval D] [size BYTES|cycle] [timeout D] [auth FILE]\n" +
 			"  probe [DEV[/PORT]] peer IP[:PORT] cm [traffic | bw [write|send|read] | lat [write|send|read]] [tos N] [size BYTES] [iters N] [duration D] [timeout D]\n" +
 			"  probe [DEV[/PORT]] listen cm [ADDR][:PORT] [size BYTES] [timeout D] [from HOST[/PREFIX]...]\n" +
-			"  probe DEV[/PORT] serve cm [ADDR][:PORT] [size BYTES] [duration D] [peers N] [memory BYTES] [peer-memory BYTES] [timeout D] [grace D] [from HOST[/PREFIX]...]\n" +
+			"  probe [DEV[/PORT]] serve cm [ADDR][:PORT] [size BYTES] [duration D] [peers N] [memory BYTES] [peer-memory BYTES] [timeout D] [grace D] [from HOST[/PREFIX]...]\n" +
 			"  probe [DEV[/PORT]] peer IP[:PORT] cm rping|ucmatose|fabtests ...\n" +
 			"  probe [DEV[/PORT]] listen cm rping|ucmatose|fabtests ...",
 		Short: "Prove that a device can run an RC queue pair, and carry traffic, alone or with a peer host",
@@ -140,7 +140,8 @@ request came to) and a random token the client must present there, so a
 firewall passing only RoCE fails those tests at establish, naming the
 port. "listen cm" waits for one peer over the CM (its device is the one
 the request arrives on when DEV is left out); "serve cm" also answers
-probes over the CM on the responder's device, under the same limits (a
+probes over the CM on the responder's device (without DEV: the one the CM
+binds ADDR's connections to), under the same limits (a
 peer over peers or memory is rejected busy, one over a peer's limits
 refused, the reason in the REJ's private data); auth cannot be proven
 over the CM, so give it without cm. Failures name the CM event:

@@ -83,6 +83,14 @@ func listenFor(ctx context.Context, req grammar.ProbeRequest) (net.Listener, []n
 // probeServe runs a responder until SIGINT or SIGTERM: one line per peer
 // on stdout (JSON with -j), the device's steps when it cannot open.
 func (a *app) probeServe(ctx context.Context, req grammar.ProbeRequest, key []byte) error {
+	if req.CM != nil && req.Options.Device == "" {
+		// serve cm ADDR: the device the CM binds ADDR's connections to.
+		name, port, err := verbsprobe.CMDevice(ctx, a.cmOpener(req), req.Options.Sysfs, req.CM.Addr.Addr())
+		if err != nil {
+			return fmt.Errorf("probe serve cm %s: which device: %w", req.CM.Addr.Addr(), err)
+		}
+		req.Options.Device, req.Options.Port = name, port
+	}
 	dev, err := a.openProbeDevice(ctx, req)
 	if dev == nil {
 		return err

@@ -103,6 +103,17 @@ func TestFleetProbeCM(t *testing.T) {
 		}
 	})
 
+	t.Run("serve_without_dev", func(t *testing.T) {
+		clean(t)
+		srv := n2.on(t).ServeCM(cmProbePort, grdma(), "-j", "probe", "serve", "cm", n2.Addr)
+		cli := n1.on(t).Run(grdma(), "-j", "probe", "peer", n2.Addr, "cm", "traffic")
+		srv.Signal(syscall.SIGTERM)
+		s := srv.Wait()
+		if cli.code != 0 || s.code != 0 || !strings.Contains(s.stderr, "probe "+f.Dev+"/1 serving") {
+			t.Errorf("want serve cm ADDR to find %s and serve:\nclient: %s\nserver: %s", f.Dev, cli, s)
+		}
+	})
+
 	t.Run("cm_set_visible", func(t *testing.T) {
 		clean(t)
 		n1.on(t).Must(grdma(), "cm", "set", f.Dev+"/1", "tos", "32")
