@@ -583,7 +583,16 @@ func (x *cmClient) fillInfo(addr rdmacm.Addr, route rdmacm.Route, name string, p
 	x.info.fill(addr, route, name, port, opts)
 }
 
-// fill records the CM's choice: the addresses, the device port, the path.
+// Fill records what the CM chose for a connection: the addresses (QUERY
+// ADDR), the device port (its name, as the caller found it), the path
+// (QUERY ROUTE: source and destination GID, ToS, hop limit, MTU) and the
+// source GID's index and RoCE version in the port's table under fsys.
+func (ci *CMInfo) Fill(addr rdmacm.Addr, route rdmacm.Route, device string, port uint32, fsys sysfs.FS) {
+	ci.fill(addr, route, device, port, Options{Sysfs: fsys})
+}
+
+// fill is Fill with the probe's options: a fake device (Options.Open) has
+// no table in sysfs.
 func (ci *CMInfo) fill(addr rdmacm.Addr, route rdmacm.Route, name string, port uint32, opts Options) {
 	ci.Src, ci.Dst, ci.Device, ci.Port, ci.GIDIndex = addr.Src, addr.Dst, name, port, -1
 	if len(route.Paths) > 0 {
@@ -634,12 +643,29 @@ func (x *cmClient) Trade(ctx context.Context, c *Conn) (Path, string, error) {
 	}
 	rd := c.shape.RdAtomic
 	start := time.Now()
-	cctx, cancel := context.WithTimeout(ctx, x.s.timeout)
-	peer, err := x.id.Connect(cctx, rdmacm.ConnParam{QPNum: c.QPN(), ResponderResources: rd, InitiatorDepth: rd,
-		RetryCount: retryCount, RNRRetryCount: 7, PrivateData: hello})
-	cancel()
-	if err != nil {
-		return Path{}, "", x.connectError(err)
+	deadline := start.Add(x.s.timeout)
+	var peer rdmacm.ConnParam
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		cctx, cancel := context.WithDeadline(ctx, deadline)
+		peer, err = x.id.Connect(cctx, rdmacm.ConnParam{QPNum: c.QPN(), ResponderResources: rd, InitiatorDepth: rd,
+			RetryCount: retryCount, RNRRetryCount: 7, PrivateData: hello})
+		cancel()
+		if err == nil {
+			break
+		}
+		err = x.connectError(err)
+		if !IsBusy(err) || time.Now().Add(wait).After(deadline) {
+			return Path{}, "", err
+		}
+		// A busy responder: ask again, on a new ID (one ID, one request).
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return Path{}, "", fmt.Errorf("interrupted waiting for %s: %w", x.s.host, ctx.Err())
+		}
+		if err := x.renew(ctx); err != nil {
+			return Path{}, "", err
+		}
 	}
 	x.info.took(CMStepConnect, time.Since(start))
 	var w cmWelcome
@@ -658,6 +684,27 @@ func (x *cmClient) Trade(ctx context.Context, c *Conn) (Path, string, error) {
 	x.peer.Remote = &remote
 	return Path{DestQPN: peer.QPNum, DGID: x.info.DGID, MTU: x.info.PathMTU, RdAtomic: rd, RNRRetry: 7},
 		fmt.Sprintf("peer %s: qpn %d, %v", x.s.host, peer.QPNum, time.Since(start).Round(time.Microsecond)), nil
+}
+
+// renew replaces the ID of a refused request with a new one, resolved
+// again.
+func (x *cmClient) renew(ctx context.Context) error {
+	x.id.Destroy()
+	id, err := x.ch.newID()
+	if err != nil {
+		return err
+	}
+	x.id = id
+	timeout := min(x.s.timeout, DefaultCMResolveTimeout)
+	if err := id.ResolveAddr(ctx, netip.AddrPort{}, x.dst, timeout); err != nil {
+		return err
+	}
+	if x.tos != nil {
+		if err := id.SetTOS(*x.tos); err != nil {
+			return err
+		}
+	}
+	return id.ResolveRoute(ctx, timeout)
 }
 
 // connectError makes a refusal in grdma's private data a busy or refused

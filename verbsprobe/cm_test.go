@@ -209,3 +209,60 @@ func TestCMHelloAttacker(t *testing.T) {
 		t.Error("garbage taken for a refusal")
 	}
 }
+
+// A responder answers probes over the CM beside TCP ones, under the same
+// limits: a CM peer over its peers is rejected busy and asks again (a
+// new ID) until its timeout (then IsBusy), one over a peer's limits is
+// refused; nothing is left.
+func TestRespondOverCMOnFake(t *testing.T) {
+	f := newFakeFleet(3)
+	n := newFakeCMNet()
+	srvOpen := n.channel("127.0.0.1", "10.30.0.1", "rxe0")
+	cliOpen := []func() (cmChannel, error){n.channel("127.0.0.2", "10.30.0.2", "rxe0"), n.channel("127.0.0.3", "10.30.0.3", "rxe0"),
+		n.channel("127.0.0.4", "10.30.0.4", "rxe0")}
+	r := f.respond(t, ResponderConfig{MaxPeers: 1, ServeConfig: ServeConfig{Limits: Limits{MaxSize: 1 << 20}},
+		CM: &CMListen{Addr: netipAddrPort("127.0.0.1:18515")}, cmOpen: srvOpen})
+	if !eventually(2*time.Second, func() bool { n.mu.Lock(); defer n.mu.Unlock(); return len(n.listeners) == 1 }) {
+		t.Fatal("no CM listener")
+	}
+	overCMWithin := func(i int, test Test, timeout time.Duration) *Result {
+		opts := fakeOptions(f.clients[i])
+		opts.Device = ""
+		return ConnectWith(context.Background(), opts, "127.0.0.1:18515", ConnectConfig{Test: test, Timeout: timeout, Via: TransportCM, cmOpen: cliOpen[i]})
+	}
+	overCM := func(i int, test Test) *Result { return overCMWithin(i, test, 5*time.Second) }
+	first := make(chan *Result)
+	go func() { first <- overCM(0, Test{Kind: TestBandwidth, Size: 4096, Duration: 600 * time.Millisecond}) }()
+	if !eventually(2*time.Second, func() bool { return f.server.Resources().QPs > 0 }) {
+		t.Fatal("the first peer never got its queue pair")
+	}
+	busy := overCMWithin(1, Test{}, 300*time.Millisecond)
+	if c := <-first; !c.OK() {
+		t.Errorf("first: %s: %v", stepNames(c), c.Err())
+	}
+	if err := busy.Err(); !IsBusy(err) || !strings.Contains(err.Error(), "1 peers served at once") {
+		t.Errorf("second, while the first ran: %v", err)
+	}
+	if c := overCM(1, Test{Kind: TestLatency, Op: OpSend, Iters: 20}); !c.OK() {
+		t.Errorf("second, after: %s: %v", stepNames(c), c.Err())
+	}
+	if c := overCM(2, Test{Kind: TestBandwidth, Size: 4 << 20}); c.OK() || !strings.Contains(c.Err().Error(), "refused") || IsBusy(c.Err()) {
+		t.Errorf("over a peer's limit: %v", c.Err())
+	}
+	if c := r.connect(f.clients[2], ConnectConfig{Test: Test{Kind: TestTraffic}}); !c.OK() {
+		t.Errorf("TCP beside CM: %v", c.Err())
+	}
+	if err := r.stop(); err != nil {
+		t.Errorf("Respond: %v", err)
+	}
+	if len(r.served) != 3 {
+		t.Errorf("%d served, want 3", len(r.served))
+	}
+	if !strings.Contains(r.refusals(), "RDMA CM: ") || !strings.Contains(r.refusals(), "busy=true") {
+		t.Errorf("refusals:\n%s", r.refusals())
+	}
+	if l := n.live.Load(); l != 0 {
+		t.Errorf("%d CM IDs left", l)
+	}
+	noneLeft(t, append(f.clients, f.server)...)
+}
