@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/grdma/grdma/cmconfig"
-	"github.com/grdma/grdma/gid"
 	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/locator"
 	"github.com/grdma/grdma/rdmacm"
@@ -56,9 +54,8 @@ type kernel interface {
 	newListener() (cmListener, error)
 	// open opens the device port's uverbs device and names it.
 	open(p rdmacm.DevicePort) (*uverbs.Context, string, error)
-	// gidIndex is the source GID's index in the port's table and its
-	// type; -1 when it cannot be told.
-	gidIndex(dev string, port uint32, sgid gid.GID) (int, gid.Type)
+	// chose fills what the CM chose for a connection on device dev.
+	chose(ci *verbsprobe.CMInfo, addr rdmacm.Addr, route rdmacm.Route, dev string)
 	Close() error
 }
 
@@ -128,32 +125,10 @@ func (k *realKernel) open(p rdmacm.DevicePort) (*uverbs.Context, string, error) 
 	return c, name, err
 }
 
-// gidIndex prefers, where the GID has entries of both RoCE versions, the
-// port's default RoCE mode: the entry the CM used.
-func (k *realKernel) gidIndex(dev string, port uint32, sgid gid.GID) (int, gid.Type) {
-	entries, err := gid.ReadTable(k.fsys, dev, port)
-	if err != nil {
-		return -1, 0
-	}
-	var found []gid.Entry
-	for _, e := range entries {
-		if e.GID == sgid {
-			found = append(found, e)
-		}
-	}
-	switch {
-	case len(found) == 0:
-		return -1, 0
-	case len(found) > 1:
-		if def, err := cmconfig.Shown(k.fsys, dev, port); err == nil {
-			for _, e := range found {
-				if e.Type == def.RoCEMode {
-					return e.Index, e.Type
-				}
-			}
-		}
-	}
-	return found[0].Index, found[0].Type
+// chose fills what the CM chose (verbsprobe.CMInfo.Fill: the GID's
+// index and RoCE version from the port's table in sysfs).
+func (k *realKernel) chose(ci *verbsprobe.CMInfo, addr rdmacm.Addr, route rdmacm.Route, dev string) {
+	ci.Fill(addr, route, dev, uint32(addr.Device.Port), k.fsys)
 }
 
 type realListener struct{ *rdmacm.ID }
@@ -377,21 +352,8 @@ func (s *session) cmStep(name string, start time.Time) {
 // chose records the CM's choice: the addresses, the device port, the
 // path (GID, ToS, hop limit, MTU) and the GID's index and RoCE version.
 func (s *session) chose(addr rdmacm.Addr, route rdmacm.Route, dev string) {
-	ci := &s.res.CM
-	ci.Src, ci.Dst, ci.Device, ci.Port, ci.GIDIndex = addr.Src, addr.Dst, dev, uint32(addr.Device.Port), -1
-	if len(route.Paths) > 0 {
-		p := route.Paths[0]
-		ci.GID, ci.DGID = gid.GID(p.SGID), gid.GID(p.DGID)
-		ci.TrafficClass, ci.HopLimit, ci.PathMTU = p.TrafficClass, p.HopLimit, p.MTU
-	}
-	if !ci.GID.IsZero() {
-		idx, typ := s.k.gidIndex(dev, ci.Port, ci.GID)
-		ci.GIDIndex = idx
-		if idx >= 0 {
-			ci.RoCE = typ.String()
-		}
-	}
-	s.res.Device, s.res.Port = dev, ci.Port
+	s.k.chose(&s.res.CM, addr, route, dev)
+	s.res.Device, s.res.Port = dev, s.res.CM.Port
 }
 
 // dial connects to the peer as a librdmacm client does: resolve the

@@ -13,8 +13,10 @@ import (
 	"github.com/grdma/grdma/gid"
 	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/rdmacm"
+	"github.com/grdma/grdma/sysfs"
 	"github.com/grdma/grdma/uverbs"
 	"github.com/grdma/grdma/uverbs/uverbstest"
+	"github.com/grdma/grdma/verbsprobe"
 )
 
 // A fake RDMA CM over the fake uverbs fabric: hosts whose IDs pair up as
@@ -86,8 +88,13 @@ func (k *fakeKernel) open(p rdmacm.DevicePort) (*uverbs.Context, string, error) 
 	return c, k.h.dev.Name(), err
 }
 
-func (k *fakeKernel) gidIndex(string, uint32, gid.GID) (int, gid.Type) { return 1, gid.TypeRoCEv2 }
-func (k *fakeKernel) Close() error                                      { return nil }
+// chose: the fake device's GID 1 is the IPv4-mapped one (no sysfs).
+func (k *fakeKernel) chose(ci *verbsprobe.CMInfo, addr rdmacm.Addr, route rdmacm.Route, dev string) {
+	ci.Fill(addr, route, dev, uint32(addr.Device.Port), sysfs.FS{})
+	ci.GIDIndex, ci.RoCE = 1, gid.TypeRoCEv2.String()
+}
+
+func (k *fakeKernel) Close() error { return nil }
 
 func (h *fakeHost) port() rdmacm.DevicePort {
 	return rdmacm.DevicePort{Index: 1, NodeGUID: 0x1234, Port: 1}
