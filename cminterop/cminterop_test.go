@@ -104,6 +104,29 @@ func TestUcmatose(t *testing.T) {
 	b.clean(t)
 }
 
+func TestToSAndDevice(t *testing.T) {
+	a, b := pair()
+	done := serve(b, Ucmatose, 1, 0)
+	waitListening(t, b, Ucmatose.Port())
+	cfg := a.config(netip.AddrPortFrom(b.ip, 0), 1, 0)
+	tos := uint8(96)
+	cfg.ToS = &tos
+	cli := Run(context.Background(), Ucmatose, Client, cfg)
+	if srv := <-done; cli.Err != nil || srv.Err != nil {
+		t.Fatalf("client: %v; server: %v", cli.Err, srv.Err)
+	}
+	if cli.CM.TrafficClass != 96 {
+		t.Errorf("ToS %d, want 96", cli.CM.TrafficClass)
+	}
+	cfg.Device = "mlx5_0"
+	r := Run(context.Background(), Rping, Client, cfg)
+	if r.Err == nil || !strings.Contains(r.Err.Error(), "the CM chose rxe0 for 10.0.0.2:7174, not mlx5_0") {
+		t.Errorf("error %v", r.Err)
+	}
+	a.clean(t)
+	b.clean(t)
+}
+
 func TestRejectedNothingListens(t *testing.T) {
 	a, b := pair()
 	r := Run(context.Background(), Rping, Client, a.config(netip.AddrPortFrom(b.ip, 0), 1, 0))

@@ -20,6 +20,7 @@ import (
 // its place.
 type cmID interface {
 	ResolveAddr(ctx context.Context, src, dst netip.AddrPort, timeout time.Duration) error
+	SetTOS(tos uint8) error
 	ResolveRoute(ctx context.Context, timeout time.Duration) error
 	QueryAddr() (rdmacm.Addr, error)
 	QueryRoute() (rdmacm.Route, error)
@@ -385,6 +386,12 @@ func (s *session) dial(ctx context.Context, cfg Config, sendWR, recvWR uint32, s
 	}
 	if err := s.step(verbsprobe.CMStepResolveRoute, func() (string, error) {
 		start := time.Now()
+		if cfg.ToS != nil {
+			// Before the route: RoCE reads the ToS when it builds the path.
+			if err := s.id.SetTOS(*cfg.ToS); err != nil {
+				return "", err
+			}
+		}
 		if err := s.id.ResolveRoute(ctx, verbsprobe.DefaultCMResolveTimeout); err != nil {
 			return "", err
 		}
@@ -398,6 +405,9 @@ func (s *session) dial(ctx context.Context, cfg Config, sendWR, recvWR uint32, s
 			return "", err
 		}
 		s.chose(addr, route, name)
+		if err := cfg.onDevice(c, name); err != nil {
+			return "", err
+		}
 		if s.ep, err = newEndpoint(c, sendWR, recvWR, size); err != nil {
 			return "", err
 		}
@@ -484,6 +494,9 @@ func (s *session) accept(ctx context.Context, cfg Config, sendWR, recvWR uint32,
 			return "", err
 		}
 		s.chose(req.addr, route, name)
+		if err := cfg.onDevice(c, name); err != nil {
+			return "", err
+		}
 		if s.ep, err = newEndpoint(c, sendWR, recvWR, size); err != nil {
 			return "", err
 		}
@@ -586,4 +599,14 @@ func (s *session) close() {
 	if err := errors.Join(errs...); err != nil && s.res.Err == nil {
 		s.res.Err = fmt.Errorf("release: %w", err)
 	}
+}
+
+// onDevice checks that the CM chose the device the caller named (if
+// any); where not, it closes c.
+func (cfg Config) onDevice(c *uverbs.Context, name string) error {
+	if cfg.Device == "" || cfg.Device == name {
+		return nil
+	}
+	return errors.Join(fmt.Errorf("the CM chose %s for %s, not %s: the address is on %s's netdev (omit the device, or give an address of %s's)",
+		name, cfg.Addr, cfg.Device, name, cfg.Device), c.Close())
 }

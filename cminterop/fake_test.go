@@ -118,6 +118,7 @@ type fakeID struct {
 	destroyed    chan struct{}
 	destroyOnce  sync.Once
 	connected    bool
+	tos          uint8
 }
 
 func (id *fakeID) ResolveAddr(_ context.Context, _, dst netip.AddrPort, _ time.Duration) error {
@@ -133,6 +134,7 @@ func (id *fakeID) ResolveAddr(_ context.Context, _, dst netip.AddrPort, _ time.D
 }
 
 func (id *fakeID) ResolveRoute(context.Context, time.Duration) error { return nil }
+func (id *fakeID) SetTOS(tos uint8) error                            { id.tos = tos; return nil }
 
 func (id *fakeID) QueryAddr() (rdmacm.Addr, error) {
 	return rdmacm.Addr{Src: id.src, Dst: id.dst, Device: id.h.port()}, nil
@@ -142,7 +144,7 @@ func mapped(a netip.Addr) [16]byte { return netip.AddrFrom16(a.As16()).As16() }
 
 func (id *fakeID) QueryRoute() (rdmacm.Route, error) {
 	return rdmacm.Route{Src: id.src, Dst: id.dst, Device: id.h.port(), Paths: []rdmacm.Path{{
-		SGID: mapped(id.src.Addr()), DGID: mapped(id.dst.Addr()), HopLimit: 64, MTU: ib.MTU1024}}}, nil
+		SGID: mapped(id.src.Addr()), DGID: mapped(id.dst.Addr()), HopLimit: 64, TrafficClass: id.tos, MTU: ib.MTU1024}}}, nil
 }
 
 func (id *fakeID) InitQPAttr(state ib.QPState) (uverbs.QPAttr, uverbs.QPAttrMask, error) {

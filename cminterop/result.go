@@ -69,6 +69,12 @@ type Config struct {
 	// pings, and with 0 as many as the client sends.
 	Count int
 	Size  int
+	// ToS is the client's ToS (rdma_set_option TOS); nil: the port's
+	// default (grdma cm set). A server mirrors its client's.
+	ToS *uint8
+	// Device, when set, is the device the CM must choose: a run on
+	// another fails, naming both.
+	Device string
 	// Timeout bounds the whole run; 0 is DefaultTimeout.
 	Timeout time.Duration
 	// Sysfs names the device the CM chose and reads its GID table; the

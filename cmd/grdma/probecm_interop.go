@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/grdma/grdma/cminterop"
 	"github.com/grdma/grdma/cmdline"
+	"github.com/grdma/grdma/cminterop"
 	"github.com/grdma/grdma/grammar"
 	"github.com/grdma/grdma/render"
 )
