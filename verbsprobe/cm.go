@@ -447,12 +447,28 @@ func (x *cmSide) QPAttr(_ context.Context, c *Conn, attr uverbs.QPAttr, _ uverbs
 		if mask&uverbs.QPAttrMaxDestRdAtomic != 0 {
 			k.MaxDestRdAtomic = max(min(k.MaxDestRdAtomic, c.shape.RdAtomic), 1)
 		}
+		if mask&uverbs.QPAttrMinRNRTimer != 0 && k.MinRNRTimer == 0 {
+			// The CM's 0 is 655 ms: a SEND that finds no receive would
+			// stall a test that long. 0.64 ms, as perftest sets it.
+			k.MinRNRTimer = minRNRTimer
+		}
 		if x.info != nil {
 			x.info.PathMTU = k.PathMTU
 			x.info.HopLimit = k.AV.HopLimit
 			x.info.TrafficClass = k.AV.TrafficClass
 			if k.AV.IsGlobal != 0 {
+				// The GID the kernel put in the address vector: its type
+				// is the RoCE version the connection uses.
 				x.info.GIDIndex = int(k.AV.SGIDIndex)
+				if o := c.dev.opts; o.Open == nil {
+					if entries, err := gid.ReadTable(o.Sysfs, o.Device, o.Port); err == nil {
+						for _, e := range entries {
+							if e.Index == x.info.GIDIndex {
+								x.info.RoCE = e.Type.String()
+							}
+						}
+					}
+				}
 			}
 		}
 		if x.peer != nil {

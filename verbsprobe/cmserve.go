@@ -132,7 +132,6 @@ type cmServer struct {
 	ctl      net.Listener
 	token    [16]byte
 	accepted bool
-	dev      string // the device port it must have arrived on
 }
 
 func newCMServer(arr *arrival, cfg ServeConfig, peer *PeerResult) *cmServer {

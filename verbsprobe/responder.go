@@ -162,19 +162,19 @@ func Respond(ctx context.Context, dev *Device, ln net.Listener, cfg ResponderCon
 		}()
 	}
 	var cmDone chan struct{}
-	cmStopAll := func() {}
+	cmStopAll, cmClose := func() {}, func() {}
 	if cfg.CM != nil {
 		cma, err := openCMArrivals(dev, cfg)
 		if err != nil {
 			ln.Close()
 			return err
 		}
+		cmClose = func() { cma.ch.Close() } // after the peers, whose IDs are on it
 		cmDone = make(chan struct{})
 		cmCtx, cmStop := context.WithCancel(ctx)
 		cmStopAll = cmStop // also when ln fails first
 		go func() {
 			defer close(cmDone)
-			defer cma.ch.Close()
 			defer cma.close()
 			for {
 				arr, err := cma.next(cmCtx)
@@ -199,6 +199,7 @@ func Respond(ctx context.Context, dev *Device, ln net.Listener, cfg ResponderCon
 		<-cmDone
 	}
 	wg.Wait()
+	cmClose()
 	return err
 }
 
