@@ -460,7 +460,13 @@ func (s *session) accept(ctx context.Context, cfg Config, sendWR, recvWR uint32,
 		if err := s.listener.Bind(cfg.Addr); err != nil {
 			return "", err
 		}
-		return cfg.Addr.String(), s.listener.Listen(1)
+		if err := s.listener.Listen(1); err != nil {
+			return "", err
+		}
+		if cfg.OnListen != nil {
+			cfg.OnListen(cfg.Addr)
+		}
+		return cfg.Addr.String(), nil
 	}); err != nil {
 		return err
 	}

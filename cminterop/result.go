@@ -75,6 +75,9 @@ type Config struct {
 	// Device, when set, is the device the CM must choose: a run on
 	// another fails, naming both.
 	Device string
+	// OnListen, when set, is called once a server listens (on Addr,
+	// with the mode's port).
+	OnListen func(netip.AddrPort)
 	// Timeout bounds the whole run; 0 is DefaultTimeout.
 	Timeout time.Duration
 	// Sysfs names the device the CM chose and reads its GID table; the

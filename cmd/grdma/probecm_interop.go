@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 
 	"github.com/grdma/grdma/cmdline"
@@ -36,7 +37,9 @@ func (a *app) probeCMInterop(ctx context.Context, req grammar.ProbeRequest) erro
 		return cmdline.Usagef(grammar.CMInteropHelp, "%v", err)
 	}
 	if role == cminterop.Server {
-		fmt.Fprintf(os.Stderr, "grdma: probe listening over RDMA CM on %s for one %s client\n", in.Addr, mode)
+		cfg.OnListen = func(addr netip.AddrPort) {
+			fmt.Fprintf(os.Stderr, "grdma: probe listening over RDMA CM on %s for one %s client\n", addr, mode)
+		}
 	}
 	r := cminterop.Run(ctx, mode, role, cfg)
 	p := a.printer()
