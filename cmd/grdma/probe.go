@@ -149,8 +149,21 @@ ADDR_ERROR (no RDMA device for the address: the netdev the route leaves
 through), REJECTED reason 8 (nothing listens on PORT at IP) or 28
 (refused), UNREACHABLE and timeouts (with the RoCE version and ToS used).
 Nothing is left behind: no CM ID (rdma res show cm_id) on either side.
-rping, ucmatose and fabtests after cm talk to those tools (their own
-default ports).
+rping and ucmatose after cm speak those tools' protocols (rdmacm-utils),
+as client (peer IP[:PORT] cm MODE) or as server for one client (listen
+cm MODE [ADDR][:PORT]), with their default ports (rping 7174, ucmatose
+7471) and words count N, size N, tos N (a client's) and timeout D.
+"cm rping" against rping -s: count pings (5) of size bytes (64, 26 to
+65535; at most the server's -S), each read by the server (RDMA READ) and
+written back (RDMA WRITE) and compared, as rping -c -V does; "listen cm
+rping" serves rping -c -a IP -C N -S N -v -V until it disconnects (or
+count pings). "cm ucmatose" against ucmatose's server: count messages
+(10, at most 1024) of size bytes (100) received, then as many sent back;
+"listen cm ucmatose" serves ucmatose -s IP -C N -S N. The peer is not
+trusted: a message of another length, a buffer over 65535 bytes or data
+written back that differ fail the run, naming what the peer did; its
+data (the first ping's, shown as the peer's data) is printed escaped.
+fabtests (fi_pingpong's protocol) is not implemented yet.
 
 rxe (Soft-RoCE) is probed fully; mlx5 up to a queue pair in RTS (no
 traffic); other drivers up to the protection domain, then reported as not
