@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -24,6 +25,11 @@ import (
 //	                         (none: no single-guest boots)
 //	E2E_PAIR_RUN=Ping        pattern for the two-host scenarios, matched
 //	                         after TestPair (none: no pair boots)
+//	E2E_FLEET_RUN=Ping       pattern for the fleet scenarios, matched
+//	                         after TestFleet (none: no fleet boots)
+//	E2E_FLEET_SIZE=8         guests in the fleet (2..32)
+//	E2E_FLEET_MEMORY=512     MiB per fleet guest
+//	E2E_FLEET_PARALLEL=2     fleet guests booting at once
 //	E2E_GRDMA=/path          install this grdma instead of bin/grdma
 //	E2E_GUEST_GRDMA=/path    GRDMA inside the guest, e.g.
 //	                         /usr/libexec/e2e/grdma-wrong-key
@@ -146,7 +152,7 @@ func TestGuest(t *testing.T) {
 			}
 			boots[i].r, boots[i].err = bed.RunGuestTests(ctx, &GuestTestRun{
 				Kernel: boots[i].k, Grdma: grdma, TestBinary: testBin,
-				Run: os.Getenv("E2E_RUN"), Skip: PairScenarios, GuestGrdma: os.Getenv("E2E_GUEST_GRDMA"), Env: guestEnv(),
+				Run: os.Getenv("E2E_RUN"), Skip: LinkedScenarios, GuestGrdma: os.Getenv("E2E_GUEST_GRDMA"), Env: guestEnv(),
 				Timeout: timeout, Verbose: os.Getenv("E2E_VERBOSE") != "",
 			}, opt)
 		}()
@@ -187,7 +193,7 @@ func TestGuest(t *testing.T) {
 // guestEnv passes the knobs the guest tests read on to them.
 func guestEnv() []string {
 	var env []string
-	for _, k := range []string{"E2E_CHURN", "E2E_EXPORTER_DEVICES"} {
+	for _, k := range []string{"E2E_CHURN", "E2E_EXPORTER_DEVICES", "E2E_SERVE_BENCH"} {
 		if v := os.Getenv(k); v != "" {
 			env = append(env, k+"="+v)
 		}
@@ -290,19 +296,24 @@ func TestTwoHosts(t *testing.T) {
 	}
 }
 
-// agentLog is what guest A's agent logged for a scenario (its requests
-// are tagged with the test's name).
+// agentLog is what guest A's agent logged for a scenario.
 func agentLog(log, test string) string {
+	if l := taggedLines(log, test); l != "" {
+		return "\nguest A's agent for this test:\n" + l
+	}
+	return ""
+}
+
+// taggedLines are an agent's log lines for a test and its subtests (its
+// requests are tagged with the test's name), indented.
+func taggedLines(log, test string) string {
 	var b strings.Builder
 	for _, line := range strings.Split(log, "\n") {
 		if strings.Contains(line, "["+test+"]") || strings.Contains(line, "["+test+"/") {
 			b.WriteString("    " + line + "\n")
 		}
 	}
-	if b.Len() == 0 {
-		return ""
-	}
-	return "\nguest A's agent for this test:\n" + b.String()
+	return b.String()
 }
 
 // pairTails is the end of both guests' outputs and consoles, for a pair
@@ -318,6 +329,125 @@ func pairTails(p *PairResult) string {
 			continue
 		}
 		fmt.Fprintf(&b, "guest %s output:\n%sguest %s console:\n%s", g.name, tail(g.r.Log, 30), g.name, tail(g.r.Console, 20))
+	}
+	return b.String()
+}
+
+// fleetSize is E2E_FLEET_SIZE, default DefaultFleetSize.
+func fleetSize(t *testing.T) int {
+	v := os.Getenv("E2E_FLEET_SIZE")
+	if v == "" {
+		return DefaultFleetSize
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 2 || n > layout.FleetMax {
+		t.Fatalf("E2E_FLEET_SIZE=%q: want a number of guests from 2 to %d", v, layout.FleetMax)
+	}
+	return n
+}
+
+// fleetMemory is E2E_FLEET_MEMORY (MiB per guest), default DefaultFleetMemoryMB.
+func fleetMemory(t *testing.T) int {
+	v := os.Getenv("E2E_FLEET_MEMORY")
+	if v == "" {
+		return DefaultFleetMemoryMB
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 256 {
+		t.Fatalf("E2E_FLEET_MEMORY=%q: want MiB per guest, at least 256", v)
+	}
+	return n
+}
+
+// TestFleet boots, per kernel and one kernel after the other, a fleet of
+// E2E_FLEET_SIZE guests on one switch (BootFleet): the fleet scenarios
+// (e2e/guest TestFleet*) run on node 1 and drive the others through their
+// peer agents. Each is reported as TestFleet/KERNEL/NAME (without
+// TestFleet), with what the other nodes' agents did for it when it fails.
+func TestFleet(t *testing.T) {
+	pattern := os.Getenv("E2E_FLEET_RUN")
+	if pattern == "none" {
+		t.Skip("E2E_FLEET_RUN=none")
+	}
+	size, memory := fleetSize(t), fleetMemory(t)
+	ctx, bed := readyBed(t)
+	grdma, testBin, err := build(ctx, bed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, label := range kernelLabels() {
+		t.Run(label, func(t *testing.T) {
+			k, err := bed.Kernel(ctx, label)
+			if err != nil {
+				t.Fatal(err)
+			}
+			spec := FleetSpec{Size: size, MemoryMB: memory, Parallel: DefaultFleetParallel}
+			if v := os.Getenv("E2E_FLEET_PARALLEL"); v != "" {
+				if spec.Parallel, err = strconv.Atoi(v); err != nil || spec.Parallel < 1 {
+					t.Fatalf("E2E_FLEET_PARALLEL=%q: want how many guests boot at once", v)
+				}
+			}
+			if os.Getenv("E2E_VERBOSE") != "" {
+				spec.Console = os.Stderr
+			}
+			start := time.Now()
+			f, err := bed.RunFleetTests(ctx, &GuestTestRun{
+				Kernel: k, Grdma: grdma, TestBinary: testBin, Run: pattern,
+				GuestGrdma: os.Getenv("E2E_GUEST_GRDMA"), Env: guestEnv(),
+				Timeout: guestTimeout(), Verbose: os.Getenv("E2E_VERBOSE") != "",
+			}, spec)
+			defer f.Cleanup()
+			if err != nil {
+				t.Fatalf("%v\n%s", err, fleetTails(f))
+			}
+			d := f.Driver()
+			t.Logf("%s: %d guests × %d MiB, %d booting at once, image %.1f MB built in %v, all booted in %v, scenarios %v, whole fleet %v",
+				k, size, memory, spec.Parallel, float64(f.Image)/1e6, f.Build.Round(time.Millisecond), f.Boot.Round(100*time.Millisecond),
+				d.Run.Round(100*time.Millisecond), time.Since(start).Round(100*time.Millisecond))
+			nodes, err := ParseGuestTests(ctx, d.Log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(nodes) == 0 {
+				t.Fatalf("no fleet scenario ran: %v\n%s", f.Err(), fleetTails(f))
+			}
+			t.Logf("scenarios: %s", Summary(nodes))
+			for _, n := range nodes {
+				n.Short = strings.TrimPrefix(n.Short, "Fleet")
+				report(t, n, d, replay{otherGuest: func(n *TestNode) string { return agentLogs(f, n.Name) }, logPassing: true})
+			}
+			if err := f.Err(); err != nil && !t.Failed() {
+				t.Errorf("%v\n%s", err, fleetTails(f))
+			}
+		})
+	}
+}
+
+// agentLogs is what the agents of nodes 2..N logged for a scenario.
+func agentLogs(f *FleetResult, test string) string {
+	var b strings.Builder
+	for i, r := range f.Nodes[1:] {
+		if r == nil {
+			continue
+		}
+		if l := taggedLines(r.Log, test); l != "" {
+			fmt.Fprintf(&b, "\n%s's agent for this test:\n%s", layout.FleetName(i+2), l)
+		}
+	}
+	return b.String()
+}
+
+// fleetTails is the end of every guest's output and console, for a fleet
+// that failed as a whole.
+func fleetTails(f *FleetResult) string {
+	var b strings.Builder
+	for i, r := range f.Nodes {
+		name := layout.FleetName(i + 1)
+		if r == nil {
+			fmt.Fprintf(&b, "%s: never started\n", name)
+			continue
+		}
+		fmt.Fprintf(&b, "%s output:\n%s%s console:\n%s", name, tail(r.Log, 30), name, tail(r.Console, 20))
 	}
 	return b.String()
 }

@@ -71,6 +71,14 @@ func (b *Bed) RunGuestTests(ctx context.Context, r *GuestTestRun, opt BootOption
 // e2e/guest: their names start with TestPair, and the single guest skips them.
 const PairScenarios = "^TestPair"
 
+// FleetScenarios is the -test.run pattern of the fleet scenarios in
+// e2e/guest: their names start with TestFleet.
+const FleetScenarios = "^TestFleet"
+
+// LinkedScenarios is what the single guest skips: the scenarios that need
+// other guests.
+const LinkedScenarios = "^Test(Pair|Fleet)"
+
 // RunPairTests boots the two-host pair (BootPair) with the guest tests in
 // both guests: A serves as the peer agent (layout.PeerAgentEnv), B runs the
 // two-host scenarios matching r.Run (within PairScenarios: "Ping" selects
@@ -81,7 +89,7 @@ func (b *Bed) RunPairTests(ctx context.Context, r *GuestTestRun, console io.Writ
 	}
 	agent := fmt.Sprintf("%s:%d", layout.PeerA, layout.PeerAgentPort)
 	run := *r
-	run.Run = pairPattern(r.Run)
+	run.Run = scenarioPattern(PairScenarios, r.Run)
 	run.Skip = ""
 	run.Env = append([]string{layout.PeerEnv + "=" + agent}, r.Env...)
 	a := &Guest{Grdma: r.Grdma, TestBinary: r.TestBinary, Verbose: r.Verbose,
@@ -90,14 +98,45 @@ func (b *Bed) RunPairTests(ctx context.Context, r *GuestTestRun, console io.Writ
 	return b.BootPair(ctx, PairSpec{Kernel: r.Kernel, A: a, B: bg, Timeout: r.Timeout, Console: console})
 }
 
-// pairPattern narrows a -test.run pattern to the two-host scenarios: its
-// first (top-level) element is matched after the TestPair prefix.
-func pairPattern(run string) string {
+// RunFleetTests boots a fleet (BootFleet) with the guest tests in every
+// guest: node 1 runs the fleet scenarios matching r.Run (within
+// FleetScenarios: "Ping" selects TestFleetPing) and stops the others'
+// agents when they end; nodes 2..Size serve as peer agents. spec gives
+// the fleet's size, memory, boot parallelism and console; RunFleetTests
+// sets the rest.
+func (b *Bed) RunFleetTests(ctx context.Context, r *GuestTestRun, spec FleetSpec) (*FleetResult, error) {
+	if r.Timeout == 0 {
+		r.Timeout = DefaultGuestTimeout
+	}
+	agents := make([]string, 0, spec.Size)
+	for i := 2; i <= spec.Size; i++ {
+		agents = append(agents, fmt.Sprintf("%s:%d", layout.FleetAddr(i), layout.PeerAgentPort))
+	}
+	run := *r
+	run.Run = scenarioPattern(FleetScenarios, r.Run)
+	run.Skip = ""
+	run.Env = append([]string{layout.FleetAgentsEnv + "=" + strings.Join(agents, ",")}, r.Env...)
+	driver := run.script()
+	spec.Kernel, spec.Timeout = r.Kernel, r.Timeout
+	spec.Image = &Guest{Grdma: r.Grdma, TestBinary: r.TestBinary, Verbose: r.Verbose}
+	spec.Run = func(i int) string {
+		if i == 1 {
+			return driver
+		}
+		return fmt.Sprintf("export %s=%s\nexec %s\n", layout.PeerAgentEnv, agents[i-2], layout.GuestTest)
+	}
+	return b.BootFleet(ctx, spec)
+}
+
+// scenarioPattern narrows a -test.run pattern to the scenarios of prefix
+// (PairScenarios, FleetScenarios): its first (top-level) element is
+// matched after the prefix.
+func scenarioPattern(prefix, run string) string {
 	if run == "" {
-		return PairScenarios
+		return prefix
 	}
 	top, sub, hasSub := cutTopLevel(run)
-	p := PairScenarios + ".*(?:" + top + ")"
+	p := prefix + ".*(?:" + top + ")"
 	if hasSub {
 		p += "/" + sub
 	}

@@ -19,20 +19,49 @@ import (
 var bootModules = []string{"virtio_pci", "9pnet_virtio", "9p", "veth", "crc32_generic", "rdma_rxe", "ib_uverbs"}
 
 // linkModules are loaded by /init when the guest is on a link (Guest.Link):
-// virtio_net for the pair's virtio-net-pci NIC.
-var linkModules = []string{"virtio_net"}
+// virtio_net for the virtio-net-pci NIC, rdma_ucm for the RDMA CM tools
+// (/dev/infiniband/rdma_cm). The single guest does not load rdma_ucm at
+// boot: its tests unload ib_core, which rdma_ucm would hold.
+var linkModules = []string{"virtio_net", "rdma_ucm"}
 
 // extraModules are in the image for scripts and tests to load, not at
 // boot (rdma_ucm: connection manager IDs for resource captures; 8021q: a
 // VLAN netdev, which rxe must refuse; ib_umad: the umad and issm character
-// devices `grdma dev info` lists).
-var extraModules = []string{"rdma_ucm", "8021q", "ib_umad"}
+// devices `grdma dev info` lists; the fault helpers' tc and nftables
+// modules).
+var extraModules = append([]string{"rdma_ucm", "8021q", "ib_umad"}, layout.FaultModules...)
 
 // guestTools are host binaries copied to the same guest path, with the
 // shared libraries ldd finds for them.
-var guestTools = []string{layout.IP, layout.Rdma, layout.IbvDevinfo, layout.IbvRcPingpong, layout.Strace,
+var guestTools = []string{layout.IP, layout.Rdma, layout.IbvDevinfo, layout.IbvRcPingpong, layout.IbvUdPingpong, layout.Strace,
 	layout.IbWriteBw, layout.IbWriteLat, layout.IbReadBw, layout.IbReadLat, layout.IbSendBw, layout.IbSendLat,
-	layout.Prometheus, layout.NodeExporter}
+	layout.Prometheus, layout.NodeExporter,
+	layout.Tc, layout.Nft,
+	layout.Rping, layout.Ucmatose, layout.RdmaServer, layout.RdmaClient, layout.Udaddy,
+	"/usr/bin/rdma_xserver", "/usr/bin/rdma_xclient", "/usr/bin/mckey", "/usr/bin/cmtime",
+	"/usr/bin/rstream", "/usr/bin/riostream", "/usr/bin/rcopy", "/usr/bin/udpong",
+	layout.FiPingpong, layout.FiInfo}
+
+// guestFiles are host files copied as they are, without their libraries:
+// what programs load at run time (pthread_exit's libgcc_s, tc's netem
+// distribution tables).
+var guestFiles = []string{layout.LibgccS, tcDist}
+
+// tcDist are netem's delay distribution tables, read by tc.
+const tcDist = "/usr/lib/x86_64-linux-gnu/tc/*.dist"
+
+// hostsFile is every image's /etc/hosts: the pair's two guests and every
+// possible fleet node, so that name lookups (librdmacm's rdma_getaddrinfo,
+// libfabric) answer from files, never from a DNS the guests do not have.
+func hostsFile() []byte {
+	var b strings.Builder
+	b.WriteString("127.0.0.1\tlocalhost\n")
+	fmt.Fprintf(&b, "%s\t%s\n%s\t%s\n", layout.PeerA, layout.PeerAName, layout.PeerB, layout.PeerBName)
+	for i := 1; i <= layout.FleetMax; i++ {
+		fmt.Fprintf(&b, "%s\t%s\n", layout.FleetAddr(i), layout.FleetName(i))
+	}
+	return []byte(b.String())
+}
 
 var (
 	//go:embed guestfs/init.sh
@@ -62,15 +91,24 @@ type Guest struct {
 	Link *Link
 }
 
-// Link is a guest's end of the pair's link: a virtio-net NIC whose wire is
-// a TCP socket on 127.0.0.1 between the two QEMUs (and nothing else).
+// Link is a guest's NIC on a wire to other guests (and nothing else): a
+// TCP socket between the pair's two QEMUs, or a port of the fleet's switch.
 type Link struct {
-	// Socket is QEMU's socket netdev option: "listen=127.0.0.1:PORT" for
-	// the guest started first, "connect=127.0.0.1:PORT" for the other.
-	Socket string
-	MAC    string
+	// Backend is QEMU's -netdev backend with its options, without the id:
+	// "socket,listen=127.0.0.1:PORT" for the pair's guest started first,
+	// "socket,connect=127.0.0.1:PORT" for the other, "vde,sock=DIR" for a
+	// port of a VDE switch.
+	Backend string
+	MAC     string
 	// Address is layout.PairNetdev's IPv4 address with prefix, set by /init.
 	Address string
+	// Name is the guest's host name (one of layout.Hosts').
+	Name string
+}
+
+// config is the link's line for /init (layout.LinkConfig).
+func (l *Link) config() []byte {
+	return []byte(fmt.Sprintf("%s %s %s\n", layout.PairNetdev, l.Address, l.Name))
 }
 
 // buildInitramfs writes the guest's initramfs (an uncompressed cpio: the
@@ -87,13 +125,18 @@ func (b *Bed) buildInitramfs(ctx context.Context, g *Guest, file string) error {
 	t.file(layout.FakeGrdmaWrongKey, 0o755, wrongKeyScript)
 	t.file("etc/passwd", 0o644, []byte("root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n"))
 	t.file("etc/group", 0o644, []byte("root:x:0:\nnogroup:x:65534:\n"))
+	t.file(strings.TrimPrefix(layout.Hosts, "/"), 0o644, hostsFile())
+	// Name lookups from files only: without nsswitch.conf glibc asks DNS
+	// first, and its failure (EAI_AGAIN) ends the lookup.
+	t.file("etc/nsswitch.conf", 0o644, []byte("hosts: files\nnetworks: files\n"))
 	t.file("etc/e2e/boot-modules", 0o644, []byte(strings.Join(bootModules, " ")+"\n"))
+	t.file("etc/e2e/link-modules", 0o644, []byte(strings.Join(linkModules, " ")+"\n"))
 	t.file("etc/e2e/run", 0o755, []byte(g.Run))
 	if g.Verbose {
 		t.file("etc/e2e/verbose", 0o644, nil)
 	}
 	if g.Link != nil {
-		t.file(strings.TrimPrefix(layout.LinkConfig, "/"), 0o644, []byte(layout.PairNetdev+" "+g.Link.Address+"\n"))
+		t.file(strings.TrimPrefix(layout.LinkConfig, "/"), 0o644, g.Link.config())
 	}
 
 	if err := b.addModules(ctx, t, g.Kernel); err != nil {
@@ -106,6 +149,17 @@ func (b *Bed) buildInitramfs(ctx context.Context, g *Guest, file string) error {
 		}
 		if err := b.addLibs(ctx, t, tool, libs); err != nil {
 			return err
+		}
+	}
+	for _, pattern := range guestFiles {
+		files, _ := filepath.Glob(pattern)
+		if len(files) == 0 {
+			return fmt.Errorf("e2e: nothing matches %s", pattern)
+		}
+		for _, f := range files {
+			if err := t.copy(f, f); err != nil {
+				return err
+			}
 		}
 	}
 	// The rxe provider is dlopen()ed by libibverbs, so ldd of the tools

@@ -109,8 +109,8 @@ func (b *Bed) BootPair(ctx context.Context, spec PairSpec) (*PairResult, error) 
 		if err != nil {
 			return p, err
 		}
-		a.Link = &Link{Socket: fmt.Sprintf("listen=127.0.0.1:%d", port), MAC: macA,
-			Address: fmt.Sprintf("%s/%d", layout.PeerA, layout.PairPrefix)}
+		a.Link = &Link{Backend: fmt.Sprintf("socket,listen=127.0.0.1:%d", port), MAC: macA,
+			Address: fmt.Sprintf("%s/%d", layout.PeerA, layout.PairPrefix), Name: layout.PeerAName}
 		m, err := b.launch(ctx, &a, optA)
 		if err != nil {
 			if m != nil {
@@ -141,8 +141,8 @@ func (b *Bed) BootPair(ctx context.Context, spec PairSpec) (*PairResult, error) 
 		return p, fmt.Errorf("e2e: guest A's QEMU stopped before it listened on 127.0.0.1:%d; console:\n%s", port, tail(r.Console, 20))
 	}
 
-	bg.Link = &Link{Socket: fmt.Sprintf("connect=127.0.0.1:%d", p.Port), MAC: macB,
-		Address: fmt.Sprintf("%s/%d", layout.PeerB, layout.PairPrefix)}
+	bg.Link = &Link{Backend: fmt.Sprintf("socket,connect=127.0.0.1:%d", p.Port), MAC: macB,
+		Address: fmt.Sprintf("%s/%d", layout.PeerB, layout.PairPrefix), Name: layout.PeerBName}
 	mb, err := b.launch(ctx, &bg, optB)
 	if err != nil {
 		ma.kill("guest B could not start")

@@ -20,21 +20,21 @@ func TestPairPattern(t *testing.T) {
 		{run: "RcPingpong/AServes", wantString: "^TestPair.*(?:RcPingpong)/AServes"},
 		{run: "(a/b)/c", wantString: "^TestPair.*(?:(a/b))/c"},
 	} {
-		got := pairPattern(c.run)
+		got := scenarioPattern(PairScenarios, c.run)
 		if got != c.wantString {
-			t.Errorf("pairPattern(%q) = %q, want %q", c.run, got, c.wantString)
+			t.Errorf("scenarioPattern(PairScenarios, %q) = %q, want %q", c.run, got, c.wantString)
 			continue
 		}
 		top, _, _ := cutTopLevel(got)
 		re := regexp.MustCompile(top)
 		for _, name := range c.match {
 			if !re.MatchString(name) {
-				t.Errorf("pairPattern(%q) does not select %s", c.run, name)
+				t.Errorf("scenarioPattern(PairScenarios, %q) does not select %s", c.run, name)
 			}
 		}
 		for _, name := range c.matchNot {
 			if re.MatchString(name) {
-				t.Errorf("pairPattern(%q) selects %s", c.run, name)
+				t.Errorf("scenarioPattern(PairScenarios, %q) selects %s", c.run, name)
 			}
 		}
 	}

@@ -18,7 +18,9 @@ import (
 
 // Result is what one boot brought back.
 type Result struct {
-	Kernel  *Kernel
+	Kernel *Kernel
+	// Name is the guest's host name on a link (Link.Name), else "".
+	Name    string
 	Console string // the serial console, kernel messages included
 	Log     string // the run script's output (e2e/run.log on the share)
 	// RC is the run script's exit status, or -1 when the guest never
@@ -28,8 +30,10 @@ type Result struct {
 	// Times: building the initramfs; QEMU start until init runs the
 	// script; the script itself; the whole QEMU run.
 	Build, Boot, Run, Total time.Duration
-	dir                     string
-	killed                  string // why the harness killed it before its time limit
+	// Image is the initramfs's size in bytes.
+	Image  int64
+	dir    string
+	killed string // why the harness killed it before its time limit
 }
 
 // Out is the host directory holding what the guest wrote under /out.
@@ -42,15 +46,24 @@ func (r *Result) Cleanup() { os.RemoveAll(r.dir) }
 func (r *Result) Err() error {
 	switch {
 	case r.TimedOut && r.killed != "":
-		return fmt.Errorf("guest %s killed after %v: %s; console tail:\n%s", r.Kernel.Label, r.Total.Round(time.Second), r.killed, tail(r.Console, 40))
+		return fmt.Errorf("guest %s killed after %v: %s; console tail:\n%s", r.label(), r.Total.Round(time.Second), r.killed, tail(r.Console, 40))
 	case r.TimedOut:
-		return fmt.Errorf("guest %s timed out after %v; console tail:\n%s", r.Kernel.Label, r.Total.Round(time.Second), tail(r.Console, 40))
+		return fmt.Errorf("guest %s timed out after %v; console tail:\n%s", r.label(), r.Total.Round(time.Second), tail(r.Console, 40))
 	case r.RC == -1:
-		return fmt.Errorf("guest %s stopped without a result; console tail:\n%s", r.Kernel.Label, tail(r.Console, 40))
+		return fmt.Errorf("guest %s stopped without a result; console tail:\n%s", r.label(), tail(r.Console, 40))
 	case r.RC != 0:
-		return fmt.Errorf("guest %s: script exited %d", r.Kernel.Label, r.RC)
+		return fmt.Errorf("guest %s: script exited %d", r.label(), r.RC)
 	}
 	return nil
+}
+
+// label names the guest in messages: its kernel, and its host name when
+// it is on a link.
+func (r *Result) label() string {
+	if r.Name != "" {
+		return r.Kernel.Label + " " + r.Name
+	}
+	return r.Kernel.Label
 }
 
 // BootOptions tune one boot.
@@ -61,6 +74,14 @@ type BootOptions struct {
 	Console io.Writer
 	// MemoryMB is the guest's memory; 0 means 1024.
 	MemoryMB int
+
+	// initramfs, if set, is an image built already (the fleet's guests
+	// share one), used instead of building one from the Guest.
+	initramfs string
+	// share holds files put on the guest's 9p share before it boots
+	// (path under the share → content): a fleet guest's run script and
+	// link configuration.
+	share map[string][]byte
 }
 
 // Boot builds the initramfs for g, boots it under QEMU (software
@@ -88,6 +109,7 @@ type machine struct {
 	started time.Time
 	marks   map[string]time.Time
 	done    chan struct{} // closed once QEMU exited and its console is read
+	running chan struct{} // closed when init starts the script (its "run" mark)
 	werr    error
 }
 
@@ -109,18 +131,32 @@ func (b *Bed) launch(ctx context.Context, g *Guest, opt BootOptions) (*machine, 
 		return nil, err
 	}
 	m := &machine{r: &Result{Kernel: g.Kernel, RC: -1, dir: dir}, ctx: ctx,
-		share: filepath.Join(dir, "share"), marks: map[string]time.Time{}, done: make(chan struct{})}
+		share: filepath.Join(dir, "share"), marks: map[string]time.Time{}, done: make(chan struct{}), running: make(chan struct{})}
+	if g.Link != nil {
+		m.r.Name = g.Link.Name
+	}
 	for _, d := range []string{"out", "e2e"} {
 		if err := os.MkdirAll(filepath.Join(m.share, d), 0o777); err != nil {
 			return m, err
 		}
 	}
-	start := time.Now()
-	initrd := filepath.Join(dir, "initramfs.cpio")
-	if err := b.buildInitramfs(ctx, g, initrd); err != nil {
-		return m, err
+	for name, data := range opt.share {
+		if err := os.WriteFile(filepath.Join(m.share, name), data, 0o644); err != nil {
+			return m, err
+		}
 	}
-	m.r.Build = time.Since(start)
+	start := time.Now()
+	initrd := opt.initramfs
+	if initrd == "" {
+		initrd = filepath.Join(dir, "initramfs.cpio")
+		if err := b.buildInitramfs(ctx, g, initrd); err != nil {
+			return m, err
+		}
+		m.r.Build = time.Since(start)
+	}
+	if st, err := os.Stat(initrd); err == nil {
+		m.r.Image = st.Size()
+	}
 
 	qemu := findTool(hostQemu)
 	if qemu == "" {
@@ -138,7 +174,8 @@ func (b *Bed) launch(ctx context.Context, g *Guest, opt BootOptions) (*machine, 
 	if g.Link == nil {
 		args = append(args, "-nic", "none")
 	} else {
-		args = append(args, "-netdev", "socket,id=n0,"+g.Link.Socket,
+		backend, opts, _ := strings.Cut(g.Link.Backend, ",")
+		args = append(args, "-netdev", backend+",id=n0,"+opts,
 			"-device", "virtio-net-pci,netdev=n0,mac="+g.Link.MAC)
 	}
 	m.tctx, m.cancel = context.WithTimeout(ctx, opt.Timeout)
@@ -164,7 +201,11 @@ func (b *Bed) launch(ctx context.Context, g *Guest, opt BootOptions) (*machine, 
 		for sc.Scan() {
 			line := ansi.ReplaceAllString(strings.TrimRight(sc.Text(), "\r"), "")
 			if mark, ok := strings.CutPrefix(line, "e2e-mark: "); ok {
-				m.marks[strings.Fields(mark + " ")[0]] = time.Now()
+				name := strings.Fields(mark + " ")[0]
+				if _, seen := m.marks[name]; !seen && name == "run" {
+					close(m.running)
+				}
+				m.marks[name] = time.Now()
 			}
 			console.WriteString(line + "\n")
 			if opt.Console != nil {

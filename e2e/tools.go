@@ -16,8 +16,11 @@ import (
 const (
 	hostBusybox = "/bin/busybox"
 	hostQemu    = "qemu-system-x86_64"
-	rxeDriver   = "/etc/libibverbs.d/rxe.driver"
-	rxeProvider = "/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav*.so"
+	// hostVdeSwitch is the fleet's Ethernet switch (Debian's vde-switch,
+	// part of vde2; QEMU is built with VDE).
+	hostVdeSwitch = "/usr/bin/vde_switch"
+	rxeDriver     = "/etc/libibverbs.d/rxe.driver"
+	rxeProvider   = "/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav*.so"
 )
 
 // need is one host file the bed uses and the Debian package shipping it.
@@ -31,6 +34,7 @@ var needs = []need{
 	{"/usr/bin/rdma", "iproute2"},
 	{"/usr/bin/ibv_devinfo", "ibverbs-utils"},
 	{"/usr/bin/ibv_rc_pingpong", "ibverbs-utils"},
+	{layout.IbvUdPingpong, "ibverbs-utils"},
 	{rxeDriver, "ibverbs-providers"},
 	{rxeProvider, "ibverbs-providers"},
 	{layout.IbWriteBw, "perftest"},
@@ -39,6 +43,26 @@ var needs = []need{
 	{layout.IbReadLat, "perftest"},
 	{layout.IbSendBw, "perftest"},
 	{layout.IbSendLat, "perftest"},
+	{layout.Tc, "iproute2"},
+	{tcDist, "iproute2"},
+	{layout.Nft, "nftables"},
+	{layout.Rping, "rdmacm-utils"},
+	{layout.Ucmatose, "rdmacm-utils"},
+	{layout.RdmaServer, "rdmacm-utils"},
+	{layout.RdmaClient, "rdmacm-utils"},
+	{layout.Udaddy, "rdmacm-utils"},
+	{"/usr/bin/rdma_xserver", "rdmacm-utils"},
+	{"/usr/bin/rdma_xclient", "rdmacm-utils"},
+	{"/usr/bin/mckey", "rdmacm-utils"},
+	{"/usr/bin/cmtime", "rdmacm-utils"},
+	{"/usr/bin/rstream", "rdmacm-utils"},
+	{"/usr/bin/riostream", "rdmacm-utils"},
+	{"/usr/bin/rcopy", "rdmacm-utils"},
+	{"/usr/bin/udpong", "rdmacm-utils"},
+	{layout.FiPingpong, "libfabric-bin"},
+	{layout.FiInfo, "libfabric-bin"},
+	{layout.LibgccS, "libgcc-s1"},
+	{hostVdeSwitch, "vde-switch"},
 	{"depmod", "kmod"},
 	{"modprobe", "kmod"},
 	{"xz", "xz-utils"},

@@ -182,6 +182,13 @@ var Probe = &Syntax{Pos: []Positional{{Value: devPort}}, Keywords: []Keyword{
 	{"iters", []Value{free}},
 	{"duration", []Value{free}},
 	{"timeout", []Value{free}},
+	{"from", []Value{free}},
+	{"serve", nil},
+	{"peers", []Value{free}},
+	{"memory", []Value{free}},
+	{"peer-memory", []Value{free}},
+	{"grace", []Value{free}},
+	{"auth", []Value{free}},
 }}
 
 // objects are the grammars by object name. monitor takes no words and

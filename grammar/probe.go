@@ -24,10 +24,22 @@ type ProbeRequest struct {
 	PeerAddr   string
 	Test       verbsprobe.Test
 	Timeout    time.Duration // 0: DefaultPeerTimeout
+	// From are the peers a listener allows ("from"): addresses,
+	// networks (ADDR/PREFIX) and host names, for verbsprobe.ResolveAllow.
+	From []string
+	// Serve: a responder (Respond) on ListenAddr, with Responder's
+	// limits (its Limits from size, duration and peer-memory; MaxPeers,
+	// MaxPinnedTotal and Grace from peers, memory and grace).
+	Serve     bool
+	Responder verbsprobe.ResponderConfig
+	// Auth is the file of the shared secret ("auth"), for
+	// verbsprobe.LoadKey: a listener's or responder's, or the one its
+	// client proves.
+	Auth string
 }
 
 // TwoHost reports whether the request is a probe between two hosts.
-func (r ProbeRequest) TwoHost() bool { return r.Listen || r.PeerAddr != "" }
+func (r ProbeRequest) TwoHost() bool { return r.Listen || r.Serve || r.PeerAddr != "" }
 
 // MaxProbeCount bounds "count N": each probe takes milliseconds.
 const MaxProbeCount = 1_000_000
@@ -40,8 +52,10 @@ var ProbeKeywords = Probe.KeywordNames()
 // abbreviated as rdma abbreviates them) into a ProbeRequest:
 //
 //	DEV[/PORT] [gid-index N] [traffic] [count N]
-//	DEV[/PORT] [gid-index N] listen [[ADDR]:PORT] [pingpong] [size BYTES] [iters N] [timeout D]
-//	DEV[/PORT] [gid-index N] peer HOST[:PORT] [traffic | bw [OP] | lat [OP] | pingpong] [size BYTES] [iters N] [duration D] [timeout D]
+//	DEV[/PORT] [gid-index N] listen [[ADDR]:PORT] [pingpong] [size BYTES] [iters N] [timeout D] [from HOST[/PREFIX]...] [auth FILE]
+//	DEV[/PORT] [gid-index N] serve [[ADDR]:PORT] [size BYTES] [duration D] [peers N] [memory BYTES] [peer-memory BYTES]
+//	        [pingpong] [iters N] [timeout D] [grace D] [from HOST[/PREFIX]...] [auth FILE]
+//	DEV[/PORT] [gid-index N] peer HOST[:PORT] [traffic | bw [OP] | lat [OP] | pingpong] [size BYTES] [iters N] [duration D] [timeout D] [auth FILE]
 //
 // Words that are wrong or do not go together are a *cmdline.UsageError
 // naming the problem, and nothing is returned.
@@ -96,14 +110,24 @@ func (req *ProbeRequest) parseKeyword(args *cmdline.Args, kw string) (err error)
 		req.Options.GIDIndex, err = args.Number("gid-index", 0, math.MaxUint8)
 	case "count":
 		req.Count, err = args.Number("count", 1, MaxProbeCount)
-	case "listen":
-		req.Listen = true
+	case "listen", "serve":
+		req.Listen, req.Serve = kw == "listen", kw == "serve"
 		if !args.Empty() && !isProbeKeyword(args.Words[0]) {
 			req.ListenAddr = args.Next()
 		}
 		if req.ListenAddr, err = verbsprobe.ListenAddress(req.ListenAddr); err != nil {
-			return cmdline.Usagef("", "listen: %v", err)
+			return cmdline.Usagef("", "%s: %v", kw, err)
 		}
+	case "peers":
+		req.Responder.MaxPeers, err = args.Number("peers", 1, MaxResponderPeers)
+	case "memory":
+		req.Responder.MaxPinnedTotal, err = args.Number("memory", 4096, MaxResponderMemory)
+	case "peer-memory":
+		req.Responder.Limits.MaxPinned, err = args.Number("peer-memory", 4096, MaxResponderMemory)
+	case "grace":
+		req.Responder.Grace, err = args.Duration("grace", time.Hour)
+	case "auth":
+		req.Auth, err = args.Value("auth FILE (a shared secret)")
 	case "peer":
 		v, err := args.Value("peer address HOST[:PORT]")
 		if err != nil {
@@ -120,15 +144,50 @@ func (req *ProbeRequest) parseKeyword(args *cmdline.Args, kw string) (err error)
 		req.Test.Duration, err = args.Duration("duration", verbsprobe.MaxTestDuration)
 	case "timeout":
 		req.Timeout, err = args.Duration("timeout", time.Hour)
+	case "from":
+		for first := true; !args.Empty() && (first || !isProbeKeyword(args.Words[0])); first = false {
+			w := args.Next()
+			if _, err := verbsprobe.ParseFrom(w); err != nil {
+				return cmdline.Usagef("", "from: %v", err)
+			}
+			req.From = append(req.From, w)
+		}
+		if len(req.From) == 0 {
+			return cmdline.Usagef("", "from needs HOST[/PREFIX]: the addresses or networks peers may connect from")
+		}
 	}
 	return err
 }
 
+// Bounds of a responder's limits.
+const (
+	MaxResponderPeers  = 4096
+	MaxResponderMemory = 1 << 40
+)
+
 // check refuses keywords that do not go together.
 func (req *ProbeRequest) check(seen map[string]bool) error {
 	switch {
+	case seen["listen"] && seen["serve"]:
+		return cmdline.Usagef("", "listen or serve, not both")
 	case req.Listen && req.PeerAddr != "":
 		return cmdline.Usagef("", "listen or peer, not both")
+	case req.Serve && req.PeerAddr != "":
+		return cmdline.Usagef("", "serve or peer, not both")
+	case seen["from"] && !req.Listen && !req.Serve:
+		return cmdline.Usagef("", "from restricts who may connect to a listener: give it to probe DEV listen or serve")
+	case seen["auth"] && !req.TwoHost():
+		return cmdline.Usagef("", "auth is a shared secret between two hosts: give it to probe DEV serve (or listen) and to probe DEV peer HOST")
+	}
+	for _, kw := range []string{"peers", "memory", "peer-memory", "grace"} {
+		if seen[kw] && !req.Serve {
+			return cmdline.Usagef("", "%s is a limit of a responder: give it to probe DEV serve", kw)
+		}
+	}
+	if req.Serve {
+		return req.checkServe(seen)
+	}
+	switch {
 	case !req.TwoHost():
 		for _, kw := range []string{"bw", "lat", "pingpong", "size", "iters", "duration", "timeout"} {
 			if seen[kw] {
@@ -173,4 +232,28 @@ func parseProbeOperation(word string) (verbsprobe.Operation, bool) {
 		}
 	}
 	return "", false
+}
+
+// checkServe checks a responder's words and sets its limits: size bounds
+// the messages a peer may ask for (and is the size of an ibv_rc_pingpong
+// client's), duration the tests.
+func (req *ProbeRequest) checkServe(seen map[string]bool) error {
+	switch {
+	case seen["count"]:
+		return cmdline.Usagef("", "count repeats a probe of this host alone; a responder serves until stopped")
+	case req.Test.Kind != "" && req.Test.Kind != verbsprobe.TestPingpong:
+		return cmdline.Usagef("", "serve serves the test each peer asks for: give %s to probe ... peer HOST", req.Test.Kind)
+	}
+	l := &req.Responder.Limits
+	l.MaxSize, l.MaxDuration = req.Test.Size, req.Test.Duration
+	pp := verbsprobe.Test{Kind: verbsprobe.TestPingpong, Size: req.Test.Size, Iters: req.Test.Iters}.WithDefaults()
+	if err := pp.Validate(); err != nil {
+		return cmdline.Usagef("", "%v", err)
+	}
+	req.Test = verbsprobe.Test{Kind: req.Test.Kind, Size: req.Test.Size, Iters: req.Test.Iters}
+	total := req.Responder.WithDefaults().MaxPinnedTotal
+	if p := req.Responder.Limits.MaxPinned; p > total {
+		return cmdline.Usagef("", "peer-memory %d is more than memory %d: one peer could never be served", p, total)
+	}
+	return nil
 }

@@ -50,23 +50,61 @@ func TestParseProbePeer(t *testing.T) {
 		}
 	}
 	for line, want := range map[string]string{
-		"rxe0 listen bw":                      "listen serves the test its peer asks for: give bw to probe ... peer HOST",
-		"rxe0 listen peer h":                  "listen or peer, not both",
-		"rxe0 bw":                             "bw needs a peer",
-		"rxe0 traffic count 2 peer h":         "count repeats a probe of this host alone",
-		"rxe0 peer h bw lat":                  "bw and lat: one test at a time",
-		"rxe0 peer h traffic traffic":         "traffic given twice",
-		"rxe0 peer h lat iters 5 duration 1s": "iters or duration, not both",
-		"rxe0 peer h lat duration -1s":        `duration must be a duration from 1ms to 1h0m0s such as 10s or 500ms, not "-1s"`,
-		"rxe0 peer h bw size 0":               `size must be a number from 1 to 268435456, not "0"`,
-		"rxe0 peer h:70000":                   `peer: peer address "h:70000": port "70000" is not 1-65535`,
-		"rxe0 peer h traffic duration 1s":     "traffic takes no duration",
-		"rxe0 peer":                           "missing peer address HOST[:PORT]",
+		"rxe0 listen bw":                             "listen serves the test its peer asks for: give bw to probe ... peer HOST",
+		"rxe0 listen peer h":                         "listen or peer, not both",
+		"rxe0 bw":                                    "bw needs a peer",
+		"rxe0 traffic count 2 peer h":                "count repeats a probe of this host alone",
+		"rxe0 peer h bw lat":                         "bw and lat: one test at a time",
+		"rxe0 peer h traffic traffic":                "traffic given twice",
+		"rxe0 peer h lat iters 5 duration 1s":        "iters or duration, not both",
+		"rxe0 peer h lat duration -1s":               `duration must be a duration from 1ms to 1h0m0s such as 10s or 500ms, not "-1s"`,
+		"rxe0 peer h bw size 0":                      `size must be a number from 1 to 268435456, not "0"`,
+		"rxe0 peer h:70000":                          `peer: peer address "h:70000": port "70000" is not 1-65535`,
+		"rxe0 peer h traffic duration 1s":            "traffic takes no duration",
+		"rxe0 peer":                                  "missing peer address HOST[:PORT]",
+		"rxe0 peer h from 10.0.0.0/8":                "from restricts who may connect to a listener",
+		"rxe0 listen from":                           "from needs HOST[/PREFIX]",
+		"rxe0 listen from 10.0.0.0/33":               `from: "10.0.0.0/33" is not ADDR/PREFIX`,
+		"rxe0 listen from host_1":                    `from: "host_1" is neither an address, a network nor a host name`,
+		"rxe0 serve peer h":                          "serve or peer, not both",
+		"rxe0 listen serve":                          "listen or serve, not both",
+		"rxe0 serve bw":                              "serve serves the test each peer asks for: give bw to probe ... peer HOST",
+		"rxe0 serve count 2":                         "a responder serves until stopped",
+		"rxe0 listen peers 4":                        "peers is a limit of a responder",
+		"rxe0 peer h memory 4096":                    "memory is a limit of a responder",
+		"rxe0 serve peer-memory 1048576 memory 4096": "peer-memory 1048576 is more than memory 4096",
+		"rxe0 serve peers 0":                         `peers must be a number from 1 to 4096, not "0"`,
+		"rxe0 auth k":                                "auth is a shared secret between two hosts",
+		"rxe0 serve auth":                            "missing auth FILE",
 	} {
 		_, err := grammar.ParseProbe(strings.Fields(line))
 		var usage *cmdline.UsageError
 		if !errors.As(err, &usage) || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v; want a usage error saying %q", line, err, want)
 		}
+	}
+}
+
+// from takes addresses, networks and host names up to the next keyword.
+func TestParseProbeFrom(t *testing.T) {
+	req, err := grammar.ParseProbe(strings.Fields("rxe0 listen 10.0.0.1 from 10.0.0.0/24 hostb fd00::1 timeout 5s"))
+	if err != nil || req.ListenAddr != "10.0.0.1:18515" || strings.Join(req.From, " ") != "10.0.0.0/24 hostb fd00::1" || req.Timeout != 5*time.Second {
+		t.Errorf("ParseProbe = %+v, %v", req, err)
+	}
+}
+
+// serve: a responder's limits from its words, size and duration among
+// them; a pingpong client's size and iters.
+func TestParseProbeServe(t *testing.T) {
+	req, err := grammar.ParseProbe(strings.Fields("rxe0/1 serve 10.0.0.1:18600 size 1048576 duration 1m peers 4 memory 16777216 peer-memory 4194304 grace 2s iters 50 timeout 3s from 10.0.0.0/24 auth /etc/k"))
+	r := req.Responder
+	if err != nil || !req.Serve || req.Listen || req.ListenAddr != "10.0.0.1:18600" || r.MaxPeers != 4 || r.MaxPinnedTotal != 16<<20 ||
+		r.Limits.MaxPinned != 4<<20 || r.Limits.MaxSize != 1<<20 || r.Limits.MaxDuration != time.Minute || r.Grace != 2*time.Second ||
+		req.Timeout != 3*time.Second || req.Auth != "/etc/k" || req.Test != (verbsprobe.Test{Size: 1 << 20, Iters: 50}) || len(req.From) != 1 {
+		t.Errorf("ParseProbe = %+v, %v", req, err)
+	}
+	req, err = grammar.ParseProbe(strings.Fields("rxe0 se"))
+	if err != nil || !req.Serve || req.ListenAddr != ":18515" || req.Responder.WithDefaults().MaxPeers != verbsprobe.DefaultMaxPeers {
+		t.Errorf("ParseProbe(rxe0 se) = %+v, %v", req, err)
 	}
 }

@@ -81,7 +81,7 @@ func probeText(p *output.Printer, r *verbsprobe.Result, series *verbsprobe.Serie
 		fmt.Fprintf(&b, "FAIL at %s\n", esc(r.Failed().Name))
 	case r.Unsupported != "":
 		fmt.Fprintf(&b, "NOT SUPPORTED: %s\n", esc(r.Unsupported))
-	case r.Role != "":
+	case r.Peer != nil:
 		fmt.Fprintf(&b, "%s (%s)\n", passLine(r), Duration(r.Duration()))
 	case r.Traffic:
 		fmt.Fprintf(&b, "PASS: RC queue pair in RTS, SEND, RDMA WRITE and RDMA READ verified (%s)\n", Duration(r.Duration()))
@@ -192,28 +192,43 @@ func timingJSON(p *output.Printer, t verbsprobe.Timing) {
 	p.Float(output.JSONOnly, "max_usec", "", usec(t.Max), 1)
 }
 
+// shownPeer is the peer as the output shows it: a client's always (at
+// least its address), a server's once the peer's endpoint arrived; its
+// endpoint is empty until then.
+func shownPeer(r *verbsprobe.Result) (verbsprobe.Endpoint, bool) {
+	pr := r.Peer
+	switch {
+	case pr.Remote != nil:
+		return *pr.Remote, true
+	case pr.Role == verbsprobe.RoleClient:
+		return verbsprobe.Endpoint{}, true
+	}
+	return verbsprobe.Endpoint{}, false
+}
+
 // peerSummary is the text line about the peer: "client of 10.0.0.1:18515
 // (rxe0/1, GID 1 ::ffff:10.0.0.1, qpn 17), path MTU 1024".
 func peerSummary(r *verbsprobe.Result) string {
-	if r.Role == "" {
+	if r.Peer == nil {
 		return ""
 	}
-	rel := map[string]string{verbsprobe.RoleClient: "peer", verbsprobe.RoleServer: "serving"}[r.Role]
-	pe := r.Peer
+	pr := r.Peer
+	rel := map[string]string{verbsprobe.RoleClient: "peer", verbsprobe.RoleServer: "serving"}[pr.Role]
+	pe, shown := shownPeer(r)
 	switch {
-	case pe == nil:
+	case !shown:
 		return rel + ": none connected"
 	case pe.QPN == 0:
-		return rel + " " + esc(pe.Host)
+		return rel + " " + esc(pr.Host)
 	}
 	var about []string
-	if !pe.Pingpong {
+	if !pr.Pingpong {
 		about = append(about, esc(pe.Name()))
 	} else {
 		about = append(about, "ibv_rc_pingpong")
 	}
 	if pe.GIDIndex >= 0 && !pe.GID.IsZero() {
-		if pe.Pingpong {
+		if pr.Pingpong {
 			about = append(about, "GID "+pe.GID.String())
 		} else {
 			about = append(about, fmt.Sprintf("GID %d %s", pe.GIDIndex, pe.GID))
@@ -222,23 +237,21 @@ func peerSummary(r *verbsprobe.Result) string {
 		about = append(about, fmt.Sprintf("LID %#x", pe.LID))
 	}
 	about = append(about, fmt.Sprintf("qpn %d", pe.QPN))
-	s := fmt.Sprintf("%s %s (%s)", rel, esc(pe.Host), strings.Join(about, ", "))
-	if r.PathMTU != 0 {
-		s += fmt.Sprintf(", path MTU %d", r.PathMTU.Bytes())
+	s := fmt.Sprintf("%s %s (%s)", rel, esc(pr.Host), strings.Join(about, ", "))
+	if pr.PathMTU != 0 {
+		s += fmt.Sprintf(", path MTU %d", pr.PathMTU.Bytes())
 	}
 	return s
 }
 
 // passLine is the last line of a passing probe between two hosts.
 func passLine(r *verbsprobe.Result) string {
+	pr := r.Peer
 	test := verbsprobe.TestConnect
-	if r.Test != nil {
-		test = r.Test.Kind
+	if pr.Test != nil {
+		test = pr.Test.Kind
 	}
-	with := "the peer"
-	if r.Peer != nil {
-		with = esc(r.Peer.Host)
-	}
+	with := esc(pr.Host)
 	switch test {
 	case verbsprobe.TestConnect:
 		return fmt.Sprintf("PASS: RC queue pairs in RTS with %s", with)
@@ -246,10 +259,10 @@ func passLine(r *verbsprobe.Result) string {
 		return fmt.Sprintf("PASS: SEND, RDMA WRITE and RDMA READ with %s verified", with)
 	}
 	var parts []string
-	for _, m := range r.Measurements {
+	for _, m := range pr.Measurements {
 		parts = append(parts, measurementText(m))
 	}
-	return fmt.Sprintf("PASS: %s with %s: %s", esc(r.Test.String()), with, strings.Join(parts, "; "))
+	return fmt.Sprintf("PASS: %s with %s: %s", esc(pr.Test.String()), with, strings.Join(parts, "; "))
 }
 
 func measurementText(m verbsprobe.Measurement) string {
@@ -270,38 +283,32 @@ func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond)
 // peerJSON adds role, test, path MTU, peer and results to a probe's JSON
 // object.
 func peerJSON(p *output.Printer, r *verbsprobe.Result) {
-	if r.Role == "" {
+	pr := r.Peer
+	if pr == nil {
 		return
 	}
-	p.Untrusted(output.JSONOnly, "role", "", r.Role)
-	if r.Test != nil {
-		p.OpenObject("test")
-		p.Untrusted(output.JSONOnly, "kind", "", string(r.Test.Kind))
-		if r.Test.Op != "" {
-			p.Untrusted(output.JSONOnly, "op", "", string(r.Test.Op))
-		}
-		p.Uint(output.JSONOnly, "size", "", uint64(r.Test.Size))
-		if r.Test.Iters != 0 && r.Test.Duration == 0 {
-			p.Uint(output.JSONOnly, "iters", "", uint64(r.Test.Iters))
-		}
-		if r.Test.Duration != 0 {
-			p.Float(output.JSONOnly, "duration_sec", "", r.Test.Duration.Seconds(), 3)
-		}
-		p.CloseObject()
+	p.Untrusted(output.JSONOnly, "role", "", pr.Role)
+	if t := pr.Test; t != nil {
+		testJSON(p, t)
 	}
-	if r.PathMTU != 0 {
-		p.Uint(output.JSONOnly, "path_mtu", "", uint64(r.PathMTU.Bytes()))
+	if pr.PathMTU != 0 {
+		p.Uint(output.JSONOnly, "path_mtu", "", uint64(pr.PathMTU.Bytes()))
 	}
-	if pe := r.Peer; pe != nil {
+	p.Uint(output.JSONOnly, "pinned_bytes", "", uint64(pr.Pinned))
+	if pe, shown := shownPeer(r); shown {
 		p.OpenObject("peer")
-		p.Untrusted(output.JSONOnly, "host", "", pe.Host)
-		if pe.Pingpong {
+		p.Untrusted(output.JSONOnly, "host", "", pr.Host)
+		if pr.Pingpong {
 			p.String(output.JSONOnly, "tool", "", "ibv_rc_pingpong")
 		} else {
 			p.Untrusted(output.JSONOnly, "ifname", "", pe.Ifname)
 			p.Uint(output.JSONOnly, "port", "", uint64(pe.Port))
 			p.Untrusted(output.JSONOnly, "driver", "", pe.Driver)
-			p.Untrusted(output.JSONOnly, "link_layer", "", pe.LinkLayer)
+			linkLayer := "" // a client whose peer never answered knows none
+			if pr.Remote != nil {
+				linkLayer = pe.LinkLayer.String()
+			}
+			p.Untrusted(output.JSONOnly, "link_layer", "", linkLayer)
 			p.Int(output.JSONOnly, "gid_index", "", int64(pe.GIDIndex))
 		}
 		if !pe.GID.IsZero() {
@@ -318,8 +325,30 @@ func peerJSON(p *output.Printer, r *verbsprobe.Result) {
 		}
 		p.CloseObject()
 	}
+	resultsJSON(p, pr.Measurements)
+}
+
+// testJSON prints a test as the "test" object.
+func testJSON(p *output.Printer, t *verbsprobe.Test) {
+	p.OpenObject("test")
+	p.Untrusted(output.JSONOnly, "kind", "", string(t.Kind))
+	if t.Op != "" {
+		p.Untrusted(output.JSONOnly, "op", "", string(t.Op))
+	}
+	p.Uint(output.JSONOnly, "size", "", uint64(t.Size))
+	if t.Iters != 0 && t.Duration == 0 {
+		p.Uint(output.JSONOnly, "iters", "", uint64(t.Iters))
+	}
+	if t.Duration != 0 {
+		p.Float(output.JSONOnly, "duration_sec", "", t.Duration.Seconds(), 3)
+	}
+	p.CloseObject()
+}
+
+// resultsJSON prints measurements as the "results" array.
+func resultsJSON(p *output.Printer, ms []verbsprobe.Measurement) {
 	p.OpenArray(output.JSONOnly, "results", "")
-	for _, m := range r.Measurements {
+	for _, m := range ms {
 		p.OpenObject("")
 		p.Untrusted(output.JSONOnly, "test", "", string(m.Test))
 		if m.Op != "" {

@@ -3,12 +3,15 @@ package render
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
 
 	"github.com/grdma/grdma/gid"
+	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/output"
 	"github.com/grdma/grdma/verbsprobe"
 )
@@ -78,6 +81,106 @@ func TestDuration(t *testing.T) {
 	}
 }
 
+// The output of probes between two hosts, text and JSON, for a client
+// that failed to connect, a bw client, a server nobody came to, a server
+// of an ibv_rc_pingpong client, a traffic server and a connect client:
+// testdata/probe-twohost.txt was printed by the code before Result had
+// its peer sub-structure (issue 25), and must not change.
+func TestProbeResultTwoHosts(t *testing.T) {
+	g, _ := gid.Parse("::ffff:10.0.0.1")
+	ok := verbsprobe.Step{Name: "open", OK: true, Duration: time.Millisecond, Detail: "x"}
+	fail := verbsprobe.Step{Name: "connect", Duration: 2 * time.Millisecond, Err: &verbsprobe.StepError{Step: "connect", Err: os.ErrClosed}}
+	remote := verbsprobe.Endpoint{Ifname: "rxe0", Port: 1, Driver: "rxe", LinkLayer: ib.LinkLayerEthernet, GIDIndex: 1, GID: g, GIDType: "RoCE v2", QPN: 17, PSN: 5, ActiveMTU: 1024}
+	bw := &verbsprobe.Test{Kind: verbsprobe.TestBandwidth, Op: verbsprobe.OpWrite, Size: 65536, Iters: 200}
+	lat := verbsprobe.LatencyStats{Samples: 3, Min: time.Microsecond, Median: 2 * time.Microsecond, Avg: 2 * time.Microsecond, P99: 3 * time.Microsecond, Max: 3 * time.Microsecond}
+	base := func() *verbsprobe.Result {
+		return &verbsprobe.Result{Device: "rxe0", Port: 1, Driver: "rxe", VerbsDevice: "uverbs0", GIDIndex: 1, GID: g, QPN: 18, LinkLayer: ib.LinkLayerEthernet}
+	}
+	var rs []*verbsprobe.Result
+	r := base()
+	r.Steps = []verbsprobe.Step{ok}
+	rs = append(rs, r)
+
+	r = base()
+	r.Steps = []verbsprobe.Step{ok, fail}
+	r.Peer = &verbsprobe.PeerResult{Role: "client", Test: bw, Host: "10.0.0.1:18515"}
+	rs = append(rs, r)
+	r = base()
+	r.Steps = []verbsprobe.Step{ok}
+	r.Peer = &verbsprobe.PeerResult{Role: "client", Test: bw, Host: "10.0.0.1:18515", Remote: &remote, PathMTU: ib.MTU1024, Pinned: 131072}
+	r.Peer.Measurements = []verbsprobe.Measurement{{Test: "bw", Op: "write", Size: 65536, Iters: 200, Bytes: 65536 * 200, Elapsed: time.Second}}
+	rs = append(rs, r)
+	r = base()
+	r.Steps = []verbsprobe.Step{ok, fail}
+	r.Peer = &verbsprobe.PeerResult{Role: "server"}
+	rs = append(rs, r)
+	pp := verbsprobe.Endpoint{Ifname: "ibv_rc_pingpong", LinkLayer: ib.LinkLayerEthernet, GID: g, QPN: 9, PSN: 3}
+	r = base()
+	r.Steps = []verbsprobe.Step{ok}
+	r.Peer = &verbsprobe.PeerResult{Role: "server", Test: &verbsprobe.Test{Kind: "pingpong", Size: 4096, Iters: 50}, Host: "10.0.0.2:40000", Remote: &pp, Pingpong: true, PathMTU: ib.MTU1024}
+	r.Peer.Measurements = []verbsprobe.Measurement{{Test: "pingpong", Size: 4096, Iters: 50, Bytes: 4096 * 100, Elapsed: time.Second, Latency: &lat}}
+	rs = append(rs, r)
+	r = base()
+	r.Steps = []verbsprobe.Step{ok}
+	r.Peer = &verbsprobe.PeerResult{Role: "server", Test: &verbsprobe.Test{Kind: "traffic", Size: 8192}, Host: "10.0.0.2:40000", Remote: &remote, PathMTU: ib.MTU1024, Pinned: 32768}
+	rs = append(rs, r)
+	r = base()
+	r.Steps = []verbsprobe.Step{ok}
+	r.Peer = &verbsprobe.PeerResult{Role: "client", Test: &verbsprobe.Test{Kind: "connect", Size: 8192}, Host: "10.0.0.1:18515", Remote: &remote, PathMTU: ib.MTU1024}
+	rs = append(rs, r)
+
+	var b bytes.Buffer
+	for _, r := range rs {
+		for _, j := range []bool{false, true} {
+			p := output.New(&b, output.Options{JSON: j})
+			s := &verbsprobe.Series{}
+			s.Add(r)
+			ProbeResult(p, r, s, 1)
+			p.Flush()
+		}
+	}
+	want, err := os.ReadFile("testdata/probe-twohost.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.String() != string(want) {
+		t.Errorf("got:\n%s\nwant:\n%s", &b, want)
+	}
+}
+
+// A responder's lines: a peer served, one that failed, one refused, one
+// told busy; text and JSON, with a peer's ESC bytes escaped.
+func TestServedPeerLines(t *testing.T) {
+	test := &verbsprobe.Test{Kind: verbsprobe.TestBandwidth, Op: verbsprobe.OpWrite, Size: 65536, Iters: 200}
+	pass := &verbsprobe.Result{Steps: []verbsprobe.Step{{Name: "accept", OK: true, Duration: time.Second}},
+		Peer: &verbsprobe.PeerResult{Role: "server", Host: "10.0.0.2:40000", Test: test, Pinned: 135168,
+			Measurements: []verbsprobe.Measurement{{Test: "bw", Op: "write", Size: 65536, Iters: 200, Bytes: 65536 * 200, Elapsed: time.Second}}}}
+	fail := &verbsprobe.Result{Steps: []verbsprobe.Step{{Name: "bw_write", Duration: 2 * time.Second,
+		Err: &verbsprobe.StepError{Step: "bw_write", Err: errors.New("no word from the peer for 10s")}}},
+		Peer: &verbsprobe.PeerResult{Role: "server", Host: "10.0.0.3:40000", Test: test}}
+	var b bytes.Buffer
+	for _, j := range []bool{false, true} {
+		p := output.New(&b, output.Options{JSON: j})
+		ServedPeer(p, pass)
+		ServedPeer(p, fail)
+		Refused(p, verbsprobe.Refusal{Peer: "10.0.0.4:5", Reason: "closed before its first message"})
+		Refused(p, verbsprobe.Refusal{Peer: "10.0.0.5:6", Reason: "busy: 16 peers served at once\x1b[2J", Busy: true})
+		p.Flush()
+	}
+	want := `10.0.0.2:40000 bw write: PASS 200 × 65536 bytes in 1.00s, 0.105 Gb/s, 0.0002 Mmsg/s (1.00s, pinned 135168 bytes)
+10.0.0.3:40000 bw write: FAIL at bw_write: no word from the peer for 10s (2.00s, pinned 0 bytes)
+10.0.0.4:5: REFUSED closed before its first message
+10.0.0.5:6: BUSY 16 peers served at once\x1b[2J
+{"peer":"10.0.0.2:40000","result":"pass","test":{"kind":"bw","op":"write","size":65536,"iters":200},"usec":1000000,"pinned_bytes":135168,"results":[{"test":"bw","op":"write","size":65536,"iters":200,"bytes":13107200,"seconds":1,"bw_gbps":0.1048576,"msg_rate_mpps":0.0002}]}
+{"peer":"10.0.0.3:40000","result":"fail","test":{"kind":"bw","op":"write","size":65536,"iters":200},"usec":2000000,"pinned_bytes":0,"step":"bw_write","error":"no word from the peer for 10s","results":[]}
+{"peer":"10.0.0.4:5","result":"refused","error":"closed before its first message"}
+{"peer":"10.0.0.5:6","result":"busy","error":"busy: 16 peers served at once\\x1b[2J"}
+`
+	if b.String() != want {
+		t.Errorf("got:\n%s\nwant:\n%s", &b, want)
+	}
+}
+
 // TestProbeResultPeerText plays a peer whose names and messages carry
 // terminal controls: a failed probe must print FAIL, whatever the peer's
 // ESC, OSC (52: the clipboard), C1 CSI or CR bytes try to erase, move or
@@ -85,10 +188,10 @@ func TestDuration(t *testing.T) {
 // ok false.
 func TestProbeResultPeerText(t *testing.T) {
 	const rewrite = "\r\x1b[2K\x1b[1APASS: everything verified\x1b]52;c;cm0gLXJmIH4=\x07\xc2\x9b8m\x9b\x7f\xff"
-	r := &verbsprobe.Result{Device: "rxe0", Port: 1, Driver: "rxe", GIDIndex: 1, Role: verbsprobe.RoleClient,
-		Test: &verbsprobe.Test{Kind: verbsprobe.TestTraffic, Size: 8192},
-		Peer: &verbsprobe.Peer{Host: "10.0.0.2:18515", Endpoint: verbsprobe.Endpoint{Ifname: "rxe0" + rewrite, Port: 1,
-			Driver: "rxe" + rewrite, LinkLayer: "Ethernet" + rewrite, GIDType: "RoCE v2" + rewrite, GIDIndex: 1, QPN: 17}},
+	r := &verbsprobe.Result{Device: "rxe0", Port: 1, Driver: "rxe", GIDIndex: 1,
+		Peer: &verbsprobe.PeerResult{Role: verbsprobe.RoleClient, Test: &verbsprobe.Test{Kind: verbsprobe.TestTraffic, Size: 8192},
+			Host: "10.0.0.2:18515", Remote: &verbsprobe.Endpoint{Ifname: "rxe0" + rewrite, Port: 1,
+				Driver: "rxe" + rewrite, LinkLayer: ib.LinkLayerEthernet, GIDType: "RoCE v2" + rewrite, GIDIndex: 1, QPN: 17}},
 		Steps: []verbsprobe.Step{
 			{Name: "open", OK: true, Detail: "the peer: " + rewrite},
 			{Name: "peer_test", Err: &verbsprobe.StepError{Step: "peer_test",
@@ -143,7 +246,7 @@ func TestProbeResultPeerText(t *testing.T) {
 		t.Fatalf("%v\n%s", err, js.String())
 	}
 	esc := output.Escape(rewrite)
-	if got.OK || got.Peer.Ifname != "rxe0"+esc || got.Peer.Driver != "rxe"+esc || got.Peer.LinkLayer != "Ethernet"+esc ||
+	if got.OK || got.Peer.Ifname != "rxe0"+esc || got.Peer.Driver != "rxe"+esc || got.Peer.LinkLayer != "Ethernet" ||
 		got.Peer.GIDType != "RoCE v2"+esc || got.Steps[0].Detail != "the peer: "+esc || got.Steps[1].Cause != esc ||
 		got.Steps[1].Error != output.Escape(r.Steps[1].Err.Err.Error()) {
 		t.Errorf("JSON does not carry the text's escaped strings: %+v", got)

@@ -22,29 +22,34 @@ const (
 	cmdRegMR     = 9  // IB_USER_VERBS_CMD_REG_MR
 	cmdDeregMR   = 13 // IB_USER_VERBS_CMD_DEREG_MR
 	cmdCreateCQ  = 18 // IB_USER_VERBS_CMD_CREATE_CQ
-	cmdDestroyCQ = 20 // IB_USER_VERBS_CMD_DESTROY_CQ
-	cmdCreateQP  = 24 // IB_USER_VERBS_CMD_CREATE_QP
-	cmdQueryQP   = 25 // IB_USER_VERBS_CMD_QUERY_QP
-	cmdModifyQP  = 26 // IB_USER_VERBS_CMD_MODIFY_QP
-	cmdDestroyQP = 27 // IB_USER_VERBS_CMD_DESTROY_QP
-	cmdPostSend  = 28 // IB_USER_VERBS_CMD_POST_SEND
+	// Completion events (events.go).
+	cmdCreateCompChannel = 17 // IB_USER_VERBS_CMD_CREATE_COMP_CHANNEL
+	cmdReqNotifyCQ       = 23 // IB_USER_VERBS_CMD_REQ_NOTIFY_CQ
+	cmdDestroyCQ         = 20 // IB_USER_VERBS_CMD_DESTROY_CQ
+	cmdCreateQP          = 24 // IB_USER_VERBS_CMD_CREATE_QP
+	cmdQueryQP           = 25 // IB_USER_VERBS_CMD_QUERY_QP
+	cmdModifyQP          = 26 // IB_USER_VERBS_CMD_MODIFY_QP
+	cmdDestroyQP         = 27 // IB_USER_VERBS_CMD_DESTROY_QP
+	cmdPostSend          = 28 // IB_USER_VERBS_CMD_POST_SEND
 )
 
 var commandNames = map[uint32]string{
-	cmdGetContext:  "GET_CONTEXT",
-	cmdQueryDevice: "QUERY_DEVICE",
-	cmdQueryPort:   "QUERY_PORT",
-	cmdAllocPD:     "ALLOC_PD",
-	cmdDeallocPD:   "DEALLOC_PD",
-	cmdRegMR:       "REG_MR",
-	cmdDeregMR:     "DEREG_MR",
-	cmdCreateCQ:    "CREATE_CQ",
-	cmdDestroyCQ:   "DESTROY_CQ",
-	cmdCreateQP:    "CREATE_QP",
-	cmdQueryQP:     "QUERY_QP",
-	cmdModifyQP:    "MODIFY_QP",
-	cmdDestroyQP:   "DESTROY_QP",
-	cmdPostSend:    "POST_SEND",
+	cmdGetContext:        "GET_CONTEXT",
+	cmdQueryDevice:       "QUERY_DEVICE",
+	cmdQueryPort:         "QUERY_PORT",
+	cmdAllocPD:           "ALLOC_PD",
+	cmdDeallocPD:         "DEALLOC_PD",
+	cmdRegMR:             "REG_MR",
+	cmdDeregMR:           "DEREG_MR",
+	cmdCreateCQ:          "CREATE_CQ",
+	cmdCreateCompChannel: "CREATE_COMP_CHANNEL",
+	cmdReqNotifyCQ:       "REQ_NOTIFY_CQ",
+	cmdDestroyCQ:         "DESTROY_CQ",
+	cmdCreateQP:          "CREATE_QP",
+	cmdQueryQP:           "QUERY_QP",
+	cmdModifyQP:          "MODIFY_QP",
+	cmdDestroyQP:         "DESTROY_QP",
+	cmdPostSend:          "POST_SEND",
 }
 
 // The Go structs below mirror the kernel's field for field, reserved

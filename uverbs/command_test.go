@@ -84,14 +84,64 @@ type fakeKernel struct {
 }
 
 func newFakeContext(t *testing.T) (*Context, *fakeKernel) {
-	c, err := newContext("uverbs9 (fake0)", -1)
+	tk := &testKernel{}
+	c, err := newContext("uverbs9 (fake0)", tk)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
 	k := &fakeKernel{t: t, c: c, responses: map[uint32][]byte{}, errno: map[uint32]unix.Errno{}}
-	c.write = k.write
+	tk.write = k.write
 	return c, k
+}
+
+// testKernel is a Kernel made of functions, for tests that stand in for a
+// few commands; what a test leaves nil fails with ENOSYS.
+type testKernel struct {
+	write  func([]byte) (int, error)
+	ioctl  func([]byte) error
+	mmap   func(offset int64, length int) ([]byte, error)
+	munmap func([]byte) error
+}
+
+func (k *testKernel) Write(b []byte) (int, error) {
+	if k.write == nil {
+		return 0, unix.ENOSYS
+	}
+	return k.write(b)
+}
+
+func (k *testKernel) Ioctl(msg []byte) error {
+	if k.ioctl == nil {
+		return unix.ENOSYS
+	}
+	return k.ioctl(msg)
+}
+
+func (k *testKernel) Mmap(offset int64, length int) ([]byte, error) {
+	if k.mmap == nil {
+		return nil, unix.ENOSYS
+	}
+	return k.mmap(offset, length)
+}
+
+func (k *testKernel) Munmap(b []byte) error {
+	if k.munmap == nil {
+		return unix.ENOSYS
+	}
+	return k.munmap(b)
+}
+
+func (k *testKernel) Close() error { return nil }
+
+// kernelOf returns the testKernel of a context newFakeContext made.
+func kernelOf(t *testing.T, c *Context) *testKernel {
+	t.Helper()
+	k, ok := c.kernel.(*testKernel)
+	if !ok {
+		t.Fatalf("context %s has no test kernel", c.name)
+	}
+	return k
 }
 
 func (k *fakeKernel) write(b []byte) (int, error) {

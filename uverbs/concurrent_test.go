@@ -11,7 +11,7 @@ import (
 // and were once read after the lock was released).
 func TestQueryPortExConcurrent(t *testing.T) {
 	c, _ := newFakeContext(t)
-	fakeIoctl(t, func(msg []byte) error {
+	fakeIoctl(t, c, func(msg []byte) error {
 		port := binary.NativeEndian.Uint64(msg[24+8:]) // PORT_NUM's inline value
 		if binary.NativeEndian.Uint64(msg[24+16+8:]) != c.ioctlOut(0) {
 			t.Error("RESP does not point at output slot 0")

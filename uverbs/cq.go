@@ -1,11 +1,35 @@
 package uverbs
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+)
 
 // CQ is a completion queue (ibv_cq).
 type CQ struct {
 	Handle uint32
 	CQE    uint32 // its capacity, which the driver may round up
+
+	// channel is the completion channel its events go to (nil: none),
+	// userHandle what they name it by.
+	channel    *CompChannel
+	userHandle uint64
+}
+
+// Channel returns the completion channel the CQ's events go to, or nil.
+func (cq CQ) Channel() *CompChannel { return cq.channel }
+
+// CQInit describes a completion queue to create (ibv_create_cq's
+// arguments).
+type CQInit struct {
+	// CQE is the least number of completions it holds.
+	CQE uint32
+	// Channel receives an event when the armed queue gets a completion
+	// (see ReqNotifyCQ); nil for none.
+	Channel *CompChannel
+	// CompVector is the completion vector (interrupt) the events use,
+	// below Context.NumCompVectors.
+	CompVector uint32
 }
 
 // createCQReq is struct ib_uverbs_create_cq.
@@ -46,20 +70,81 @@ func (r *destroyCQReq) setResponse(addr uint64) { r.Response = addr }
 // rxe answers where to mmap the queue, mlx5 needs the queue's buffer and
 // doorbell addresses. Use CreateRxeCQ or CreateMlx5CQ.
 func (c *Context) CreateCQ(cqe uint32, driverIn, driverOut []byte) (CQ, error) {
-	req := createCQReq{CQE: cqe, CompChannel: -1}
+	return c.CreateCQWith(CQInit{CQE: cqe}, driverIn, driverOut)
+}
+
+// CreateCQWith is CreateCQ with a completion channel and vector. Use
+// CreateRxeCQWith.
+func (c *Context) CreateCQWith(init CQInit, driverIn, driverOut []byte) (CQ, error) {
+	req := createCQReq{CQE: init.CQE, CompVector: init.CompVector, CompChannel: -1, UserHandle: c.userHandles.Add(1)}
+	if ch := init.Channel; ch != nil {
+		fd, err := ch.use(c)
+		if err != nil {
+			return CQ{}, err
+		}
+		req.CompChannel = int32(fd)
+	}
 	var resp createCQResp
 	if err := c.execute(cmdCreateCQ, &req, driverIn, &resp, driverOut); err != nil {
 		return CQ{}, err
 	}
-	return CQ{Handle: resp.CQHandle, CQE: resp.CQE}, nil
+	cq := CQ{Handle: resp.CQHandle, CQE: resp.CQE, channel: init.Channel, userHandle: req.UserHandle}
+	if cq.channel != nil {
+		cq.channel.register(cq.userHandle)
+	}
+	return cq, nil
 }
 
 // DestroyCQ destroys a completion queue (ibv_destroy_cq). The kernel
 // refuses while a queue pair still uses it (EBUSY; rxe: EINVAL).
 func (c *Context) DestroyCQ(cq CQ) error {
-	var resp destroyCQResp
-	return c.execute(cmdDestroyCQ, &destroyCQReq{CQHandle: cq.Handle}, nil, &resp, nil)
+	_, err := c.DestroyCQEvents(cq)
+	return err
 }
+
+// CQEvents counts the events the kernel delivered for a completion queue
+// (struct ib_uverbs_destroy_cq_resp): completion events read from its
+// channel, and asynchronous events (CQ errors) read from the context's
+// event file.
+type CQEvents struct {
+	Comp  uint32
+	Async uint32
+}
+
+// DestroyCQEvents is DestroyCQ, returning the events the kernel delivered
+// for the queue over its life. Events read from the channel but not
+// waited for are dropped with it.
+func (c *Context) DestroyCQEvents(cq CQ) (CQEvents, error) {
+	var resp destroyCQResp
+	if err := c.execute(cmdDestroyCQ, &destroyCQReq{CQHandle: cq.Handle}, nil, &resp, nil); err != nil {
+		return CQEvents{}, err
+	}
+	if cq.channel != nil {
+		cq.channel.forget(cq.userHandle)
+	}
+	return CQEvents{Comp: resp.CompEventsReported, Async: resp.AsyncEventsReported}, nil
+}
+
+// ReqNotifyCQ arms a completion queue (ibv_req_notify_cq): its next
+// completion, or with solicitedOnly its next solicited completion (a
+// receive of a message sent with SendSolicited, or an error), makes the
+// kernel write one event to the queue's channel. Completions already in
+// the queue do not: poll after arming. rxe enables the command; mlx5 arms
+// through its doorbell record instead (EOPNOTSUPP here).
+func (c *Context) ReqNotifyCQ(cq CQ, solicitedOnly bool) error {
+	if cq.channel == nil {
+		return errNoChannel
+	}
+	req := reqNotifyCQReq{CQHandle: cq.Handle}
+	if solicitedOnly {
+		req.SolicitedOnly = 1
+	}
+	return c.execute(cmdReqNotifyCQ, &req, nil, nil, nil)
+}
+
+// errNoChannel means a completion queue made without a channel was to be
+// armed or waited for.
+var errNoChannel = errors.New("uverbs: the completion queue has no completion channel")
 
 // WC is a work completion, struct ib_uverbs_wc (the layout of ibv_wc):
 // the result of one work request.

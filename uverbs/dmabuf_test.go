@@ -5,19 +5,14 @@ import (
 	"encoding/binary"
 	"errors"
 	"testing"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
 
-// fakeIoctl replaces the ioctl with fn, which sees the message bytes.
-func fakeIoctl(t *testing.T, fn func(msg []byte) error) {
-	old := ioctlSyscall
-	t.Cleanup(func() { ioctlSyscall = old })
-	ioctlSyscall = func(fd int, p unsafe.Pointer) error {
-		length := *(*uint16)(p)
-		return fn(unsafe.Slice((*byte)(p), length))
-	}
+// fakeIoctl makes fn c's ioctl; fn sees the message bytes.
+func fakeIoctl(t *testing.T, c *Context, fn func(msg []byte) error) {
+	t.Helper()
+	kernelOf(t, c).ioctl = fn
 }
 
 // ioctlMessage is the struct ib_uverbs_ioctl_hdr of a message with n
@@ -44,7 +39,7 @@ func appendIoctlAttr(b []byte, id, length, flags uint16, data uint64) []byte {
 func TestRegDMABufMRBytes(t *testing.T) {
 	c, _ := newFakeContext(t)
 	var sent []byte
-	fakeIoctl(t, func(msg []byte) error {
+	fakeIoctl(t, c, func(msg []byte) error {
 		sent = append([]byte(nil), msg...)
 		// The kernel writes the new handle into the HANDLE attribute and
 		// the keys through the output pointers.
@@ -87,7 +82,7 @@ func TestProbeDMABufImportReturnsKernelAnswer(t *testing.T) {
 	// ALLOC_PD answers handle 0 (the arena is zeroed), DEALLOC_PD has no
 	// response; both are counted so the PD is seen released.
 	var alloc, dealloc int
-	c.write = func(b []byte) (int, error) {
+	kernelOf(t, c).write = func(b []byte) (int, error) {
 		switch binary.NativeEndian.Uint32(b) {
 		case cmdAllocPD:
 			alloc++
@@ -97,7 +92,7 @@ func TestProbeDMABufImportReturnsKernelAnswer(t *testing.T) {
 		return len(b), nil
 	}
 	for _, errno := range []unix.Errno{unix.EBADF, unix.EPROTONOSUPPORT, unix.EOPNOTSUPP} {
-		fakeIoctl(t, func(msg []byte) error {
+		fakeIoctl(t, c, func(msg []byte) error {
 			// fd -1 travels as a 32-bit int in the FD attribute.
 			if fd := int32(binary.NativeEndian.Uint32(msg[24+5*16+8:])); fd != -1 {
 				t.Fatalf("fd %d, want -1", fd)

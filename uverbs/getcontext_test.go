@@ -15,7 +15,7 @@ import (
 func TestGetContextIoctl(t *testing.T) {
 	c, k := newFakeContext(t)
 	var sent []byte
-	fakeIoctl(t, func(msg []byte) error {
+	fakeIoctl(t, c, func(msg []byte) error {
 		sent = bytes.Clone(msg)
 		binary.NativeEndian.PutUint32(c.arena[ioctlOutOffset:], 3) // num_comp_vectors
 		return nil
@@ -40,7 +40,7 @@ func TestGetContextIoctl(t *testing.T) {
 
 	for _, errno := range []unix.Errno{unix.EOPNOTSUPP, unix.EPROTONOSUPPORT, unix.ENOTTY, unix.EINVAL} {
 		c, k := newFakeContext(t)
-		fakeIoctl(t, func([]byte) error { return errno })
+		fakeIoctl(t, c, func([]byte) error { return errno })
 		k.responses[cmdGetContext] = unhex(t, "07000000 02000000") // async_fd 7, 2 vectors
 		if err := c.getContextIoctl(DriverIDRXE); err != nil {
 			t.Fatalf("%v: %v", errno, err)
@@ -51,7 +51,7 @@ func TestGetContextIoctl(t *testing.T) {
 		c.asyncFD = -1 // not a real descriptor
 	}
 	c, _ = newFakeContext(t)
-	fakeIoctl(t, func([]byte) error { return unix.EFAULT })
+	fakeIoctl(t, c, func([]byte) error { return unix.EFAULT })
 	if err := c.getContextIoctl(DriverIDRXE); err == nil {
 		t.Error("EFAULT was not reported")
 	}

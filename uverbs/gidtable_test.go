@@ -8,7 +8,7 @@ import (
 
 func TestQueryGIDTable(t *testing.T) {
 	c, _ := newFakeContext(t)
-	fakeIoctl(t, func(msg []byte) error {
+	fakeIoctl(t, c, func(msg []byte) error {
 		// Header: object DEVICE (0), method QUERY_GID_TABLE (5), 3 attributes.
 		if binary.NativeEndian.Uint16(msg[2:]) != 0 || binary.NativeEndian.Uint16(msg[4:]) != 5 || binary.NativeEndian.Uint16(msg[6:]) != 3 {
 			t.Fatalf("header % x", msg[:24])

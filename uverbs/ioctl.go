@@ -3,15 +3,9 @@ package uverbs
 import (
 	"encoding/binary"
 	"os"
-	"unsafe"
-
-	"golang.org/x/sys/unix"
 )
 
 // The ioctl ABI (RDMA_VERBS_IOCTL), for methods the write() ABI lacks.
-
-// rdmaVerbsIoctl is RDMA_VERBS_IOCTL: _IOWR(0x1b, 1, struct ib_uverbs_ioctl_hdr).
-const rdmaVerbsIoctl = 0xc0181b01
 
 // ioctlHdr is struct ib_uverbs_ioctl_hdr; the attributes follow it.
 type ioctlHdr struct {
@@ -81,7 +75,7 @@ func (c *Context) ioctl(method string, driverID uint32, object, methodID uint16,
 	if err != nil {
 		return out, err
 	}
-	if err := c.ioctlCall(unsafe.Pointer(unsafe.SliceData(msg))); err != nil {
+	if err := c.kernel.Ioctl(msg); err != nil {
 		return out, &CommandError{Device: c.name, Command: method, Err: err}
 	}
 	copy(out[:], c.arena[ioctlOutOffset:])
@@ -98,15 +92,3 @@ func (o *ioctlOutputs) u32(i int) uint32 { return binary.NativeEndian.Uint32(o[8
 // ioctlOut is the address of the i-th 8-byte output slot in the arena
 // (the arena's address is fixed for the context's life).
 func (c *Context) ioctlOut(i int) uint64 { return c.arenaAddr + uint64(ioctlOutOffset+8*i) }
-
-// ioctlCall is the ioctl(2) itself.
-func (c *Context) ioctlCall(msg unsafe.Pointer) error { return ioctlSyscall(c.fd, msg) }
-
-// ioctlSyscall issues RDMA_VERBS_IOCTL; tests replace it with a fake kernel.
-var ioctlSyscall = func(fd int, msg unsafe.Pointer) error {
-	_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), rdmaVerbsIoctl, uintptr(msg))
-	if errno != 0 {
-		return errno
-	}
-	return nil
-}

@@ -54,10 +54,10 @@ func TestMlx5CreateCQ(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantCommand(t, c, k, "CREATE_CQ", "12000000 1200 0400 RESP 0000000000000000 3f000000 00000000 ffffffff 00000000"+
+	wantCommand(t, c, k, "CREATE_CQ", "12000000 1200 0400 RESP 0100000000000000 3f000000 00000000 ffffffff 00000000"+
 		addrHex(bufferAddr(cq.buf))+addrHex(bufferAddr(cq.dbrec))+"40000000 00 00 0000 0000 0000 00000000")
-	if len(cq.buf) != 64*64 || cq.CQN != 0x42a || cq.CQ() != (CQ{Handle: 2, CQE: 63}) {
-		t.Errorf("buffer of %d bytes, cq %+v", len(cq.buf), cq)
+	if len(cq.buf) != 64*64 || cq.CQN != 0x42a || cq.CQ().Handle != 2 || cq.CQ().CQE != 63 {
+		t.Errorf("buffer of %d bytes, CQN %#x, cq %+v", len(cq.buf), cq.CQN, cq.CQ())
 	}
 	if err := cq.Destroy(); err != nil || cq.buf != nil || cq.dbrec != nil {
 		t.Errorf("Destroy = %v, buffers %p %p", err, cq.buf, cq.dbrec)

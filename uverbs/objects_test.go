@@ -19,7 +19,7 @@ import (
 // response address.
 func newObjectKernel(t *testing.T) (*Context, *fakeKernel) {
 	c, k := newFakeContext(t)
-	c.write = func(b []byte) (int, error) {
+	kernelOf(t, c).write = func(b []byte) (int, error) {
 		if binary.NativeEndian.Uint16(b[6:]) != 0 {
 			return k.write(b)
 		}
@@ -72,12 +72,13 @@ func TestObjectCommandEncoding(t *testing.T) {
 	c.DeallocPD(pd)
 	wantCommand(t, c, k, "DEALLOC_PD", "04000000 0300 0000 01000000")
 
+	// The user handle numbers the context's CQs: events name them by it.
 	c.CreateCQ(32, nil, make([]byte, 16))
 	wantCommand(t, c, k, "CREATE_CQ", `12000000 0a00 0600 RESP
-		0000000000000000 20000000 00000000 ffffffff 00000000`)
+		0100000000000000 20000000 00000000 ffffffff 00000000`)
 	c.CreateCQ(32, []byte{1, 2, 3, 4, 5, 6, 7, 8}, make([]byte, 8))
 	wantCommand(t, c, k, "CREATE_CQ with driver data", `12000000 0c00 0400 RESP
-		0000000000000000 20000000 00000000 ffffffff 00000000 0102030405060708`)
+		0200000000000000 20000000 00000000 ffffffff 00000000 0102030405060708`)
 	c.DestroyCQ(cq)
 	wantCommand(t, c, k, "DESTROY_CQ", "14000000 0600 0200 RESP 02000000 00000000")
 
@@ -157,7 +158,7 @@ func TestObjectResponses(t *testing.T) {
 	}
 	k.responses[cmdCreateCQ] = unhex(t, "02000000 3f000000 0010000000000000 00200000 00000000")
 	out := make([]byte, 16)
-	if cq, err := c.CreateCQ(32, nil, out); err != nil || cq != (CQ{Handle: 2, CQE: 63}) ||
+	if cq, err := c.CreateCQ(32, nil, out); err != nil || cq.Handle != 2 || cq.CQE != 63 || cq.Channel() != nil ||
 		!bytes.Equal(out, unhex(t, "0010000000000000 00200000 00000000")) {
 		t.Errorf("CreateCQ() = %+v, %v, driver data % x", cq, err, out)
 	}

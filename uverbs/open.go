@@ -140,10 +140,26 @@ func Open(root, ibdev string, node Node) (*Context, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := newContext(fmt.Sprintf("%s (%s)", node.Name, ibdev), fd)
+	c, err := newContext(contextName(node.Name, ibdev), deviceFile{fd})
 	if err != nil {
 		unix.Close(fd)
 		return nil, err
+	}
+	if err := c.start(ibdev, node); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// contextName is a context's name in errors: "uverbs0 (rxe0)".
+func contextName(node, ibdev string) string { return fmt.Sprintf("%s (%s)", node, ibdev) }
+
+// start creates the user context on node with the request data of its
+// driver; a known DriverID lets a driver without request data use the
+// ioctl GET_CONTEXT. On failure c is closed.
+func (c *Context) start(ibdev string, node Node) error {
+	if node.Driver == "" {
+		node.Driver = DriverName(node.DriverID)
 	}
 	c.Node = node
 	getContext := (*Context).getContext
@@ -155,12 +171,12 @@ func Open(root, ibdev string, node Node) (*Context, error) {
 	if err := getContext(c); err != nil {
 		c.Close()
 		if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOPNOTSUPP) {
-			return nil, &UnsupportedDriverError{Device: ibdev, Driver: node.Driver,
+			return &UnsupportedDriverError{Device: ibdev, Driver: node.Driver,
 				Reason: fmt.Sprintf("the kernel refused GET_CONTEXT without driver data (%v)", errors.Unwrap(err))}
 		}
-		return nil, err
+		return err
 	}
-	return c, nil
+	return nil
 }
 
 // enum rdma_driver_id values this package tells apart.

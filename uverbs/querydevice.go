@@ -184,7 +184,7 @@ func (c *Context) executeEx(command uint32, req, resp any, driverOut []byte) err
 	if err != nil {
 		return err
 	}
-	n, err := c.write(msg)
+	n, err := c.kernel.Write(msg)
 	if err != nil {
 		return &CommandError{Device: c.name, Command: name, Err: err}
 	}

@@ -1,13 +1,13 @@
 package uverbs
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"sync/atomic"
 	"unsafe"
-
-	"golang.org/x/sys/unix"
 )
 
 // rxe (Soft-RoCE) user queues live in kernel memory that user space maps
@@ -161,18 +161,11 @@ type RecvWR struct {
 // rxeQueue is one mapped rxe queue: a work queue the user produces into,
 // or a completion queue the kernel produces into.
 type rxeQueue struct {
+	kernel    Kernel // what mapped it
 	buf       []byte
 	elemShift uint32
 	indexMask uint32
 }
-
-// mmapQueue maps a queue of the uverbs device; tests replace it.
-var mmapQueue = func(fd int, offset int64, size int) ([]byte, error) {
-	return unix.Mmap(fd, offset, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-}
-
-// munmapQueue unmaps what mmapQueue mapped.
-var munmapQueue = unix.Munmap
 
 // mapRxeQueue maps the queue mi describes and checks that its header
 // describes elements of at least minElem bytes within the mapping.
@@ -180,11 +173,18 @@ func (c *Context) mapRxeQueue(what string, mi mmapInfo, minElem uintptr) (*rxeQu
 	if mi.Size < uint32(rxeDataOffset) {
 		return nil, fmt.Errorf("%s: rxe %s queue of %d bytes is too small for its header", c.name, what, mi.Size)
 	}
-	buf, err := mmapQueue(c.fd, int64(mi.Offset), int(mi.Size))
+	c.mu.Lock()
+	k := c.kernel
+	c.mu.Unlock()
+	if k == nil {
+		return nil, fmt.Errorf("%s: mmap of the rxe %s queue: %w", c.name, what, os.ErrClosed)
+	}
+	buf, err := k.Mmap(int64(mi.Offset), int(mi.Size))
 	if err != nil {
 		return nil, fmt.Errorf("%s: mmap of the rxe %s queue (offset %#x, %d bytes): %w", c.name, what, mi.Offset, mi.Size, err)
 	}
 	q := &rxeQueue{
+		kernel:    k,
 		buf:       buf,
 		elemShift: binary.NativeEndian.Uint32(buf[unsafe.Offsetof(rxeQueueBuf{}.Log2ElemSize):]),
 		indexMask: binary.NativeEndian.Uint32(buf[unsafe.Offsetof(rxeQueueBuf{}.IndexMask):]),
@@ -192,7 +192,7 @@ func (c *Context) mapRxeQueue(what string, mi mmapInfo, minElem uintptr) (*rxeQu
 	slots := uint64(q.indexMask) + 1
 	if q.elemShift >= 32 || slots&(slots-1) != 0 || 1<<q.elemShift < uint64(minElem) ||
 		uint64(rxeDataOffset)+slots<<q.elemShift > uint64(len(buf)) {
-		munmapQueue(buf)
+		k.Munmap(buf)
 		return nil, fmt.Errorf("%s: rxe %s queue header makes no sense: %d slots of 2^%d bytes in %d bytes",
 			c.name, what, slots, q.elemShift, len(buf))
 	}
@@ -248,17 +248,30 @@ func (q *rxeQueue) unmap() error {
 	if q == nil || q.buf == nil {
 		return nil
 	}
-	err := munmapQueue(q.buf)
+	err := q.kernel.Munmap(q.buf)
 	q.buf = nil
 	return err
 }
 
-// RxeCQ is an rxe completion queue with its mapped queue.
+// RxeCQ is an rxe completion queue with its mapped queue. Poll and the
+// waits are for one goroutine at a time (the queue has one consumer
+// index).
 type RxeCQ struct {
 	cq    CQ
 	c     *Context
 	queue *rxeQueue
+	// armed is how the queue is armed since its last event was taken.
+	armed armMode
 }
+
+// armMode is what arms a completion queue, weakest first.
+type armMode uint8
+
+const (
+	disarmed armMode = iota
+	armedSolicited
+	armedNext
+)
 
 // CQ returns the completion queue.
 func (cq *RxeCQ) CQ() CQ { return cq.cq }
@@ -266,8 +279,14 @@ func (cq *RxeCQ) CQ() CQ { return cq.cq }
 // CreateRxeCQ creates a completion queue of at least cqe entries on an rxe
 // device and maps it. Nothing is left behind on failure.
 func (c *Context) CreateRxeCQ(cqe uint32) (*RxeCQ, error) {
+	return c.CreateRxeCQWith(CQInit{CQE: cqe})
+}
+
+// CreateRxeCQWith is CreateRxeCQ with a completion channel (for Wait) and
+// vector.
+func (c *Context) CreateRxeCQWith(init CQInit) (*RxeCQ, error) {
 	var out [unsafe.Sizeof(rxeCreateCQResp{})]byte
-	cq, err := c.CreateCQ(cqe, nil, out[:])
+	cq, err := c.CreateCQWith(init, nil, out[:])
 	if err != nil {
 		return nil, err
 	}
@@ -299,11 +318,96 @@ func (cq *RxeCQ) Poll(wcs []WC) int {
 	return n
 }
 
+// Arm asks for an event at the queue's next completion, or its next
+// solicited one (ReqNotifyCQ). Wait arms as needed; Arm is for programs
+// that run their own loop of Arm, Poll and WaitEvent.
+func (cq *RxeCQ) Arm(solicitedOnly bool) error {
+	if solicitedOnly {
+		return cq.arm(armedSolicited)
+	}
+	return cq.arm(armedNext)
+}
+
+func (cq *RxeCQ) arm(mode armMode) error {
+	if err := cq.c.ReqNotifyCQ(cq.cq, mode == armedSolicited); err != nil {
+		return err
+	}
+	cq.armed = max(cq.armed, mode)
+	return nil
+}
+
+// Wait returns completions (up to len(wcs), at least one), waiting for
+// them without polling: it polls, and when the queue is empty arms it,
+// polls again (a completion may have come before the arming) and waits
+// for the event on the queue's channel, then polls again. The wait costs
+// no CPU and no thread; it ends with ctx's error when ctx ends first. The
+// queue must have a completion channel (CreateRxeCQWith).
+func (cq *RxeCQ) Wait(ctx context.Context, wcs []WC) (int, error) {
+	return cq.wait(ctx, wcs, armedNext)
+}
+
+// WaitSolicited is Wait woken only by a solicited completion (a receive of
+// a message sent with SendSolicited, or an error): completions that come
+// before it are returned with it.
+func (cq *RxeCQ) WaitSolicited(ctx context.Context, wcs []WC) (int, error) {
+	return cq.wait(ctx, wcs, armedSolicited)
+}
+
+func (cq *RxeCQ) wait(ctx context.Context, wcs []WC, mode armMode) (int, error) {
+	if len(wcs) == 0 {
+		return 0, nil
+	}
+	if cq.cq.channel == nil {
+		return 0, errNoChannel
+	}
+	for {
+		if n := cq.Poll(wcs); n > 0 {
+			return n, nil
+		}
+		// Still armed since the last event: the next completion will
+		// send one, no need to ask again.
+		if cq.armed < mode {
+			if err := cq.arm(mode); err != nil {
+				return 0, err
+			}
+			if n := cq.Poll(wcs); n > 0 {
+				return n, nil
+			}
+		}
+		if err := cq.WaitEvent(ctx); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// WaitEvent waits for the queue's next event on its channel
+// (CompChannel.WaitCQ): the queue was armed and got a completion, which
+// disarmed it. Use it with Arm and Poll, not CompChannel.WaitCQ, so that
+// Wait knows the queue needs arming again.
+func (cq *RxeCQ) WaitEvent(ctx context.Context) error {
+	if cq.cq.channel == nil {
+		return errNoChannel
+	}
+	if err := cq.cq.channel.WaitCQ(ctx, cq.cq); err != nil {
+		return err
+	}
+	cq.armed = disarmed
+	return nil
+}
+
 // Destroy destroys the completion queue and unmaps it. The kernel keeps
 // the queue's memory until both are done, so it is unmapped even when
 // DESTROY_CQ fails (the object then goes with the context).
 func (cq *RxeCQ) Destroy() error {
-	return errors.Join(cq.c.DestroyCQ(cq.cq), cq.queue.unmap())
+	_, err := cq.DestroyEvents()
+	return err
+}
+
+// DestroyEvents is Destroy, returning the events the kernel delivered for
+// the queue (DestroyCQEvents).
+func (cq *RxeCQ) DestroyEvents() (CQEvents, error) {
+	ev, err := cq.c.DestroyCQEvents(cq.cq)
+	return ev, errors.Join(err, cq.queue.unmap())
 }
 
 // RxeQP is an rxe queue pair with its mapped send and receive queues.

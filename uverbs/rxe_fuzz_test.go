@@ -21,9 +21,8 @@ func FuzzRxeQueueHeader(f *testing.F) {
 		if size > 1<<20 {
 			return
 		}
-		mmap, munmap := mmapQueue, munmapQueue
-		defer func() { mmapQueue, munmapQueue = mmap, munmap }()
-		mmapQueue = func(int, int64, int) ([]byte, error) {
+		k := &testKernel{munmap: func([]byte) error { return nil }}
+		k.mmap = func(int64, int) ([]byte, error) {
 			b := make([]byte, size)
 			if uintptr(size) >= rxeDataOffset {
 				binary.NativeEndian.PutUint32(b[unsafe.Offsetof(rxeQueueBuf{}.Log2ElemSize):], shift)
@@ -33,8 +32,7 @@ func FuzzRxeQueueHeader(f *testing.F) {
 			}
 			return b, nil
 		}
-		munmapQueue = func([]byte) error { return nil }
-		c := &Context{name: "uverbs0 (rxe0)", fd: -1}
+		c := &Context{name: "uverbs0 (rxe0)", kernel: k}
 		q, err := c.mapRxeQueue("send", mmapInfo{Size: size}, uintptr(minElem))
 		if err != nil {
 			return

@@ -38,9 +38,7 @@ func newFakeRxe(t *testing.T) (*Context, *fakeKernel, *fakeRxe) {
 		fakeRQOffset: {Log2ElemSize: 6, IndexMask: 31},
 		fakeSQOffset: {Log2ElemSize: 8, IndexMask: 31},
 	}}
-	mmap, munmap := mmapQueue, munmapQueue
-	t.Cleanup(func() { mmapQueue, munmapQueue = mmap, munmap })
-	mmapQueue, munmapQueue = r.mmap, r.munmap
+	kernelOf(t, c).mmap, kernelOf(t, c).munmap = r.mmap, r.munmap
 	mi := func(offset uint64) string {
 		var b [16]byte
 		binary.NativeEndian.PutUint64(b[:], offset)
@@ -53,7 +51,7 @@ func newFakeRxe(t *testing.T) (*Context, *fakeKernel, *fakeRxe) {
 	return c, k, r
 }
 
-func (r *fakeRxe) mmap(fd int, offset int64, size int) ([]byte, error) {
+func (r *fakeRxe) mmap(offset int64, size int) ([]byte, error) {
 	if r.mapErr != nil {
 		return nil, r.mapErr
 	}

@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -36,7 +37,7 @@ import (
 // Its methods are safe for concurrent use.
 type Context struct {
 	name    string // "uverbs0 (rxe0)", for errors
-	fd      int
+	kernel  Kernel // nil once closed
 	asyncFD int
 	// NumCompVectors is the number of completion vectors of the device.
 	NumCompVectors int
@@ -48,8 +49,11 @@ type Context struct {
 	arena []byte // one page outside the Go heap for responses
 	// arenaAddr is the arena's address, for requests that point into it.
 	arenaAddr uint64
-	// write is write(2) on fd; tests replace it with a fake kernel.
-	write func(b []byte) (int, error)
+	// userHandles numbers the objects whose events name them (CQs).
+	userHandles atomic.Uint64
+	// channels are the completion channels made on the context, which
+	// Close closes.
+	channels []*CompChannel
 }
 
 // The response half of the arena. A driver that copies more response data
@@ -61,14 +65,12 @@ const (
 	driverOutRoom = 1024 // driver response data allowed for GET_CONTEXT
 )
 
-func newContext(name string, fd int) (*Context, error) {
+func newContext(name string, k Kernel) (*Context, error) {
 	arena, err := arenas.get()
 	if err != nil {
 		return nil, fmt.Errorf("%s: allocating the response buffer: %w", name, err)
 	}
-	c := &Context{name: name, fd: fd, asyncFD: -1, arena: arena, arenaAddr: uint64(uintptr(unsafe.Pointer(unsafe.SliceData(arena))))}
-	c.write = func(b []byte) (int, error) { return unix.Write(c.fd, b) }
-	return c, nil
+	return &Context{name: name, kernel: k, asyncFD: -1, arena: arena, arenaAddr: uint64(uintptr(unsafe.Pointer(unsafe.SliceData(arena))))}, nil
 }
 
 // arenas keeps the arenas of closed contexts for the next ones: reading
@@ -109,19 +111,23 @@ func (p *arenaPool) put(b []byte) error {
 	return unix.Munmap(b)
 }
 
-// Close releases the context and everything created in it, and closes the
-// device.
+// Close releases the context and everything created in it, closes its
+// completion channels, and closes the device.
 func (c *Context) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var errs []error
+	for _, ch := range c.channels {
+		errs = append(errs, ch.Close())
+	}
+	c.channels = nil
 	if c.asyncFD >= 0 {
 		errs = append(errs, unix.Close(c.asyncFD))
 		c.asyncFD = -1
 	}
-	if c.fd >= 0 {
-		errs = append(errs, unix.Close(c.fd))
-		c.fd = -1
+	if c.kernel != nil {
+		errs = append(errs, c.kernel.Close())
+		c.kernel = nil
 	}
 	if c.arena != nil {
 		errs = append(errs, arenas.put(c.arena))
@@ -172,7 +178,7 @@ func (c *Context) execute(command uint32, req any, driverIn []byte, resp any, dr
 	if err != nil {
 		return err
 	}
-	n, err := c.write(msg)
+	n, err := c.kernel.Write(msg)
 	if err != nil {
 		return &CommandError{Device: c.name, Command: commandNames[command], Err: err}
 	}

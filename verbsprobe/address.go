@@ -1,6 +1,7 @@
 package verbsprobe
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -78,36 +79,42 @@ var addressPreference = []gid.Criteria{
 // chooseAddress picks how the queue pair addresses itself: a GID of the
 // port on RoCE (always with a GRH), its LID on InfiniBand unless a GID
 // index is given.
-func (p *prober) chooseAddress() (string, error) {
-	dev, port := p.opts.Device, p.opts.Port
-	ib := p.port.LinkLayer == ib.LinkLayerInfiniBand
+func (d *Device) chooseAddress(ctx context.Context, res *Result) (string, error) {
+	detail, err := d.target.chooseAddress(ctx)
+	res.GIDIndex, res.GID, res.GIDType, res.LID = d.addr.GIDIndex, d.addr.GID, d.addr.GIDType, d.addr.LID
+	return detail, err
+}
+
+func (t *target) chooseAddress(ctx context.Context) (string, error) {
+	dev, port := t.opts.Device, t.opts.Port
+	ib := t.port.LinkLayer == ib.LinkLayerInfiniBand
 	if ib {
-		if p.port.LID == 0 || p.port.LID >= 0xc000 { // unassigned, or multicast/permissive
-			return "", &NoLIDError{Device: dev, Port: port, LID: p.port.LID}
+		if t.port.LID == 0 || t.port.LID >= 0xc000 { // unassigned, or multicast/permissive
+			return "", &NoLIDError{Device: dev, Port: port, LID: t.port.LID}
 		}
-		p.res.LID = p.port.LID
-		if p.opts.GIDIndex == AutoGID {
-			return fmt.Sprintf("LID %#x, no GRH", p.res.LID), nil
+		t.addr.LID = t.port.LID
+		if t.opts.GIDIndex == AutoGID {
+			return fmt.Sprintf("LID %#x, no GRH", t.addr.LID), nil
 		}
 	}
 	var chosen gid.Entry
 	var err error
-	if p.opts.GIDIndex != AutoGID {
-		chosen, err = p.gidAt(p.opts.GIDIndex)
+	if t.opts.GIDIndex != AutoGID {
+		chosen, err = t.gidAt(t.opts.GIDIndex)
 	} else {
-		chosen, err = p.selectGID()
+		chosen, err = t.selectGID()
 	}
 	if err != nil {
 		return "", err
 	}
-	p.res.GIDIndex, p.res.GID, p.res.GIDType = chosen.Index, chosen.GID, chosen.Type
-	waited, err := p.awaitUsable(&chosen)
+	t.addr.GIDIndex, t.addr.GID, t.addr.GIDType = chosen.Index, chosen.GID, chosen.Type
+	waited, err := t.awaitUsable(ctx, &chosen)
 	if err != nil {
 		return "", err
 	}
 	detail := "GID " + chosen.String()
 	if ib {
-		detail += fmt.Sprintf(", LID %#x", p.res.LID)
+		detail += fmt.Sprintf(", LID %#x", t.addr.LID)
 	}
 	if waited >= addressPoll {
 		detail += fmt.Sprintf(", usable after %v of IPv6 duplicate address detection on %s", waited.Round(time.Millisecond), chosen.Netdev)
@@ -129,8 +136,8 @@ const addressPoll = 50 * time.Millisecond
 // address, and the queue pair's RTR would wait for it and may time out.
 // It returns how long it waited; e.State is updated. A DAD-failed address
 // is an error at once.
-func (p *prober) awaitUsable(e *gid.Entry) (time.Duration, error) {
-	limit := p.opts.AddressWait
+func (t *target) awaitUsable(ctx context.Context, e *gid.Entry) (time.Duration, error) {
+	limit := t.opts.AddressWait
 	if limit == 0 {
 		limit = DefaultAddressWait
 	}
@@ -141,18 +148,18 @@ func (p *prober) awaitUsable(e *gid.Entry) (time.Duration, error) {
 		select {
 		case <-time.After(addressPoll):
 		case <-deadline.C:
-			return limit, &AddressStateError{Device: p.opts.Device, Port: p.opts.Port, Entry: *e, Waited: limit}
-		case <-p.ctx.Done():
-			return time.Since(start), fmt.Errorf("interrupted waiting for duplicate address detection of %s on %s: %w", e.GID, e.Netdev, p.ctx.Err())
+			return limit, &AddressStateError{Device: t.opts.Device, Port: t.opts.Port, Entry: *e, Waited: limit}
+		case <-ctx.Done():
+			return time.Since(start), fmt.Errorf("interrupted waiting for duplicate address detection of %s on %s: %w", e.GID, e.Netdev, ctx.Err())
 		}
-		states, err := gid.ReadAddrStates(p.opts.Sysfs)
+		states, err := gid.ReadAddrStates(t.opts.Sysfs)
 		if err != nil {
 			return time.Since(start), err
 		}
 		e.State = states.Of(*e)
 	}
 	if e.State == gid.AddrDADFailed {
-		return time.Since(start), &AddressStateError{Device: p.opts.Device, Port: p.opts.Port, Entry: *e}
+		return time.Since(start), &AddressStateError{Device: t.opts.Device, Port: t.opts.Port, Entry: *e}
 	}
 	return time.Since(start), nil
 }
@@ -177,34 +184,34 @@ func (e *AddressStateError) Error() string {
 }
 
 // gidAt returns the populated GID slot index.
-func (p *prober) gidAt(index int) (gid.Entry, error) {
-	if index < int(p.port.GIDTblLen) {
-		e, ok, err := p.readGID(index)
+func (t *target) gidAt(index int) (gid.Entry, error) {
+	if index < int(t.port.GIDTblLen) {
+		e, ok, err := t.readGID(index)
 		if err != nil || ok {
 			if err == nil {
 				one := []gid.Entry{e}
-				err = p.annotate(one)
+				err = t.annotate(one)
 				e = one[0]
 			}
 			return e, err
 		}
 	}
-	entries, err := gid.ReadTable(p.opts.Sysfs, p.opts.Device, p.opts.Port)
+	entries, err := t.table()
 	if err != nil {
 		return gid.Entry{}, err
 	}
-	return gid.Entry{}, &GIDIndexError{Device: p.opts.Device, Port: p.opts.Port, Index: index,
-		Slots: p.port.GIDTblLen, Entries: entries}
+	return gid.Entry{}, &GIDIndexError{Device: t.opts.Device, Port: t.opts.Port, Index: index,
+		Slots: t.port.GIDTblLen, Entries: entries}
 }
 
 // selectGID returns the entry the gid selector chooses by
 // addressPreference. The table is read slot by slot (rxe has 1024, each a
 // sysfs file) only until the first choice of the first preference, the
 // first routable match in table order, turns up.
-func (p *prober) selectGID() (gid.Entry, error) {
+func (t *target) selectGID() (gid.Entry, error) {
 	var entries []gid.Entry
-	for i := range int(p.port.GIDTblLen) {
-		e, ok, err := p.readGID(i)
+	for i := range int(t.port.GIDTblLen) {
+		e, ok, err := t.readGID(i)
 		if err != nil {
 			return gid.Entry{}, err
 		}
@@ -216,7 +223,7 @@ func (p *prober) selectGID() (gid.Entry, error) {
 		}
 		entries = append(entries, e)
 	}
-	if err := p.annotate(entries); err != nil {
+	if err := t.annotate(entries); err != nil {
 		return gid.Entry{}, err
 	}
 	for _, c := range addressPreference[1:] {
@@ -224,13 +231,16 @@ func (p *prober) selectGID() (gid.Entry, error) {
 			return e, nil
 		}
 	}
-	return gid.Entry{}, &NoGIDError{Device: p.opts.Device, Port: p.opts.Port, Entries: entries}
+	return gid.Entry{}, &NoGIDError{Device: t.opts.Device, Port: t.opts.Port, Entries: entries}
 }
 
 // annotate sets the address state of entries from the kernel's IPv6
 // address list.
-func (p *prober) annotate(entries []gid.Entry) error {
-	states, err := gid.ReadAddrStates(p.opts.Sysfs)
+func (t *target) annotate(entries []gid.Entry) error {
+	if t.opts.Open != nil {
+		return nil // no sysfs: the opener's device has no IPv6 address list
+	}
+	states, err := gid.ReadAddrStates(t.opts.Sysfs)
 	if err != nil {
 		return err
 	}
@@ -240,8 +250,17 @@ func (p *prober) annotate(entries []gid.Entry) error {
 
 // readGID reads slot index of the port's GID table; false when it holds
 // no usable GID. It skips what gid.ReadTable skips.
-func (p *prober) readGID(index int) (gid.Entry, bool, error) {
-	a, err := p.opts.Sysfs.GIDAttr(p.opts.Device, p.opts.Port, index)
+func (t *target) readGID(index int) (gid.Entry, bool, error) {
+	if t.opts.Open != nil {
+		entries, err := t.verbsTable()
+		for _, e := range entries {
+			if e.Index == index {
+				return e, true, nil
+			}
+		}
+		return gid.Entry{}, false, err
+	}
+	a, err := t.opts.Sysfs.GIDAttr(t.opts.Device, t.opts.Port, index)
 	if err != nil || a.GID == sysfs.ZeroGID || a.Type == "" {
 		return gid.Entry{}, false, err
 	}
@@ -249,9 +268,34 @@ func (p *prober) readGID(index int) (gid.Entry, bool, error) {
 	if err != nil || g.IsEmpty() {
 		return gid.Entry{}, false, err
 	}
-	typ, err := gid.ParseSysfsType(a.Type, p.port.LinkLayer)
+	typ, err := gid.ParseSysfsType(a.Type, t.port.LinkLayer)
 	if err != nil {
 		return gid.Entry{}, false, err
 	}
-	return gid.Entry{Port: p.opts.Port, Index: index, GID: g, Type: typ, Netdev: a.Netdev}, true, nil
+	return gid.Entry{Port: t.opts.Port, Index: index, GID: g, Type: typ, Netdev: a.Netdev}, true, nil
+}
+
+// table is the port's populated GID table.
+func (t *target) table() ([]gid.Entry, error) {
+	if t.opts.Open != nil {
+		return t.verbsTable()
+	}
+	return gid.ReadTable(t.opts.Sysfs, t.opts.Device, t.opts.Port)
+}
+
+// verbsTable is the port's GID table as QUERY_GID_TABLE gives it, read
+// once: where the device was opened by Options.Open, not found in sysfs.
+func (t *target) verbsTable() ([]gid.Entry, error) {
+	if t.gids == nil {
+		raw, err := t.verbs.QueryGIDTable(t.verbs.Node.DriverID, int(t.port.GIDTblLen))
+		if err != nil {
+			return nil, err
+		}
+		byPort, err := gid.FromVerbsTable(t.opts.Device, raw, func(uint32) string { return "" })
+		if err != nil {
+			return nil, err
+		}
+		t.gids = append([]gid.Entry{}, byPort[t.opts.Port]...)
+	}
+	return t.gids, nil
 }

@@ -1,6 +1,7 @@
 package verbsprobe
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -47,7 +48,7 @@ func TestChooseAddressWaitsForDAD(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := newTestProber(fsys, "rxe9", gidIndex, port)
+		p := newTestTarget(fsys, "rxe9", gidIndex, port)
 		p.opts.AddressWait = time.Minute
 		// DAD finishes once the probe has read the address tentative (a
 		// sleep here raced with a slow probe: emulated arm64, a loaded
@@ -68,7 +69,7 @@ func TestChooseAddressWaitsForDAD(t *testing.T) {
 				os.WriteFile(live, after, 0o644)
 			}
 		}()
-		detail, err := p.chooseAddress()
+		detail, err := p.chooseAddress(context.Background())
 		events.Close()
 		<-done
 		if err != nil || !strings.HasPrefix(detail, "GID 0 fe80::812:e0ff:fed2:e14e RoCE v2 vt0, usable after ") ||
@@ -85,9 +86,9 @@ func TestChooseAddressDADErrors(t *testing.T) {
 	fsys, dir := tentativeTree(t)
 	port := rocePort
 	port.GIDTblLen = 8
-	p := newTestProber(fsys, "rxe9", AutoGID, port)
+	p := newTestTarget(fsys, "rxe9", AutoGID, port)
 	p.opts.AddressWait = 3 * addressPoll
-	_, err := p.chooseAddress()
+	_, err := p.chooseAddress(context.Background())
 	var state *AddressStateError
 	if !errors.As(err, &state) || err.Error() != "GID 0 fe80::812:e0ff:fed2:e14e of rxe9/1 is still tentative after 150ms: IPv6 duplicate address detection on vt0 has not finished" {
 		t.Fatalf("tentative past the bound: %v", err)
@@ -111,12 +112,12 @@ func TestChooseAddressDADErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	var none *NoGIDError
-	if _, err := newTestProber(fsys, "rxe9", AutoGID, port).chooseAddress(); !errors.As(err, &none) ||
+	if _, err := newTestTarget(fsys, "rxe9", AutoGID, port).chooseAddress(context.Background()); !errors.As(err, &none) ||
 		!strings.HasSuffix(err.Error(), "0 fe80::812:e0ff:fed2:e14e RoCE v2 vt0 (dadfailed)") {
 		t.Errorf("only a DAD-failed GID: %v", err)
 	}
-	p = newTestProber(fsys, "rxe9", 0, port)
-	_, err = p.chooseAddress()
+	p = newTestTarget(fsys, "rxe9", 0, port)
+	_, err = p.chooseAddress(context.Background())
 	if !errors.As(err, &state) || !strings.Contains(err.Error(), "IPv6 duplicate address detection on vt0 failed") ||
 		!strings.Contains(p.likelyCause(StepAddress, err), "another host on the link has the address") {
 		t.Errorf("gid-index of a DAD-failed GID: %v", err)
@@ -125,12 +126,12 @@ func TestChooseAddressDADErrors(t *testing.T) {
 
 // ETIMEDOUT at RTR on RoCE is the kernel's address resolution of the GID.
 func TestRTRTimeoutCause(t *testing.T) {
-	p := newTestProber(fixture(t, "rxe-6.12"), "rxe0", AutoGID, rocePort)
+	p := newTestTarget(fixture(t, "rxe-6.12"), "rxe0", AutoGID, rocePort)
 	g, err := gid.Parse("fe80::4c9c:e2ff:fed0:bcea")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.res.GIDIndex, p.res.GID = 0, g
+	p.addr.GIDIndex, p.addr.GID = 0, g
 	c := p.likelyCause(StepRTR, &uverbs.CommandError{Device: "uverbs0 (rxe0)", Command: "MODIFY_QP", Err: unix.ETIMEDOUT})
 	if !strings.HasPrefix(c, "the kernel's address resolution of GID fe80::4c9c:e2ff:fed0:bcea on veth0 timed out") ||
 		!strings.Contains(c, "ip neigh show dev veth0") {

@@ -43,13 +43,17 @@ func (e *StepError) ErrnoName() string {
 	return ""
 }
 
-// diagnose wraps a step's error with its likely cause.
-func (p *prober) diagnose(step string, err error) *StepError {
-	return &StepError{Step: step, Err: err, Cause: p.likelyCause(step, err)}
+// diagnose wraps a step's error with its likely cause; t is what is
+// known of the device port (nil: nothing).
+func (t *target) diagnose(step string, err error) *StepError {
+	if t == nil {
+		return &StepError{Step: step, Err: err}
+	}
+	return &StepError{Step: step, Err: err, Cause: t.likelyCause(step, err)}
 }
 
 // likelyCause explains the failures an operator can do something about.
-func (p *prober) likelyCause(step string, err error) string {
+func (t *target) likelyCause(step string, err error) string {
 	var (
 		errno     unix.Errno
 		notFound  *ib.NotFoundError
@@ -65,39 +69,39 @@ func (p *prober) likelyCause(step string, err error) string {
 	errors.As(err, &errno)
 	switch {
 	case errors.As(err, &notFound) && notFound.Port == 0:
-		return p.knownDevices()
+		return t.knownDevices()
 	case errors.As(err, &notFound):
-		dev, _ := p.device()
-		return fmt.Sprintf("%s has ports %v", p.opts.Device, dev.Ports)
+		dev, _ := t.device()
+		return fmt.Sprintf("%s has ports %v", t.opts.Device, dev.Ports)
 	case errors.Is(err, sysfs.ErrNoVerbsDevice):
 		return "ib_uverbs is not loaded (modprobe ib_uverbs), or the device has no user verbs interface"
 	case step == StepOpen && (errno == unix.EACCES || errno == unix.EPERM):
 		return fmt.Sprintf("no permission to open /dev/infiniband/%s: run as root, or give the user access to it (rdma-core's udev rules make uverbs devices 0666; a container needs the device and its cgroup rule)",
-			p.res.VerbsDevice)
+			t.verbsDevice)
 	case step == StepOpen && errno == unix.ENOENT && isPathError(err):
-		return fmt.Sprintf("/dev/infiniband/%s does not exist: /dev has no devtmpfs, or a container lacks the device", p.res.VerbsDevice)
+		return fmt.Sprintf("/dev/infiniband/%s does not exist: /dev has no devtmpfs, or a container lacks the device", t.verbsDevice)
 	case errors.As(err, &inactive):
-		return p.inactiveCause(inactive)
+		return t.inactiveCause(inactive)
 	case errors.As(err, &noGID):
-		return p.noGIDCause()
+		return t.noGIDCause()
 	case errors.As(err, &addrState):
 		return addressStateCause(addrState)
 	case errors.As(err, &badIndex):
 		return "give a populated index with gid-index, or leave it out to let the gid selector choose (grdma gid lists the table)"
 	case errors.As(err, &noLID):
 		return "the port has no LID: is a subnet manager running on the fabric (opensm)?"
-	case errno == unix.ENOMEM && (step == StepRegMR || (p.res.Driver == "mlx5_core" && (step == StepCreateCQ || step == StepCreateQP))):
+	case errno == unix.ENOMEM && (step == StepRegMR || (t.driverName == "mlx5_core" && (step == StepCreateCQ || step == StepCreateQP))):
 		return memlockCause(step)
 	case errno == unix.EOPNOTSUPP:
 		return "the device does not enable this uverbs command"
 	case errno == unix.ENOSPC || errno == unix.EFAULT:
 		return "the kernel rejected the command's layout: a grdma bug, please report it"
-	case step == StepRTR && errno == unix.ETIMEDOUT && p.res.GIDIndex >= 0:
-		return p.resolutionTimeoutCause()
+	case step == StepRTR && errno == unix.ETIMEDOUT && t.addr.GIDIndex >= 0:
+		return t.resolutionTimeoutCause()
 	case step == StepRTR && (errno == unix.EINVAL || errno == unix.ENODATA || errno == unix.EHOSTUNREACH || errno == unix.ENETUNREACH || errno == unix.ETIMEDOUT):
-		return p.addressCause()
+		return t.addressCause()
 	case errors.As(err, &wcErr):
-		return p.completionCause(wcErr.WC.Status)
+		return t.completionCause(wcErr.WC.Status)
 	case errors.As(err, &timeout):
 		return "the kernel did not complete the requests: the queue pair stalled (see dmesg)"
 	case errors.As(err, &mismatch):
@@ -113,8 +117,8 @@ func isPathError(err error) bool {
 	return errors.As(err, &pe)
 }
 
-func (p *prober) knownDevices() string {
-	names, err := p.opts.Sysfs.DeviceNames()
+func (t *target) knownDevices() string {
+	names, err := t.opts.Sysfs.DeviceNames()
 	if err != nil || len(names) == 0 {
 		return "there are no RDMA devices (is the driver loaded? rxe: grdma link add rxe0 type rxe netdev eth0)"
 	}
@@ -123,11 +127,11 @@ func (p *prober) knownDevices() string {
 
 // netdev names the network device of a RoCE port: the parent of a
 // software device, or the netdev of its GIDs.
-func (p *prober) netdev() string {
-	if dev, err := p.device(); err == nil && dev.Netdev != "" {
+func (t *target) netdev() string {
+	if dev, err := t.device(); err == nil && dev.Netdev != "" {
 		return dev.Netdev
 	}
-	attrs, err := p.opts.Sysfs.GIDAttrs(p.opts.Device, p.opts.Port)
+	attrs, err := t.opts.Sysfs.GIDAttrs(t.opts.Device, t.opts.Port)
 	if err != nil {
 		return ""
 	}
@@ -139,46 +143,46 @@ func (p *prober) netdev() string {
 	return ""
 }
 
-func (p *prober) inactiveCause(e *PortNotActiveError) string {
-	if p.port.LinkLayer == ib.LinkLayerInfiniBand {
-		if portStateName(e.State) == "INIT" {
+func (t *target) inactiveCause(e *PortNotActiveError) string {
+	if t.port.LinkLayer == ib.LinkLayerInfiniBand {
+		if e.State == ib.PortInit {
 			return "the link is up but no subnet manager has configured the port (opensm)"
 		}
 		return "no physical link: check the cable and the switch port"
 	}
-	nd := p.netdev()
+	nd := t.netdev()
 	if nd == "" {
 		return "the port's network device is down or has no carrier"
 	}
 	state := ""
-	if n, err := p.opts.Sysfs.Netdev(nd); err == nil {
+	if n, err := t.opts.Sysfs.Netdev(nd); err == nil {
 		state = " (operstate " + n.OperState + ")"
 	}
 	return fmt.Sprintf("network device %s is down or has no carrier%s: ip link set %s up", nd, state, nd)
 }
 
-func (p *prober) noGIDCause() string {
-	if nd := p.netdev(); nd != "" {
+func (t *target) noGIDCause() string {
+	if nd := t.netdev(); nd != "" {
 		return fmt.Sprintf("RoCE GIDs come from the addresses of network device %s: give it an IP address (ip addr add ... dev %s)", nd, nd)
 	}
 	return "RoCE GIDs come from the addresses of the port's network device: give it an IP address"
 }
 
-func (p *prober) addressCause() string {
+func (t *target) addressCause() string {
 	return fmt.Sprintf("the kernel could not use GID index %d as the source address, or could not resolve its own GID %s to a MAC address: the address may have left the network device, or the device is down",
-		p.res.GIDIndex, p.res.GID)
+		t.addr.GIDIndex, t.addr.GID)
 }
 
 // resolutionTimeoutCause explains ETIMEDOUT at RTR on RoCE: the kernel
 // resolves the destination GID to a MAC address (its neighbour table) while
 // it moves the queue pair to RTR, and gave up.
-func (p *prober) resolutionTimeoutCause() string {
-	nd := p.netdev()
+func (t *target) resolutionTimeoutCause() string {
+	nd := t.netdev()
 	if nd == "" {
 		nd = "the port's network device"
 	}
 	return fmt.Sprintf("the kernel's address resolution of GID %s on %s timed out: check that %s is up with carrier (ip link show %s), that the address is not tentative or duplicated (ip addr show dev %s), and its neighbour entries (ip neigh show dev %s)",
-		p.res.GID, nd, nd, nd, nd, nd)
+		t.addr.GID, nd, nd, nd, nd, nd)
 }
 
 func addressStateCause(e *AddressStateError) string {
@@ -191,10 +195,10 @@ func addressStateCause(e *AddressStateError) string {
 		nd, nd, nd)
 }
 
-func (p *prober) completionCause(status uverbs.WCStatus) string {
+func (t *target) completionCause(status uverbs.WCStatus) string {
 	switch status {
 	case uverbs.WCRetryExcErr:
-		if nd := p.netdev(); nd != "" {
+		if nd := t.netdev(); nd != "" {
 			return fmt.Sprintf("packets looped back through network device %s were lost: is it up, and is nothing filtering UDP port 4791?", nd)
 		}
 		return "packets were lost on the way"

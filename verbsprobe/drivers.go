@@ -1,6 +1,10 @@
 package verbsprobe
 
-import "github.com/grdma/grdma/uverbs"
+import (
+	"context"
+
+	"github.com/grdma/grdma/uverbs"
+)
 
 // probeCQ and probeQP are a driver's completion queue and queue pair.
 type probeCQ interface {
@@ -22,23 +26,32 @@ type dataPath interface {
 
 type completions interface {
 	Poll([]uverbs.WC) int
+	// Wait returns at least one completion, waiting for it on the
+	// queue's completion channel (no CPU while it waits).
+	Wait(ctx context.Context, wcs []uverbs.WC) (int, error)
 }
 
 // driver creates the queues whose driver data grdma knows.
 type driver struct {
-	createCQ func(c *uverbs.Context, cqe uint32) (probeCQ, error)
+	createCQ func(c *uverbs.Context, init uverbs.CQInit) (probeCQ, error)
 	createQP func(c *uverbs.Context, init uverbs.QPInit) (probeQP, error)
+	// events: its completion queues take a completion channel.
+	events bool
 }
 
 // drivers are the drivers the probe knows, by the name sysfs gives them:
 // rxe with its data path (queues shared with the kernel), mlx5 without.
 var drivers = map[string]driver{
 	"rxe": {
-		createCQ: asProbe[probeCQ]((*uverbs.Context).CreateRxeCQ),
+		createCQ: asProbe[probeCQ]((*uverbs.Context).CreateRxeCQWith),
 		createQP: asProbe[probeQP]((*uverbs.Context).CreateRxeQP),
+		events:   true,
 	},
 	"mlx5_core": {
-		createCQ: asProbe[probeCQ]((*uverbs.Context).CreateMlx5CQ),
+		// No data path, so no completion channel either.
+		createCQ: asProbe[probeCQ](func(c *uverbs.Context, init uverbs.CQInit) (*uverbs.Mlx5CQ, error) {
+			return c.CreateMlx5CQ(init.CQE)
+		}),
 		createQP: asProbe[probeQP]((*uverbs.Context).CreateMlx5QP),
 	},
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log"
 	"net"
+	"net/netip"
 	"time"
 
 	"github.com/grdma/grdma/sysfs"
@@ -93,25 +94,31 @@ func ExampleConnect() {
 		// ports that cannot talk, an *IncompatibleError naming both.
 		log.Fatal(err)
 	}
-	for _, m := range r.Measurements {
-		fmt.Printf("%s: %.2f Gb/s, %.3f Mmsg/s\n", r.Test, m.BWGbps(), m.MsgRateMpps())
+	for _, m := range r.Peer.Measurements {
+		fmt.Printf("%s: %.2f Gb/s, %.3f Mmsg/s\n", r.Peer.Test, m.BWGbps(), m.MsgRateMpps())
 	}
 }
 
-// Serve one peer on TCP 18515: a grdma Connect, or an ibv_rc_pingpong
-// client (`ibv_rc_pingpong -g 1 hostb`).
+// Serve one peer on TCP 18515 of one address: a grdma Connect, or an
+// ibv_rc_pingpong client (`ibv_rc_pingpong -g 1 hostb`), from 10.0.0.0/24
+// only, asking for messages of 1 MiB at most. Connections that are not
+// a valid peer are logged and closed; the first valid one is served.
 func ExampleServe() {
 	fsys, err := sysfs.NewFS("/")
 	if err != nil {
 		log.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", ":18515")
+	ln, err := net.Listen("tcp", "10.0.0.1:18515")
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer ln.Close()
 	r := verbsprobe.Serve(context.Background(),
 		verbsprobe.Options{Sysfs: fsys, Device: "rxe0", GIDIndex: verbsprobe.AutoGID},
-		ln, verbsprobe.Test{}, time.Minute)
+		ln, verbsprobe.ServeConfig{
+			Timeout:   time.Minute,
+			Limits:    verbsprobe.Limits{MaxSize: 1 << 20},
+			Allow:     []netip.Prefix{netip.MustParsePrefix("10.0.0.0/24")},
+			OnRefused: func(r verbsprobe.Refusal) { log.Printf("refused %s: %s", r.Peer, r.Reason) },
+		})
 	fmt.Println(r.OK(), r.Peer.Host)
 }

@@ -1,6 +1,7 @@
 package verbsprobe
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -162,17 +163,17 @@ func (t Test) stepName() string {
 // needs to connect its queue pair (exchanged over TCP) and what an
 // operator needs to see.
 type Endpoint struct {
-	Ifname    string  `json:"ifname"`
-	Port      uint32  `json:"port"`
-	Driver    string  `json:"driver,omitempty"`
-	LinkLayer string  `json:"link_layer"` // "Ethernet" or "InfiniBand"
-	GIDIndex  int     `json:"gid_index"`  // -1: no GRH (InfiniBand by LID)
-	GID       gid.GID `json:"gid"`
-	GIDType   string  `json:"gid_type,omitempty"` // "RoCE v2", "RoCE v1", "IB"
-	LID       uint16  `json:"lid"`
-	QPN       uint32  `json:"qpn"`
-	PSN       uint32  `json:"psn"`
-	ActiveMTU int     `json:"active_mtu"` // bytes
+	Ifname    string       `json:"ifname"`
+	Port      uint32       `json:"port"`
+	Driver    string       `json:"driver,omitempty"`
+	LinkLayer ib.LinkLayer `json:"link_layer"` // by name on the wire: "Ethernet", "InfiniBand"
+	GIDIndex  int          `json:"gid_index"`  // -1: no GRH (InfiniBand by LID)
+	GID       gid.GID      `json:"gid"`
+	GIDType   string       `json:"gid_type,omitempty"` // "RoCE v2", "RoCE v1", "IB"
+	LID       uint16       `json:"lid"`
+	QPN       uint32       `json:"qpn"`
+	PSN       uint32       `json:"psn"`
+	ActiveMTU int          `json:"active_mtu"` // bytes
 	// RdAtomic is how many RDMA READs it takes outstanding.
 	RdAtomic uint8 `json:"rd_atomic"`
 	// The memory region the peer writes into and reads from: Parts parts
@@ -185,14 +186,31 @@ type Endpoint struct {
 // Name is "rxe0/1".
 func (e Endpoint) Name() string { return fmt.Sprintf("%s/%d", e.Ifname, e.Port) }
 
-// Peer is the other side of a probe between two hosts.
-type Peer struct {
-	// Host is the address of the TCP exchange, "10.0.0.2:18515".
-	Host string
-	Endpoint
-	// Pingpong is set when the peer speaks ibv_rc_pingpong's exchange,
-	// which carries only its LID, QPN, PSN and GID.
-	Pingpong bool
+// MarshalJSON writes the link layer by name.
+func (e Endpoint) MarshalJSON() ([]byte, error) {
+	type plain Endpoint
+	return json.Marshal(struct {
+		plain
+		LinkLayer string `json:"link_layer"`
+	}{plain(e), e.LinkLayer.String()})
+}
+
+// UnmarshalJSON reads the link layer by name; a name that is neither
+// Ethernet nor InfiniBand is a *PeerTextError.
+func (e *Endpoint) UnmarshalJSON(b []byte) error {
+	type plain Endpoint
+	w := struct {
+		*plain
+		LinkLayer string `json:"link_layer"`
+	}{plain: (*plain)(e)}
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	if err := checkOneOf("link layer", w.LinkLayer, ib.LinkLayerEthernet.String(), ib.LinkLayerInfiniBand.String()); err != nil {
+		return err
+	}
+	e.LinkLayer = ib.ParseLinkLayer(w.LinkLayer)
+	return nil
 }
 
 // IncompatibleError means two ports cannot reach each other whatever the
@@ -209,10 +227,10 @@ func (e *IncompatibleError) Error() string {
 // compatible reports whether local's queue pair can connect to remote's.
 func compatible(local, remote Endpoint) error {
 	side := func(e Endpoint, v string) string { return e.Name() + " " + v }
-	if local.LinkLayer != remote.LinkLayer {
-		return &IncompatibleError{What: "link layers", Local: side(local, local.LinkLayer), Remote: side(remote, remote.LinkLayer)}
+	if local.LinkLayer.IsEthernet() != remote.LinkLayer.IsEthernet() {
+		return &IncompatibleError{What: "link layers", Local: side(local, local.LinkLayer.String()), Remote: side(remote, remote.LinkLayer.String())}
 	}
-	if local.LinkLayer == ib.LinkLayerInfiniBand.String() {
+	if local.LinkLayer.IsInfiniBand() {
 		if remote.GIDIndex < 0 && (remote.LID == 0 || remote.LID >= 0xc000) {
 			return fmt.Errorf("the peer's %s has no usable LID (%#x): is a subnet manager running?", remote.Name(), remote.LID)
 		}
@@ -228,22 +246,13 @@ func compatible(local, remote Endpoint) error {
 	return nil
 }
 
-// pathMTU is the smaller of the two ports' active MTUs.
+// pathMTU is the smaller of the two ports' active MTUs; the local one when
+// the peer's is not an MTU.
 func pathMTU(local ib.MTU, remoteBytes int) ib.MTU {
-	if remote := mtuOf(remoteBytes); remote != 0 && remote < local {
+	if remote, ok := ib.MTUFromBytes(remoteBytes); ok && remote < local {
 		return remote
 	}
 	return local
-}
-
-// mtuOf returns the MTU code of a size in bytes, or 0.
-func mtuOf(bytes int) ib.MTU {
-	for m := ib.MTU256; m <= ib.MTU4096; m++ {
-		if m.Bytes() == bytes {
-			return m
-		}
-	}
-	return 0
 }
 
 // Measurement is what a bw, lat or pingpong test measured on one side.

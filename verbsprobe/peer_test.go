@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/grdma/grdma/gid"
+	"github.com/grdma/grdma/ib"
 )
 
 func TestPingpongAddress(t *testing.T) {
@@ -120,29 +121,29 @@ func TestCompatible(t *testing.T) {
 	v4, _ := gid.Parse("::ffff:10.0.0.1")
 	v6, _ := gid.Parse("fe80::1")
 	roce := func(g gid.GID, typ string) Endpoint {
-		return Endpoint{Ifname: "rxe0", Port: 1, LinkLayer: "Ethernet", GIDIndex: 1, GID: g, GIDType: typ}
+		return Endpoint{Ifname: "rxe0", Port: 1, LinkLayer: ib.LinkLayerEthernet, GIDIndex: 1, GID: g, GIDType: typ}
 	}
-	ib := Endpoint{Ifname: "mlx5_0", Port: 1, LinkLayer: "InfiniBand", GIDIndex: -1, LID: 7}
+	ibEnd := Endpoint{Ifname: "mlx5_0", Port: 1, LinkLayer: ib.LinkLayerInfiniBand, GIDIndex: -1, LID: 7}
 	for _, tt := range []struct {
 		local, remote Endpoint
 		want          string // "" compatible
 	}{
 		{roce(v4, "RoCE v2"), roce(v4, "RoCE v2"), ""},
-		{ib, ib, ""},
-		{roce(v4, "RoCE v2"), ib, "link layers differ: this side's rxe0/1 Ethernet, the peer's mlx5_0/1 InfiniBand"},
+		{ibEnd, ibEnd, ""},
+		{roce(v4, "RoCE v2"), ibEnd, "link layers differ: this side's rxe0/1 Ethernet, the peer's mlx5_0/1 InfiniBand"},
 		{roce(v4, "RoCE v2"), roce(v4, "RoCE v1"), "GID types differ: this side's rxe0/1 GID 1 ::ffff:10.0.0.1 (RoCE v2), the peer's rxe0/1 GID 1 ::ffff:10.0.0.1 (RoCE v1)"},
 		{roce(v4, "RoCE v2"), roce(v6, "RoCE v2"), "address families differ"},
-		{ib, Endpoint{Ifname: "mlx5_1", Port: 1, LinkLayer: "InfiniBand", GIDIndex: -1}, "has no usable LID"},
+		{ibEnd, Endpoint{Ifname: "mlx5_1", Port: 1, LinkLayer: ib.LinkLayerInfiniBand, GIDIndex: -1}, "has no usable LID"},
 	} {
 		err := compatible(tt.local, tt.remote)
 		if (tt.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tt.want)) {
 			t.Errorf("compatible(%s, %s) = %v, want %q", tt.local.LinkLayer, tt.remote.LinkLayer, err, tt.want)
 		}
 	}
-	if got := pathMTU(mtuOf(4096), 1024); got.Bytes() != 1024 {
+	if got := pathMTU(ib.MTU4096, 1024); got.Bytes() != 1024 {
 		t.Errorf("path MTU of 4096 and 1024: %v", got)
 	}
-	if got := pathMTU(mtuOf(1024), 0); got.Bytes() != 1024 {
+	if got := pathMTU(ib.MTU1024, 0); got.Bytes() != 1024 {
 		t.Errorf("path MTU with an unknown peer MTU: %v", got)
 	}
 }

@@ -2,6 +2,7 @@ package verbsprobe
 
 import (
 	"bytes"
+	"context"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -70,79 +71,113 @@ func (a *PingpongAddress) UnmarshalBinary(b []byte) error {
 	return nil
 }
 
-func (p *prober) pingpongAddress() PingpongAddress {
-	a := PingpongAddress{LID: p.port.LID, QPN: p.qp.QP().QPN, PSN: p.startPSN}
-	if p.res.GIDIndex >= 0 {
-		a.GID = p.res.GID
+// pingpongAddress is the Conn's address in ibv_rc_pingpong's exchange.
+func pingpongAddress(c *Conn) PingpongAddress {
+	a := PingpongAddress{LID: c.dev.port.LID, QPN: c.QPN(), PSN: c.psn}
+	if c.dev.addr.GIDIndex >= 0 {
+		a.GID = c.dev.addr.GID
 	}
 	return a
 }
 
 // takePingpong records an ibv_rc_pingpong peer's address.
-func (p *prober) takePingpong(b []byte) (string, error) {
+func (x *peerSide) takePingpong(d *Device, b []byte) (string, error) {
 	var a PingpongAddress
 	if err := a.UnmarshalBinary(b); err != nil {
-		return "", p.session.peerError("reading the address of", err)
+		return "", x.s.peerError("reading the address of", err)
 	}
-	if p.port.LinkLayer == ib.LinkLayerEthernet && a.GID.InterfaceID() == 0 {
-		return "", p.session.peerError("connecting to", errors.New(
+	if d.port.LinkLayer == ib.LinkLayerEthernet && a.GID.InterfaceID() == 0 {
+		return "", x.s.peerError("connecting to", errors.New(
 			"the ibv_rc_pingpong peer sent no GID: on RoCE run it with -g INDEX (`grdma gid show DEV type v2 ipv4 -q` gives one)"))
 	}
-	remote := Endpoint{Ifname: "ibv_rc_pingpong", LinkLayer: p.port.LinkLayer.String(), GIDIndex: -1, GID: a.GID,
+	remote := Endpoint{Ifname: "ibv_rc_pingpong", LinkLayer: d.port.LinkLayer, GIDIndex: -1, GID: a.GID,
 		LID: a.LID, QPN: a.QPN, PSN: a.PSN, RdAtomic: 1}
 	if a.GID.InterfaceID() != 0 {
 		remote.GIDIndex = 0 // unknown; the GID is what counts
 	}
-	return p.takeRemote(remote)
+	return x.takeRemote(d, remote)
 }
 
-// connectPingpongServer is the client's half of ibv_rc_pingpong's
-// exchange.
-func (p *prober) connectPingpongServer() (string, error) {
-	s := p.session
-	if err := s.dial(p.ctx); err != nil {
-		return "", err
+// sendAddress writes the Conn's address; its receives are posted (the
+// test armed it).
+func (x *peerSide) sendAddress(c *Conn) error {
+	mine, err := pingpongAddress(c).MarshalBinary()
+	if err != nil {
+		return err
 	}
-	if err := p.sendPingpongAddress(); err != nil {
-		return "", err
+	return x.s.write(mine)
+}
+
+// pingpongClient is the client of an ibv_rc_pingpong server.
+type pingpongClient struct{ peerSide }
+
+func (x *pingpongClient) Steps() ExchangeSteps { return ExchangeSteps{Trade: StepConnect} }
+
+func (x *pingpongClient) Begin(ctx context.Context, _ *Device) (context.Context, string, error) {
+	return ctx, "", nil
+}
+
+// Trade is the client's half of ibv_rc_pingpong's exchange: its address,
+// the server's, "done".
+func (x *pingpongClient) Trade(ctx context.Context, c *Conn) (Path, string, error) {
+	s := x.s
+	if err := s.dial(ctx); err != nil {
+		return Path{}, "", err
+	}
+	if err := x.sendAddress(c); err != nil {
+		return Path{}, "", err
 	}
 	theirs := make([]byte, pingpongAddressLen)
 	if err := s.readFull(theirs, "reading the address of"); err != nil {
-		return "", err
+		return Path{}, "", err
 	}
-	detail, err := p.takePingpong(theirs)
+	detail, err := x.takePingpong(c.dev, theirs)
 	if err != nil {
-		return "", err
+		return Path{}, "", err
 	}
-	return detail, s.write([]byte(pingpongDone))
+	return peerPath(c.dev, s.test, s.remote, c.shape.RdAtomic), detail, s.write([]byte(pingpongDone))
 }
 
-// acceptPingpong is the server's first half of ibv_rc_pingpong's
-// exchange: the client's address.
-func (p *prober) acceptPingpong() (string, error) {
-	s := p.session
-	test := Test{Kind: TestPingpong, Size: s.test.Size, Iters: s.test.Iters}.WithDefaults()
-	if err := test.Validate(); err != nil {
-		return "", err
-	}
-	s.test = test
-	p.res.Test = &test
-	theirs := make([]byte, pingpongAddressLen)
-	if err := s.readFull(theirs, "reading the address of"); err != nil {
-		return "", err
-	}
-	detail, err := p.takePingpong(theirs)
-	if err != nil {
-		return "", err
-	}
-	return detail + ", an ibv_rc_pingpong client", nil
+func (x *pingpongClient) Ready(context.Context, *Conn) (string, error)    { return "", nil }
+func (x *pingpongClient) Finish(context.Context, *Result) (string, error) { return "", nil }
+
+// pingpongServer is the server of an ibv_rc_pingpong client whose address
+// arrived: answered with the listener's size and iters.
+type pingpongServer struct {
+	peerSide
+	arr    *arrival
+	cfg    ServeConfig
+	cancel context.CancelFunc
 }
 
-// welcomePingpong is the server's second half: receives posted and the
-// queue pair connected, it answers with its address and takes "done".
-func (p *prober) welcomePingpong() (string, error) {
-	s := p.session
-	if err := p.sendPingpongAddress(); err != nil {
+func (x *pingpongServer) Steps() ExchangeSteps {
+	return ExchangeSteps{Begin: StepAccept, Ready: StepWelcome}
+}
+
+// Begin takes the client's address, read by acceptFirst.
+func (x *pingpongServer) Begin(ctx context.Context, d *Device) (context.Context, string, error) {
+	s := x.s
+	s.test = Test{Kind: TestPingpong, Size: x.cfg.Pingpong.Size, Iters: x.cfg.Pingpong.Iters}.WithDefaults()
+	ctx, x.cancel = withBudget(ctx, x.cfg.Limits, s.test, s.timeout)
+	s.host = x.arr.conn.RemoteAddr().String()
+	x.peer.Host, x.peer.Test = s.host, &s.test
+	s.attachReader(ctx, x.arr.conn, x.arr.rd)
+	detail, err := x.takePingpong(d, x.arr.pingpong)
+	if err != nil {
+		return ctx, "", err
+	}
+	return ctx, detail + ", an ibv_rc_pingpong client" + refusedNote(x.arr.refused), nil
+}
+
+func (x *pingpongServer) Trade(_ context.Context, c *Conn) (Path, string, error) {
+	return peerPath(c.dev, x.s.test, x.s.remote, c.shape.RdAtomic), "", nil
+}
+
+// Ready is the server's second half: receives posted and the queue pair
+// connected, it answers with its address and takes "done".
+func (x *pingpongServer) Ready(_ context.Context, c *Conn) (string, error) {
+	s := x.s
+	if err := x.sendAddress(c); err != nil {
 		return "", err
 	}
 	done := make([]byte, len(pingpongDone))
@@ -152,20 +187,16 @@ func (p *prober) welcomePingpong() (string, error) {
 	if string(done) != pingpongDone {
 		return "", s.peerError("waiting for the done of", fmt.Errorf("got %q, want %q", done, pingpongDone))
 	}
-	return fmt.Sprintf("qpn %#06x, psn %#06x", p.qp.QP().QPN, p.startPSN), nil
+	return fmt.Sprintf("qpn %#06x, psn %#06x", c.QPN(), c.psn), nil
 }
 
-// sendPingpongAddress posts the receives the peer's first SEND needs,
-// then writes this side's address.
-func (p *prober) sendPingpongAddress() error {
-	if err := p.postReceives(); err != nil {
-		return err
+func (x *pingpongServer) Finish(context.Context, *Result) (string, error) { return "", nil }
+
+func (x *pingpongServer) Close() error {
+	if x.cancel != nil {
+		x.cancel()
 	}
-	mine, err := p.pingpongAddress().MarshalBinary()
-	if err != nil {
-		return err
-	}
-	return p.session.write(mine)
+	return x.peerSide.Close()
 }
 
 // write writes b within the timeout.
@@ -193,13 +224,13 @@ func (s *session) readFull(b []byte, doing string) error {
 // SEND and a RECV have completed; the client sends first. An exchange is
 // a SEND each way.
 func (t *traffic) pingpong() (string, error) {
-	s := t.p.session
-	test := s.test
-	m := t.p.mr
+	s := t.e.link
+	test := t.e.test
+	m := t.e.conn.mr
 	m.region(partSource)[0] = 0x7b // what ibv_rc_pingpong sends
 	send := uverbs.SendWR{ID: wrSend, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGL: []uverbs.SGE{m.sge(partSource)}}
 	recv := uverbs.RecvWR{ID: wrRecv, SGL: []uverbs.SGE{m.sge(partTarget)}}
-	pl := t.newPoller()
+	pl := t.newPoller(true)
 	doing := fmt.Sprintf("exchanging with the ibv_rc_pingpong peer (its -n and -s must equal iters %d and size %d)", test.Iters, test.Size)
 	var rec latencyRecorder
 	pending := wrRecv
@@ -246,8 +277,33 @@ func (t *traffic) pingpong() (string, error) {
 	elapsed := time.Since(start)
 	meas := Measurement{Test: TestPingpong, Size: test.Size, Iters: test.Iters, Bytes: 2 * uint64(test.Size) * uint64(test.Iters),
 		Elapsed: elapsed, Latency: rec.stats()}
-	t.p.res.Measurements = append(t.p.res.Measurements, meas)
+	t.e.measured(meas)
 	return fmt.Sprintf("%d bytes in %.2f seconds = %.2f Mbit/sec; %d iters in %.2f seconds = %.2f usec/iter",
 		meas.Bytes, elapsed.Seconds(), float64(meas.Bytes)*8/float64(elapsed.Microseconds()), test.Iters, elapsed.Seconds(),
 		float64(elapsed.Microseconds())/float64(test.Iters)), nil
+}
+
+// foreignAnswer recognises a server that answers a hello with something
+// other than the grdma protocol's JSON: an ibv_rc_pingpong server sends
+// its 52-byte address, which is named as such however its bytes arrive
+// (together, or in pieces). nil when the answer is JSON, or none came
+// (receive says why).
+func (s *session) foreignAnswer(doing string) error {
+	s.conn.SetReadDeadline(time.Now().Add(s.timeout))
+	first, err := s.rd.Peek(1)
+	switch {
+	case isTimeout(err):
+		return s.peerError(doing, err) // no answer: receive would wait again
+	case err != nil || first[0] == '{':
+		return nil
+	}
+	b := make([]byte, pingpongAddressLen)
+	n, _ := io.ReadFull(s.rd, b)
+	var a PingpongAddress
+	if n == len(b) && a.UnmarshalBinary(b) == nil {
+		return &PeerError{Host: s.host, Doing: doing, Err: errors.New(
+			"the peer answered with an ibv_rc_pingpong address: it is an ibv_rc_pingpong server, not a grdma probe listener (give pingpong to talk to it)")}
+	}
+	return &PeerError{Host: s.host, Doing: doing, Err: fmt.Errorf(
+		"not a grdma probe listener: it answered %.60q (ibv_rc_pingpong and perftest servers use port %d too: give pingpong to talk to ibv_rc_pingpong)", b[:n], DefaultPeerPort)}
 }

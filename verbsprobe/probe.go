@@ -23,18 +23,30 @@
 // through two interfaces (posting work requests, polling completions:
 // drivers.go), so a second driver's data path (mlx5's WQEs and doorbells)
 // needs neither the exchange nor the command line changed.
+//
+// A probe has four layers, each in its files:
+//
+//   - a Device (device.go, address.go): the device port opened, its
+//     address (GID or LID) chosen, a protection domain; long-lived and
+//     shared between goroutines;
+//   - a Conn (conn.go): one queue pair with its completion queue and
+//     memory region, brought through its state transitions; one per peer;
+//   - an Exchange (exchange.go): what connects a Conn's queue pair to its
+//     peer's, and may choose the device or the transitions' attributes:
+//     the queue pair itself (Run), grdma's TCP exchange (tcp.go,
+//     protocol.go), ibv_rc_pingpong's (pingpong.go);
+//   - a test (tests.go, traffic.go, peertests.go): traffic, bw, lat,
+//     pingpong, run on a Conn.
 package verbsprobe
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"math/rand/v2"
+	"net"
 	"time"
 
 	"github.com/grdma/grdma/gid"
 	"github.com/grdma/grdma/ib"
-	"github.com/grdma/grdma/locator"
 	"github.com/grdma/grdma/sysfs"
 	"github.com/grdma/grdma/uverbs"
 )
@@ -42,7 +54,11 @@ import (
 // Options says what to probe.
 type Options struct {
 	// Sysfs is the root the device is found under (sysfs.NewFS("/")).
-	Sysfs  sysfs.FS
+	Sysfs sysfs.FS
+	// Open, when set, opens the device's uverbs context instead (a fake
+	// kernel: uverbstest); the GID table then comes from QUERY_GID_TABLE
+	// and no address is awaited.
+	Open   func() (*uverbs.Context, error)
 	Device string // the RDMA device, e.g. "rxe0"
 	// Port is the port number, from 1; 0 means 1.
 	Port uint32
@@ -59,6 +75,11 @@ type Options struct {
 	// AddressWait bounds the wait for the chosen GID's IPv6 address to
 	// finish duplicate address detection; 0 means DefaultAddressWait.
 	AddressWait time.Duration
+	// Poll waits for completions by busy polling, as grdma did before
+	// completion events, everywhere: a baseline for benchmarks. Without
+	// it only the latency tests poll (lat, pingpong), where polling is
+	// faster; everything else waits for events on a completion channel.
+	Poll bool
 }
 
 // AutoGID asks for the GID the selector chooses.
@@ -124,12 +145,28 @@ type Result struct {
 	// driver's data is unknown to grdma.
 	Unsupported string
 
-	// Between two hosts (Connect, Serve): this side's role, the test, the
-	// peer, the path MTU both queue pairs use, and what was measured.
-	Role         string
-	Test         *Test
-	Peer         *Peer
-	PathMTU      ib.MTU
+	// Peer is the other side and what ran with it, between two hosts
+	// (Connect, Serve); nil on this host alone.
+	Peer *PeerResult
+}
+
+// PeerResult is a probe between two hosts as one side saw it.
+type PeerResult struct {
+	Role string // RoleClient or RoleServer
+	// Host is the address of the exchange: the server's for a client
+	// (from the start), the client's for a server (once one came).
+	Host string
+	// Test is what ran; a server knows it once its peer asked.
+	Test *Test
+	// Remote is the peer's endpoint, once it was exchanged.
+	Remote *Endpoint
+	// Pingpong is set when the peer speaks ibv_rc_pingpong's exchange,
+	// which carries only its LID, QPN, PSN and GID.
+	Pingpong bool
+	// PathMTU is what both queue pairs use.
+	PathMTU ib.MTU
+	// Pinned is the bytes of memory this side registered for the test.
+	Pinned       int
 	Measurements []Measurement
 }
 
@@ -176,406 +213,68 @@ type UnsupportedError struct {
 
 func (e *UnsupportedError) Error() string { return e.Device + ": " + e.Reason }
 
-// The queue pair's shape: small, one SGE, every send signalled.
-const (
-	queueDepth   = 16
-	cqEntries    = 2 * queueDepth
-	qpAccess     = uverbs.AccessLocalWrite | uverbs.AccessRemoteWrite | uverbs.AccessRemoteRead
-	hopLimit     = 64
-	minRNRTimer  = 12 // 0.64 ms
-	ackTimeout   = 14 // 4.096 µs × 2^14 = 67 ms
-	retryCount   = 7
-	rnrRetry     = 3 // not 7 (infinite): a missing receive surfaces as an error
-	rdAtomicSize = 1 // one outstanding RDMA READ each way
-)
-
-// prober runs one probe; its fields are the objects that exist, which
-// teardown destroys.
-type prober struct {
-	ctx    context.Context // stops waits within a step
-	opts   Options
-	res    *Result
-	dev    *sysfs.Device // see device
-	c      *uverbs.Context
-	port   uverbs.PortAttr
-	driver *driver // nil: not a driver the probe knows
-	pd     *uverbs.PD
-	cq     probeCQ
-	qp     probeQP
-	mr     *memoryRegion
-	// startPSN is the first packet sequence number, random (24 bits);
-	// sending to itself, the queue pair's send and receive PSNs are equal.
-	startPSN uint32
-	// session is the probe's peer on another host; nil when the queue
-	// pair is connected to itself.
-	session    *session
-	deviceAttr uverbs.DeviceAttr // QUERY_DEVICE's answer
-}
-
-// connection is where the queue pair sends: to itself, or to a peer's
-// queue pair (see Connect and Serve).
-type connection struct {
-	destQPN  uint32
-	destPSN  uint32 // the peer's first send PSN: the receive PSN
-	dgid     gid.GID
-	dlid     uint16
-	pathMTU  ib.MTU
-	rdAtomic uint8 // RDMA READs outstanding each way
-	rnrRetry uint8
-}
-
-// connection returns where the queue pair connects: its peer's queue pair
-// when it has one, else itself.
-func (p *prober) connection() connection {
-	if p.session != nil {
-		return p.session.connection(p)
-	}
-	return connection{destQPN: p.qp.QP().QPN, destPSN: p.startPSN, dgid: p.res.GID, dlid: p.res.LID,
-		pathMTU: p.port.ActiveMTU, rdAtomic: rdAtomicSize, rnrRetry: rnrRetry}
-}
-
-// qpShape returns the completion queue's entries and the queue pair's
-// capacities.
-func (p *prober) qpShape() (cqe uint32, qpCap uverbs.QPCap) {
-	if p.session != nil {
-		return p.session.qpShape()
-	}
-	return cqEntries, uverbs.QPCap{MaxSendWR: queueDepth, MaxRecvWR: queueDepth, MaxSendSGE: 1, MaxRecvSGE: 1}
-}
-
-// Run probes the device opts names. The result lists every step that ran;
-// ctx stops the probe between steps (the teardown still runs).
+// Run probes the device opts names, on its own: a queue pair connected
+// to itself, with traffic when opts.Traffic. The result lists every step
+// that ran; ctx stops the probe between steps (the teardown still runs).
 func Run(ctx context.Context, opts Options) *Result {
-	p := newProber(ctx, opts)
-	defer p.teardown()
-	p.run(ctx)
-	return p.res
+	return probe(ctx, opts, selfExchange{traffic: opts.Traffic}, newResult(opts))
 }
 
-func newProber(ctx context.Context, opts Options) *prober {
-	if opts.Port == 0 {
-		opts.Port = 1
-	}
-	if opts.CompletionTimeout == 0 {
-		opts.CompletionTimeout = DefaultCompletionTimeout
-	}
-	return &prober{
-		ctx:      ctx,
-		opts:     opts,
-		res:      &Result{Device: opts.Device, Port: opts.Port, GIDIndex: AutoGID, Traffic: opts.Traffic},
-		startPSN: rand.Uint32() & 0xffffff,
-	}
+// Connect probes the path to the peer that Serve answers at addr
+// (host:port): both queue pairs are brought to RTS against each other,
+// then test runs. timeout (0: DefaultPeerTimeout) bounds the connection,
+// which is retried while refused, and every wait on the peer. The result
+// lists this side's steps; a failure of the peer is a *RemoteFailure.
+// Everything is torn down on every path, and ctx stops the probe.
+//
+// With TestPingpong the peer is an ibv_rc_pingpong server
+// (`ibv_rc_pingpong -g N`), spoken to in its own exchange.
+func Connect(ctx context.Context, opts Options, addr string, test Test, timeout time.Duration) *Result {
+	return ConnectWith(ctx, opts, addr, ConnectConfig{Test: test, Timeout: timeout})
 }
 
-// stepFunc is one step: it returns what it found or made, or why it
-// failed.
-type stepFunc struct {
-	name string
-	fn   func() (detail string, err error)
+// ConnectConfig is what a client asks of its peer.
+type ConnectConfig struct {
+	Test    Test
+	Timeout time.Duration // 0: DefaultPeerTimeout
+	// Key is the responder's shared secret (LoadKey), for one that asks
+	// for it (auth).
+	Key []byte
+	// Dial, when set, connects to the peer instead of TCP (tests: a pipe).
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
-// prologue runs the steps every probe starts with, up to a protection
-// domain, then more; false when one failed, or when the driver's queues
-// are unknown to grdma (Result.Unsupported says so).
-func (p *prober) prologue(ctx context.Context, more ...stepFunc) bool {
-	if !p.steps(ctx, append([]stepFunc{
-		{StepOpen, p.open},
-		{StepQueryDevice, p.queryDevice},
-		{StepQueryPort, p.queryPort},
-		{StepAddress, p.chooseAddress},
-		{StepAllocPD, p.allocPD},
-	}, more...)) {
-		return false
+// ConnectWith is Connect with a ConnectConfig.
+func ConnectWith(ctx context.Context, opts Options, addr string, cfg ConnectConfig) *Result {
+	test := cfg.Test.WithDefaults()
+	res := newResult(opts)
+	res.Peer = &PeerResult{Role: RoleClient, Host: addr, Test: &test}
+	if err := test.Validate(); err != nil {
+		newRecorder(ctx, res, nil).record(StepConnect, 0, "", err)
+		return res
 	}
-	if p.driver == nil {
-		p.res.Unsupported = fmt.Sprintf("driver %s not supported by the probe: its CREATE_CQ and CREATE_QP need driver data grdma does not know (checked up to ALLOC_PD)",
-			p.res.Driver)
-		return false
+	side := peerSide{s: newSession(RoleClient, addr, test, cfg.Timeout), peer: res.Peer}
+	side.s.dialer = cfg.Dial
+	var x Exchange = &grdmaClient{peerSide: side, key: cfg.Key}
+	if test.Kind == TestPingpong {
+		x = &pingpongClient{side}
 	}
-	return true
+	return probe(ctx, opts, x, res)
 }
 
-func (p *prober) run(ctx context.Context) {
-	if !p.prologue(ctx) {
-		return
-	}
-	if !p.steps(ctx, []stepFunc{
-		{StepCreateCQ, p.createCQ},
-		{StepCreateQP, p.createQP},
-		{StepInit, p.toInit},
-		{StepRTR, p.toRTR},
-		{StepRTS, p.toRTS},
-		{StepQueryQP, p.queryQP},
-	}) || !p.opts.Traffic {
-		return
-	}
-	t, ok := newTraffic(p)
-	if !ok {
-		p.res.Unsupported = fmt.Sprintf("traffic on driver %s not supported by the probe: it needs the driver's data path (WQE format, doorbells), which grdma does not have; the queue pair reached RTS",
-			p.res.Driver)
-		return
-	}
-	p.steps(ctx, []stepFunc{
-		{StepRegMR, p.regMR},
-		{StepSend, t.send},
-		{StepRDMAWrite, t.rdmaWrite},
-		{StepRDMARead, t.rdmaRead},
-	})
-}
-
-// steps runs steps in order until one fails; it reports whether all
-// passed.
-func (p *prober) steps(ctx context.Context, steps []stepFunc) bool {
-	for _, s := range steps {
-		if !p.step(ctx, s.name, s.fn) {
-			return false
-		}
-	}
-	return true
-}
-
-// step runs and records one step; it reports whether the step passed. A
-// cancelled ctx fails the step before it runs.
-func (p *prober) step(ctx context.Context, name string, fn func() (string, error)) bool {
-	if err := ctx.Err(); err != nil {
-		p.record(name, 0, "", fmt.Errorf("interrupted: %w", err))
-		return false
-	}
-	start := time.Now()
-	detail, err := fn()
-	p.record(name, time.Since(start), detail, err)
-	return err == nil
-}
-
-func (p *prober) record(name string, d time.Duration, detail string, err error) {
-	s := Step{Name: name, OK: err == nil, Duration: d, Detail: detail}
-	if err != nil {
-		s.Err = p.diagnose(name, err)
-		if p.session != nil {
-			p.session.reportFailure(name, err)
-		}
-	}
-	p.res.Steps = append(p.res.Steps, s)
-}
-
-// teardown destroys what exists, queue pair first (the others cannot go
-// while it uses them), and closes the device, each as a step.
-func (p *prober) teardown() {
-	ctx := context.Background()
-	if p.qp != nil {
-		p.step(ctx, StepDestroyQP, func() (string, error) { return "", p.qp.Destroy() })
-		p.qp = nil
-	}
-	if p.cq != nil {
-		p.step(ctx, StepDestroyCQ, func() (string, error) { return "", p.cq.Destroy() })
-		p.cq = nil
-	}
-	if p.mr != nil {
-		p.step(ctx, StepDeregMR, func() (string, error) { return "", p.mr.release(p.c) })
-		p.mr = nil
-	}
-	if p.pd != nil {
-		p.step(ctx, StepDeallocPD, func() (string, error) { return "", p.c.DeallocPD(*p.pd) })
-		p.pd = nil
-	}
-	if p.c != nil {
-		// Closing also frees whatever a failed destroy left.
-		p.step(ctx, StepClose, func() (string, error) { return "", p.c.Close() })
-		p.c = nil
-	}
-	if p.session != nil {
-		p.session.close()
-	}
-}
-
-func (p *prober) open() (string, error) {
-	c, err := locator.OpenSysfs(p.opts.Sysfs, p.opts.Device)
-	if err != nil {
-		return "", p.openError(err)
-	}
-	p.c = c
-	p.res.Driver, p.res.VerbsDevice = c.Node.Driver, c.Node.Name
-	if d, ok := drivers[c.Node.Driver]; ok {
-		p.driver = &d
-	}
-	return fmt.Sprintf("/dev/infiniband/%s, driver %s", c.Node.Name, c.Node.Driver), nil
-}
-
-// openError says what could not be opened: a device that does not exist,
-// or else what sysfs knows of it.
-func (p *prober) openError(err error) error {
-	dev, devErr := p.device()
-	if sysfs.IsGone(devErr) {
-		return &ib.NotFoundError{Device: p.opts.Device}
-	}
-	p.res.Driver = dev.Driver
-	if vd, err := p.opts.Sysfs.VerbsDeviceFor(p.opts.Device); err == nil {
-		p.res.VerbsDevice = vd.Name
-	}
-	var ud *uverbs.UnsupportedDriverError
-	if errors.As(err, &ud) {
-		p.res.Unsupported = fmt.Sprintf("driver %s not supported by the probe: %s", dev.Driver, ud.Reason)
-	}
-	return err
-}
-
-// device reads the RDMA device's sysfs attributes, once; only diagnoses
-// need them.
-func (p *prober) device() (sysfs.Device, error) {
-	if p.dev == nil {
-		dev, err := p.opts.Sysfs.Device(p.opts.Device)
-		if err != nil {
-			return sysfs.Device{}, err
-		}
-		p.dev = &dev
-	}
-	return *p.dev, nil
-}
-
-func (p *prober) queryDevice() (string, error) {
-	attr, err := p.c.QueryDevice()
-	if err != nil {
-		return "", err
-	}
-	p.deviceAttr = attr
-	if p.opts.Port > uint32(attr.PhysPortCnt) {
-		return "", &ib.NotFoundError{Device: p.opts.Device, Port: p.opts.Port}
-	}
-	return fmt.Sprintf("vendor %#x, %d port(s), max_qp_wr %d, max_cqe %d", attr.VendorID, attr.PhysPortCnt, attr.MaxQPWr, attr.MaxCQE), nil
-}
-
-// PortNotActiveError means the port cannot carry traffic.
-type PortNotActiveError struct {
-	Device string
-	Port   uint32
-	State  uint8 // enum ib_port_state
-}
-
-func (e *PortNotActiveError) Error() string {
-	return fmt.Sprintf("port %s/%d is %s, not ACTIVE", e.Device, e.Port, portStateName(e.State))
-}
-
-func portStateName(s uint8) string {
-	names := [...]string{"NOP", "DOWN", "INIT", "ARMED", "ACTIVE", "ACTIVE_DEFER"}
-	if int(s) < len(names) {
-		return names[s]
-	}
-	return fmt.Sprintf("state %d", s)
-}
-
-const portActive = 4 // IB_PORT_ACTIVE
-
-func (p *prober) queryPort() (string, error) {
-	var err error
-	if p.port, err = p.c.QueryPort(uint8(p.opts.Port)); err != nil {
-		return "", err
-	}
-	p.res.LinkLayer = p.port.LinkLayer
-	if p.port.State != portActive {
-		return "", &PortNotActiveError{Device: p.opts.Device, Port: p.opts.Port, State: uint8(p.port.State)}
-	}
-	return fmt.Sprintf("ACTIVE, %s, active MTU %s", p.port.LinkLayer, p.port.ActiveMTU), nil
-}
-
-func (p *prober) allocPD() (string, error) {
-	pd, err := p.c.AllocPD()
-	if err != nil {
-		return "", err
-	}
-	p.pd = &pd
-	return fmt.Sprintf("pd %d", pd.Handle), nil
-}
-
-func (p *prober) createCQ() (string, error) {
-	var err error
-	cqe, _ := p.qpShape()
-	if p.cq, err = p.driver.createCQ(p.c, cqe); err != nil {
-		return "", err
-	}
-	return fmt.Sprintf("cq %d, %d entries", p.cq.CQ().Handle, p.cq.CQ().CQE), nil
-}
-
-func (p *prober) createQP() (string, error) {
-	cq := p.cq.CQ()
-	_, qpCap := p.qpShape()
-	init := uverbs.QPInit{PD: *p.pd, SendCQ: cq, RecvCQ: cq, Type: ib.QPTypeRC, SignalAll: true, Cap: qpCap}
-	var err error
-	if p.qp, err = p.driver.createQP(p.c, init); err != nil {
-		return "", err
-	}
-	qp := p.qp.QP()
-	p.res.QPN = qp.QPN
-	return fmt.Sprintf("RC qpn %d, %d send and %d receive requests", qp.QPN, qp.Cap.MaxSendWR, qp.Cap.MaxRecvWR), nil
-}
-
-func (p *prober) toInit() (string, error) {
-	attr := uverbs.QPAttr{State: ib.QPStateInit, PKeyIndex: 0, PortNum: uint8(p.opts.Port), AccessFlags: qpAccess}
-	return "", p.c.ModifyQP(p.qp.QP(), &attr, uverbs.QPAttrsResetToInit)
-}
-
-// addressVector addresses the queue pair's destination: a GID (with a
-// GRH) and LID. Its source GID is the probe's chosen GID.
-func (p *prober) addressVector(to connection) uverbs.AddressVector {
-	av := uverbs.AddressVector{PortNum: uint8(p.opts.Port), DLID: to.dlid}
-	if p.res.GIDIndex >= 0 {
-		av.IsGlobal, av.DGID, av.SGIDIndex, av.HopLimit = 1, to.dgid, uint8(p.res.GIDIndex), hopLimit
-	}
-	return av
-}
-
-func (p *prober) toRTR() (string, error) {
-	qp, to := p.qp.QP(), p.connection()
-	attr := uverbs.QPAttr{State: ib.QPStateRTR, PathMTU: to.pathMTU, DestQPN: to.destQPN, RQPSN: to.destPSN,
-		MaxDestRdAtomic: to.rdAtomic, MinRNRTimer: minRNRTimer, AV: p.addressVector(to)}
-	if err := p.c.ModifyQP(qp, &attr, uverbs.QPAttrsInitToRTR); err != nil {
-		return "", err
-	}
-	return fmt.Sprintf("to qpn %d, path MTU %s", to.destQPN, attr.PathMTU), nil
-}
-
-func (p *prober) toRTS() (string, error) {
-	to := p.connection()
-	attr := uverbs.QPAttr{State: ib.QPStateRTS, Timeout: ackTimeout, RetryCnt: retryCount, RNRRetry: to.rnrRetry,
-		SQPSN: p.startPSN, MaxRdAtomic: to.rdAtomic}
-	return "", p.c.ModifyQP(p.qp.QP(), &attr, uverbs.QPAttrsRTRToRTS)
-}
-
-// QPMismatchError means QUERY_QP disagrees with what the probe set.
-type QPMismatchError struct {
-	Attribute string
-	Got, Want string
-}
-
-func (e *QPMismatchError) Error() string {
-	return fmt.Sprintf("QUERY_QP: %s is %s, want %s", e.Attribute, e.Got, e.Want)
-}
-
-func (p *prober) queryQP() (string, error) {
-	qp := p.qp.QP()
-	attr, err := p.c.QueryQP(qp, uverbs.QPAttrAll)
-	if err != nil {
-		return "", err
-	}
-	to := p.connection()
-	want := p.addressVector(to)
-	for _, c := range []struct {
-		name      string
-		got, want any
-	}{
-		{"state", attr.State, ib.QPStateRTS},
-		{"dest_qp_num", attr.DestQPN, to.destQPN},
-		{"path_mtu", attr.PathMTU, to.pathMTU},
-		{"sq_psn", attr.SQPSN, p.startPSN},
-		{"port_num", attr.AV.PortNum, want.PortNum},
-		{"is_global", attr.AV.IsGlobal, want.IsGlobal},
-		{"sgid_index", attr.AV.SGIDIndex, want.SGIDIndex},
-		{"dgid", gid.GID(attr.AV.DGID), gid.GID(want.DGID)},
-	} {
-		if c.got != c.want {
-			return "", &QPMismatchError{Attribute: c.name, Got: fmt.Sprint(c.got), Want: fmt.Sprint(c.want)}
-		}
-	}
-	return fmt.Sprintf("%s, connected to qpn %d", attr.State, attr.DestQPN), nil
+// Serve waits on ln for one peer (Connect, or an ibv_rc_pingpong client),
+// brings its queue pair to RTS against the peer's and serves the test the
+// peer asks for, within cfg's limits. It accepts connections until one
+// sends a valid first message, a hello within the limits or an
+// ibv_rc_pingpong address; each other one is told why if it is a grdma
+// client, logged (cfg.Logf) and closed. Then ln is closed: the first
+// valid peer wins. The peer may stay for its test's budget
+// (Limits.Budget), then it is cut off (*OverstayError). An
+// ibv_rc_pingpong client is answered with cfg.Pingpong's Size and Iters.
+func Serve(ctx context.Context, opts Options, ln net.Listener, cfg ServeConfig) *Result {
+	res := newResult(opts)
+	res.Peer = &PeerResult{Role: RoleServer}
+	return probe(ctx, opts, &listenExchange{ln: ln, cfg: cfg, peer: res.Peer}, res)
 }
 
 // randomPayload fills b with bytes that differ from run to run, so that

@@ -85,16 +85,14 @@ func TestRunInterrupted(t *testing.T) {
 	}
 }
 
-// newTestProber is a prober past QUERY_PORT on a sysfs tree.
-func newTestProber(fsys sysfs.FS, dev string, gidIndex int, port uverbs.PortAttr) *prober {
-	p := &prober{ctx: context.Background(), opts: Options{Sysfs: fsys, Device: dev, Port: 1, GIDIndex: gidIndex},
-		res: &Result{Device: dev, Port: 1, GIDIndex: AutoGID}, port: port}
-	return p
+// newTestTarget is a device port past QUERY_PORT on a sysfs tree.
+func newTestTarget(fsys sysfs.FS, dev string, gidIndex int, port uverbs.PortAttr) *target {
+	return &target{opts: Options{Sysfs: fsys, Device: dev, Port: 1, GIDIndex: gidIndex}, port: port, addr: Address{GIDIndex: AutoGID}}
 }
 
 var (
-	rocePort = uverbs.PortAttr{State: portActive, LinkLayer: ib.LinkLayerEthernet}
-	ibPort   = uverbs.PortAttr{State: portActive, LinkLayer: ib.LinkLayerInfiniBand, LID: 5, GIDTblLen: 8}
+	rocePort = uverbs.PortAttr{State: ib.PortActive, LinkLayer: ib.LinkLayerEthernet}
+	ibPort   = uverbs.PortAttr{State: ib.PortActive, LinkLayer: ib.LinkLayerInfiniBand, LID: 5, GIDTblLen: 8}
 )
 
 func TestChooseAddress(t *testing.T) {
@@ -122,11 +120,11 @@ func TestChooseAddress(t *testing.T) {
 		{hca, "mlx5_2", AutoGID, ibPort, AutoGID, 5, "LID 0x5, no GRH"},
 		{hca, "mlx5_2", 0, ibPort, 0, 5, "GID 0 fe80::c42:a103:ab:cdef IB, LID 0x5"},
 	} {
-		p := newTestProber(tt.fsys, tt.dev, tt.gidIndex, tt.port)
-		detail, err := p.chooseAddress()
-		if err != nil || detail != tt.detail || p.res.GIDIndex != tt.index || p.res.LID != tt.lid {
+		p := newTestTarget(tt.fsys, tt.dev, tt.gidIndex, tt.port)
+		detail, err := p.chooseAddress(context.Background())
+		if err != nil || detail != tt.detail || p.addr.GIDIndex != tt.index || p.addr.LID != tt.lid {
 			t.Errorf("%s gid-index %d: %q, %v; index %d, LID %d; want %q, index %d, LID %d",
-				tt.dev, tt.gidIndex, detail, err, p.res.GIDIndex, p.res.LID, tt.detail, tt.index, tt.lid)
+				tt.dev, tt.gidIndex, detail, err, p.addr.GIDIndex, p.addr.LID, tt.detail, tt.index, tt.lid)
 		}
 	}
 }
@@ -148,7 +146,7 @@ func TestSelectGIDAgreesWithSelector(t *testing.T) {
 				port.LinkLayer = ib.LinkLayerInfiniBand
 			}
 			port.GIDTblLen = uint32(len(attrs))
-			p := newTestProber(fsys, table.Device, AutoGID, port)
+			p := newTestTarget(fsys, table.Device, AutoGID, port)
 			got, err := p.selectGID()
 			want, wantErr := selectOverTable(table.Entries)
 			if (err != nil) != (wantErr != nil) || got != want {
@@ -172,8 +170,8 @@ func TestChooseAddressErrors(t *testing.T) {
 	rxe := fixture(t, "rxe-6.12")
 	port := rocePort
 	port.GIDTblLen = 1024
-	p := newTestProber(rxe, "rxe0", 3, port)
-	_, err := p.chooseAddress()
+	p := newTestTarget(rxe, "rxe0", 3, port)
+	_, err := p.chooseAddress(context.Background())
 	var bad *GIDIndexError
 	if !errors.As(err, &bad) || err.Error() != "GID index 3 of rxe0/1 is empty; the table has: "+
 		"0 fe80::4c9c:e2ff:fed0:bcea RoCE v2 veth0, 1 ::ffff:10.9.0.1 RoCE v2 veth0, 2 fd00:9::1 RoCE v2 veth0" {
@@ -182,13 +180,13 @@ func TestChooseAddressErrors(t *testing.T) {
 	if c := p.likelyCause(StepAddress, err); !strings.Contains(c, "gid-index") {
 		t.Errorf("cause %q", c)
 	}
-	p = newTestProber(rxe, "rxe0", 1024, port)
-	if _, err := p.chooseAddress(); err == nil || err.Error() != "GID index 1024 is out of range: rxe0/1 has 1024 GID slots (0-1023)" {
+	p = newTestTarget(rxe, "rxe0", 1024, port)
+	if _, err := p.chooseAddress(context.Background()); err == nil || err.Error() != "GID index 1024 is out of range: rxe0/1 has 1024 GID slots (0-1023)" {
 		t.Errorf("index past the table: %v", err)
 	}
 	// A port whose table is empty (QUERY_PORT's gid_tbl_len 0).
-	p = newTestProber(rxe, "rxe0", AutoGID, rocePort)
-	_, err = p.chooseAddress()
+	p = newTestTarget(rxe, "rxe0", AutoGID, rocePort)
+	_, err = p.chooseAddress(context.Background())
 	var none *NoGIDError
 	if !errors.As(err, &none) || err.Error() != "no usable GID on rxe0/1: the GID table is empty" ||
 		p.likelyCause(StepAddress, err) != "RoCE GIDs come from the addresses of network device veth0: give it an IP address (ip addr add ... dev veth0)" {
@@ -196,15 +194,15 @@ func TestChooseAddressErrors(t *testing.T) {
 	}
 	ib := ibPort
 	ib.LID = 0
-	p = newTestProber(fixture(t, "hca"), "mlx5_2", AutoGID, ib)
-	if _, err := p.chooseAddress(); err == nil || !strings.Contains(p.likelyCause(StepAddress, err), "subnet manager") {
+	p = newTestTarget(fixture(t, "hca"), "mlx5_2", AutoGID, ib)
+	if _, err := p.chooseAddress(context.Background()); err == nil || !strings.Contains(p.likelyCause(StepAddress, err), "subnet manager") {
 		t.Errorf("IB without a LID: %v", err)
 	}
 }
 
 func TestLikelyCauses(t *testing.T) {
-	p := newTestProber(fixture(t, "rxe-6.12"), "rxe0", AutoGID, rocePort)
-	p.res.VerbsDevice = "uverbs0"
+	p := newTestTarget(fixture(t, "rxe-6.12"), "rxe0", AutoGID, rocePort)
+	p.verbsDevice = "uverbs0"
 	cmdErr := func(command string, errno unix.Errno) error {
 		return &uverbs.CommandError{Device: "uverbs0 (rxe0)", Command: command, Err: errno}
 	}
@@ -229,7 +227,7 @@ func TestLikelyCauses(t *testing.T) {
 			t.Errorf("%s %v: cause %q, want it to say %q", tt.step, tt.err, got, tt.want)
 		}
 	}
-	ib := newTestProber(fixture(t, "hca"), "mlx5_2", AutoGID, ibPort)
+	ib := newTestTarget(fixture(t, "hca"), "mlx5_2", AutoGID, ibPort)
 	if c := ib.likelyCause(StepQueryPort, &PortNotActiveError{State: 2}); !strings.Contains(c, "subnet manager") {
 		t.Errorf("IB port in INIT: %q", c)
 	}

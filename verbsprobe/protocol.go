@@ -16,24 +16,32 @@ import (
 //
 // The exchange is JSON, one object a line, over one TCP connection:
 //
-//	client → server  {"type":"hello","grdma_probe":1,"test":{...},"seed":N,"endpoint":{...}}
-//	server → client  {"type":"welcome","grdma_probe":1,"endpoint":{...}}   (its queue pair in RTS)
+//	client → server  {"type":"hello","grdma_probe":2,"test":{...},"seed":N,"endpoint":{...}}
+//	server → client  {"type":"challenge","nonce":"..."}                  (auth: a shared secret)
+//	client → server  {"type":"auth","mac":"..."}                         (HMAC-SHA256 of nonce and hello)
+//	server → client  {"type":"welcome","grdma_probe":2,"endpoint":{...}}   (its queue pair in RTS)
 //	client → server  {"type":"progress","done":N}                        (bw and lat, every second)
 //	client → server  {"type":"done","ok":true}                            (its test finished)
 //	server → client  {"type":"verdict","ok":true,"detail":"..."}          (its checks)
 //
 // Either side sends {"type":"failed","step":"...","error":"..."} when its
-// side fails, and then closes the connection.
-const ProtocolVersion = 1
+// side fails, and then closes the connection. A responder that cannot
+// serve a valid hello now (its peers or memory in use) answers
+// {"type":"busy","error":"..."} and closes; the client tries again until
+// its timeout. Version 2 added challenge, auth and busy.
+const ProtocolVersion = 2
 
 // Message types of the exchange.
 const (
-	msgHello    = "hello"
-	msgWelcome  = "welcome"
-	msgProgress = "progress"
-	msgDone     = "done"
-	msgVerdict  = "verdict"
-	msgFailed   = "failed"
+	msgHello     = "hello"
+	msgChallenge = "challenge"
+	msgAuth      = "auth"
+	msgWelcome   = "welcome"
+	msgBusy      = "busy"
+	msgProgress  = "progress"
+	msgDone      = "done"
+	msgVerdict   = "verdict"
+	msgFailed    = "failed"
 )
 
 // maxMessage bounds one line of the exchange.
@@ -51,6 +59,8 @@ type wireMessage struct {
 	Step     string    `json:"step,omitempty"`
 	Error    string    `json:"error,omitempty"`
 	Detail   string    `json:"detail,omitempty"`
+	Nonce    []byte    `json:"nonce,omitempty"` // challenge
+	MAC      []byte    `json:"mac,omitempty"`   // auth
 }
 
 // Roles of the two sides.
@@ -71,12 +81,16 @@ type session struct {
 	remote  Endpoint
 	// failedSent is set once this side has told the peer it failed.
 	failedSent bool
+	// gotDone is set once a server has read its client's "done".
+	gotDone bool
 	// incoming, while a server serves a test, carries the client's
 	// messages, read by a goroutine.
 	incoming chan received
 	quit     chan struct{} // closed by close: the reader goroutine stops
 	ctx      context.Context
 	stopCtx  func() bool
+	// dialer, when set, makes the client's connection instead of TCP.
+	dialer func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // received is a message read, or why none could be.
@@ -88,13 +102,19 @@ type received struct {
 // attach makes conn the session's connection; ctx's end unblocks a read
 // on it. Writes stay possible: an interrupted side still tells its peer.
 func (s *session) attach(ctx context.Context, conn net.Conn) {
-	s.ctx, s.conn, s.rd = ctx, conn, bufio.NewReaderSize(conn, 4096)
+	s.attachReader(ctx, conn, bufio.NewReaderSize(conn, 4096))
+}
+
+// attachReader is attach with the reader that already read from conn.
+func (s *session) attachReader(ctx context.Context, conn net.Conn, rd *bufio.Reader) {
+	s.ctx, s.conn, s.rd = ctx, conn, rd
 	s.stopCtx = context.AfterFunc(ctx, func() { conn.SetReadDeadline(time.Unix(1, 0)) })
 }
 
 func (s *session) close() {
 	if s.quit != nil {
 		close(s.quit)
+		s.quit = nil
 	}
 	if s.stopCtx != nil {
 		s.stopCtx()
@@ -143,13 +163,30 @@ func (s *session) receive(doing string) (wireMessage, error) {
 }
 
 func (s *session) readMessage() (wireMessage, error) {
-	var m wireMessage
 	line, err := s.readLine()
 	if err != nil {
-		return m, err
+		return wireMessage{}, err
 	}
+	return parseMessage(line)
+}
+
+// parseMessage decodes one line of the exchange and makes the peer's text
+// safe to print before anything keeps it; a "failed" message is a
+// *RemoteFailure.
+func parseMessage(line []byte) (wireMessage, error) {
+	var m wireMessage
 	if err := json.Unmarshal(line, &m); err != nil {
-		return m, fmt.Errorf("not a grdma probe message (%v): %.60q", err, line)
+		var pt *PeerTextError
+		if errors.As(err, &pt) {
+			return wireMessage{}, pt
+		}
+		return wireMessage{}, fmt.Errorf("not a grdma probe message (%v): %.60q", err, line)
+	}
+	m.Step, m.Error, m.Detail = peerStep(m.Step), peerText(m.Error), peerText(m.Detail)
+	if m.Endpoint != nil {
+		if err := m.Endpoint.validate(); err != nil {
+			return wireMessage{}, err
+		}
 	}
 	if m.Type == msgFailed {
 		return m, &RemoteFailure{Step: m.Step, Message: m.Error}
@@ -183,6 +220,10 @@ func (s *session) peerError(doing string, err error) error {
 		return err
 	}
 	if s.ctx != nil && s.ctx.Err() != nil {
+		var over *OverstayError
+		if errors.As(context.Cause(s.ctx), &over) {
+			return over
+		}
 		return fmt.Errorf("interrupted %s %s: %w", doing, s.host, s.ctx.Err())
 	}
 	var ne net.Error
@@ -221,15 +262,16 @@ func (s *session) reportFailure(step string, err error) {
 // readInBackground starts delivering the peer's messages on s.incoming,
 // for a side that must watch the queues and the connection at once.
 func (s *session) readInBackground() {
-	s.incoming, s.quit = make(chan received, 16), make(chan struct{})
+	incoming, quit := make(chan received, 16), make(chan struct{})
+	s.incoming, s.quit = incoming, quit
 	s.conn.SetReadDeadline(time.Time{})
 	go func() {
-		defer close(s.incoming)
+		defer close(incoming)
 		for {
 			m, err := s.readMessage()
 			select {
-			case s.incoming <- received{m, err}:
-			case <-s.quit:
+			case incoming <- received{m, err}:
+			case <-quit:
 				return
 			}
 			if err != nil {
@@ -256,20 +298,8 @@ func (w *watcher) check(doing string) error {
 	for {
 		select {
 		case r, ok := <-w.s.incoming:
-			if !ok {
-				return w.s.peerError(doing, errPeerClosed)
-			}
-			if r.err != nil {
-				return w.s.peerError(doing, r.err)
-			}
-			w.lastHeard = time.Now()
-			switch r.msg.Type {
-			case msgDone:
-				m := r.msg
-				w.done = &m
-			case msgProgress:
-			default:
-				return w.s.peerError(doing, fmt.Errorf("unexpected %q message", r.msg.Type))
+			if err := w.take(doing, r, ok); err != nil {
+				return err
 			}
 		default:
 			if !w.quiet && time.Since(w.lastHeard) > w.s.timeout {
@@ -278,6 +308,50 @@ func (w *watcher) check(doing string) error {
 			return nil
 		}
 	}
+}
+
+// untilDone waits, without polling, for the peer's "done": it fails when
+// the peer failed, went away or was silent for the timeout, or ctx ended.
+func (w *watcher) untilDone(ctx context.Context, doing string) error {
+	for w.done == nil {
+		silence := time.NewTimer(w.s.timeout - time.Since(w.lastHeard))
+		select {
+		case r, ok := <-w.s.incoming:
+			silence.Stop()
+			if err := w.take(doing, r, ok); err != nil {
+				return err
+			}
+		case <-silence.C:
+			return w.s.peerError(doing, fmt.Errorf("no word from the peer for %v", w.s.timeout))
+		case <-ctx.Done():
+			silence.Stop()
+			if err := interruption(ctx); !errors.Is(err, context.Canceled) {
+				return err
+			}
+			return fmt.Errorf("interrupted %s the peer: %w", doing, ctx.Err())
+		}
+	}
+	return nil
+}
+
+// take takes one message the reader delivered.
+func (w *watcher) take(doing string, r received, ok bool) error {
+	if !ok {
+		return w.s.peerError(doing, errPeerClosed)
+	}
+	if r.err != nil {
+		return w.s.peerError(doing, r.err)
+	}
+	w.lastHeard = time.Now()
+	switch r.msg.Type {
+	case msgDone:
+		m := r.msg
+		w.done, w.s.gotDone = &m, true
+	case msgProgress:
+	default:
+		return w.s.peerError(doing, fmt.Errorf("unexpected %q message", r.msg.Type))
+	}
+	return nil
 }
 
 // heard notes a sign of life that came through the queues.
@@ -291,11 +365,46 @@ type ticker struct {
 
 const progressEvery = time.Second
 
-// tick sends a progress message once a second.
+// tick sends a progress message once a second. When the peer cannot be
+// written to, its own failure, if it sent one before it closed, says
+// more than the write's error.
 func (t *ticker) tick(done int) error {
 	if now := time.Now(); now.After(t.next) {
 		t.next = now.Add(progressEvery)
-		return t.s.send(wireMessage{Type: msgProgress, Done: done})
+		if err := t.s.send(wireMessage{Type: msgProgress, Done: done}); err != nil {
+			if rf := t.s.failureSent(); rf != nil {
+				return rf
+			}
+			return err
+		}
 	}
 	return nil
+}
+
+// failureSent returns the peer's failure if the reader delivers one
+// within a moment (it may be reading it while this side fails to
+// write), or nil.
+func (s *session) failureSent() error {
+	if s.incoming == nil {
+		return nil
+	}
+	wait := time.NewTimer(200 * time.Millisecond)
+	defer wait.Stop()
+	for {
+		select {
+		case r, ok := <-s.incoming:
+			var rf *RemoteFailure
+			if !ok {
+				return nil
+			}
+			if errors.As(r.err, &rf) {
+				return rf
+			}
+			if r.err != nil {
+				return nil
+			}
+		case <-wait.C:
+			return nil
+		}
+	}
 }

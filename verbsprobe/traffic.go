@@ -2,6 +2,7 @@ package verbsprobe
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"runtime"
@@ -31,72 +32,26 @@ const (
 	wrRead
 )
 
-// memoryRegion is the probe's registered buffer: anonymous memory outside
-// the Go heap.
-type memoryRegion struct {
-	buf  []byte
-	mr   uverbs.MR
-	part int // the bytes of each part
-}
-
-func (m *memoryRegion) region(i int) []byte {
-	return m.buf[i*m.part : (i+1)*m.part]
-}
-
-func (m *memoryRegion) sge(i int) uverbs.SGE {
-	return uverbs.SGE{Addr: m.mr.Addr + uint64(i*m.part), Length: uint32(m.part), LKey: m.mr.LKey}
-}
-
-// release deregisters the region, then unmaps it; it stays mapped when
-// DEREG_MR fails, as the device may still use it.
-func (m *memoryRegion) release(c *uverbs.Context) error {
-	if err := c.DeregMR(m.mr); err != nil {
-		return err
-	}
-	return uverbs.FreeBuffer(m.buf)
-}
-
-// regionShape returns the size and count of the memory region's parts.
-func (p *prober) regionShape() (part, count int) {
-	if p.session != nil {
-		return p.session.regionShape()
-	}
-	return payloadSize, regionCount
-}
-
-func (p *prober) regMR() (string, error) {
-	part, count := p.regionShape()
-	buf, err := uverbs.AllocBuffer(part * count)
-	if err != nil {
-		return "", err
-	}
-	mr, err := p.c.RegMR(*p.pd, buf, qpAccess)
-	if err != nil {
-		return "", errors.Join(err, uverbs.FreeBuffer(buf))
-	}
-	p.mr = &memoryRegion{buf: buf, mr: mr, part: part}
-	return fmt.Sprintf("%d bytes, lkey %#x, rkey %#x", len(buf), mr.LKey, mr.RKey), nil
-}
-
-// traffic sends through the probe's queue pair to itself.
+// traffic is a test's data path: posting work requests, polling
+// completions.
 type traffic struct {
-	p  *prober
+	e  *testEnv
 	qp dataPath
 	cq completions
 }
 
-// newTraffic returns the probe's data path, or false when the driver has
+// newTraffic returns the Conn's data path, or false when the driver has
 // none grdma knows.
-func newTraffic(p *prober) (*traffic, bool) {
-	qp, ok := p.qp.(dataPath)
+func newTraffic(e *testEnv) (*traffic, bool) {
+	qp, ok := e.conn.qp.(dataPath)
 	if !ok {
 		return nil, false
 	}
-	cq, ok := p.cq.(completions)
+	cq, ok := e.conn.cq.(completions)
 	if !ok {
 		return nil, false
 	}
-	return &traffic{p: p, qp: qp, cq: cq}, true
+	return &traffic{e: e, qp: qp, cq: cq}, true
 }
 
 // WCError is a work completion with an error status.
@@ -180,7 +135,7 @@ func (t *traffic) run(op operation, payload []byte) (string, error) {
 
 // send posts a receive for a SEND of a fresh payload.
 func (t *traffic) send() (string, error) {
-	m := t.p.mr
+	m := t.e.conn.mr
 	randomPayload(m.region(regionSource))
 	clear(m.region(regionReceive))
 	return t.run(operation{
@@ -195,7 +150,7 @@ func (t *traffic) send() (string, error) {
 
 // rdmaWrite writes a fresh payload into the region's written part.
 func (t *traffic) rdmaWrite() (string, error) {
-	m := t.p.mr
+	m := t.e.conn.mr
 	randomPayload(m.region(regionSource))
 	clear(m.region(regionWritten))
 	return t.run(operation{
@@ -210,7 +165,7 @@ func (t *traffic) rdmaWrite() (string, error) {
 
 // rdmaRead reads back over the wire what rdmaWrite wrote.
 func (t *traffic) rdmaRead() (string, error) {
-	m := t.p.mr
+	m := t.e.conn.mr
 	clear(m.region(regionReadBack))
 	return t.run(operation{
 		name: "RDMA READ",
@@ -232,21 +187,38 @@ const spinFor = 10 * time.Millisecond
 func (t *traffic) await(n int) ([]uverbs.WC, error) {
 	wcs := make([]uverbs.WC, n)
 	got := 0
+	timeout := t.e.conn.dev.opts.CompletionTimeout
 	start := time.Now()
+	ctx, cancel := context.WithTimeout(t.e.ctx, timeout)
+	defer cancel()
 	for got < n {
-		k := t.cq.Poll(wcs[got:])
+		var k int
+		if t.e.conn.channel != nil {
+			var err error
+			if k, err = t.cq.Wait(ctx, wcs[got:]); err != nil {
+				if t.e.ctx.Err() != nil {
+					return nil, interruption(t.e.ctx)
+				}
+				if errors.Is(err, context.DeadlineExceeded) {
+					return nil, &CompletionTimeoutError{Want: n, Got: got, Timeout: timeout}
+				}
+				return nil, err
+			}
+		} else {
+			k = t.cq.Poll(wcs[got:])
+		}
 		for _, wc := range wcs[got : got+k] {
 			if wc.Status != uverbs.WCSuccess {
 				return nil, &WCError{WC: wc}
 			}
 		}
 		got += k
-		if got == n {
-			break
+		if got == n || k > 0 {
+			continue
 		}
 		switch waited := time.Since(start); {
-		case waited > t.p.opts.CompletionTimeout:
-			return nil, &CompletionTimeoutError{Want: n, Got: got, Timeout: t.p.opts.CompletionTimeout}
+		case waited > timeout:
+			return nil, &CompletionTimeoutError{Want: n, Got: got, Timeout: timeout}
 		case waited < spinFor:
 			runtime.Gosched()
 		default:

@@ -16,8 +16,9 @@ import (
 func (a *app) probeCommand() *cobra.Command {
 	return &cobra.Command{
 		Use: "probe DEV[/PORT] [gid-index N] [traffic] [count N]\n" +
-			"  probe DEV[/PORT] [gid-index N] listen [[ADDR]:PORT] [pingpong] [size BYTES] [iters N] [timeout D]\n" +
-			"  probe DEV[/PORT] [gid-index N] peer HOST[:PORT] [traffic | bw [write|send|read] | lat [write|send|read] | pingpong] [size BYTES] [iters N] [duration D] [timeout D]",
+			"  probe DEV[/PORT] [gid-index N] listen [[ADDR]:PORT] [pingpong] [size BYTES] [iters N] [timeout D] [from HOST[/PREFIX]...] [auth FILE]\n" +
+			"  probe DEV[/PORT] [gid-index N] serve [[ADDR]:PORT] [size BYTES] [duration D] [peers N] [memory BYTES] [peer-memory BYTES] [pingpong] [iters N] [timeout D] [grace D] [from HOST[/PREFIX]...] [auth FILE]\n" +
+			"  probe DEV[/PORT] [gid-index N] peer HOST[:PORT] [traffic | bw [write|send|read] | lat [write|send|read] | pingpong] [size BYTES] [iters N] [duration D] [timeout D] [auth FILE]",
 		Short: "Prove that a device can run an RC queue pair, and carry traffic, alone or with a peer host",
 		Long: `Run the verbs path of an RDMA device port (1 unless given) through the kernel's
 uverbs interface, without libibverbs: open the device, allocate a protection
@@ -54,12 +55,39 @@ smaller active MTU) and runs the test:
             "ibv_rc_pingpong -g N" server (size 4096, iters 1000, as its
             defaults; they must equal its -s and -n)
 The listening side also answers an ibv_rc_pingpong client ("ibv_rc_pingpong
--g N HOST"), with its own size and iters. Both sides choose their GID with
+-g N HOST"), with its own size (4096 unless given) and iters. Both sides choose their GID with
 the gid selector unless gid-index is given; ports that cannot reach each
 other (InfiniBand and Ethernet, RoCE v1 and v2, IPv4 and IPv6 GIDs) fail at
 once, naming both sides. timeout (10s) bounds the connection and every wait
 on the peer; a peer that fails, goes away or is interrupted fails this side
 too, naming the step. Nothing is left behind on either side.
+
+The listener binds every address of both families unless ADDR is given,
+and has no authentication: the first valid peer wins. Connections that
+send anything else (a port scan, a health check, garbage, a test over its
+limits) are logged, told why when they are grdma, and closed, and it
+keeps waiting; once a peer is served it stops listening. from restricts
+who may connect: addresses, networks (ADDR/PREFIX) and host names. The
+listener decides what it pins: a peer may ask for messages of at most its
+size (16 MiB unless given: 64 MiB pinned at most, none for the control
+path alone), reported as pinned_bytes; a test may hold it for its
+declared duration, or its iterations at a slow pace, plus the timeout,
+and is then cut off.
+
+serve is a responder, for a fleet whose nodes test each other at any
+time: one device open, any number of peers served at once, each as listen
+serves its one, until SIGINT or SIGTERM (running tests then get grace, 5s,
+to finish, and are cut off after it). Its limits, each reported in a
+refusal: peers (16) at once, memory (256 MiB) pinned by them together,
+peer-memory (4 x size) and size (16 MiB) for one, duration (1h) of a test.
+A peer over peers or memory is answered busy and asks again until its
+timeout; one over a peer's limits is refused. It prints one line per peer:
+who, the test, PASS or FAIL with the figures, the time and the memory it
+pinned (one JSON object a line with -j), and one per connection refused.
+auth FILE (at least 16 bytes, mode 600) is a shared secret: the responder
+or listener challenges each grdma client, which proves it holds the same
+file's secret (an HMAC; the secret never crosses the wire); ibv_rc_pingpong
+clients are then refused. Give the same auth FILE to probe DEV peer HOST.
 
 rxe (Soft-RoCE) is probed fully; mlx5 up to a queue pair in RTS (no
 traffic); other drivers up to the protection domain, then reported as not
@@ -71,10 +99,11 @@ failed (or the driver is not supported), 2 the command line was wrong.`,
   grdma probe rxe0/1 traffic
   grdma probe mlx5_0 gid-index 3
   grdma -j probe rxe0 traffic count 200
-  grdma probe rxe0 listen                      # on host A
+  grdma probe rxe0 listen 10.0.0.1 from 10.0.0.0/24   # on host A
   grdma -j probe rxe0 peer hosta bw write      # on host B
   grdma probe rxe0 peer 10.0.0.1:18600 lat send iters 10000
-  grdma probe rxe0 peer hosta pingpong         # against ibv_rc_pingpong -g 1`,
+  grdma probe rxe0 peer hosta pingpong         # against ibv_rc_pingpong -g 1
+  grdma -j probe rxe0 serve 10.0.0.1 peers 32 from 10.0.0.0/24 auth /etc/grdma/probe.key`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 && args[0] == "help" {
 				return cmd.Help()
@@ -94,6 +123,8 @@ func (a *app) probe(req grammar.ProbeRequest) error {
 		return err
 	}
 	req.Options.Sysfs = fsys
+	// The busy-polling baseline of BENCHMARKS.md's responder figures.
+	req.Options.Poll = os.Getenv("GRDMA_PROBE_POLL") == "1"
 	// Ctrl-C stops the probe between steps; the teardown still runs.
 	ctx, stop := interruptOnce()
 	defer stop()

@@ -4,27 +4,50 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
+	"sync"
 
 	"github.com/grdma/grdma/grammar"
+	"github.com/grdma/grdma/output"
 	"github.com/grdma/grdma/render"
 	"github.com/grdma/grdma/verbsprobe"
 )
 
-// probePeer runs a probe between two hosts: this side listens, or
-// connects to its peer.
+// probePeer runs a probe between two hosts: this side listens (or
+// serves), or connects to its peer.
 func (a *app) probePeer(ctx context.Context, req grammar.ProbeRequest) error {
+	var key []byte
+	if req.Auth != "" {
+		var err error
+		if key, err = verbsprobe.LoadKey(req.Auth); err != nil {
+			return err
+		}
+	}
+	if req.Serve {
+		return a.probeServe(ctx, req, key)
+	}
 	var r *verbsprobe.Result
 	if req.Listen {
-		ln, err := net.Listen("tcp", req.ListenAddr)
+		ln, allow, err := listenFor(ctx, req)
 		if err != nil {
-			return fmt.Errorf("cannot listen on %s: %w (another grdma probe, or ibv_rc_pingpong, on that port?)", req.ListenAddr, unwrapOp(err))
+			return err
 		}
 		defer ln.Close()
 		fmt.Fprintf(os.Stderr, "grdma: probe %s listening on %s for one peer\n", req.Options.Device, ln.Addr())
-		r = verbsprobe.Serve(ctx, req.Options, ln, req.Test, req.Timeout)
+		r = verbsprobe.Serve(ctx, req.Options, ln, verbsprobe.ServeConfig{
+			Pingpong: req.Test,
+			Timeout:  req.Timeout,
+			// The listener's size bounds what a peer may ask for.
+			Limits: verbsprobe.Limits{MaxSize: req.Test.Size},
+			Allow:  allow,
+			Key:    key,
+			OnRefused: func(r verbsprobe.Refusal) {
+				fmt.Fprintf(os.Stderr, "grdma: probe %s: refused %s: %s\n", req.Options.Device, r.Peer, r.Reason)
+			},
+		})
 	} else {
-		r = verbsprobe.Connect(ctx, req.Options, req.PeerAddr, req.Test, req.Timeout)
+		r = verbsprobe.ConnectWith(ctx, req.Options, req.PeerAddr, verbsprobe.ConnectConfig{Test: req.Test, Timeout: req.Timeout, Key: key})
 	}
 	series := &verbsprobe.Series{}
 	series.Add(r)
@@ -34,6 +57,63 @@ func (a *app) probePeer(ctx context.Context, req grammar.ProbeRequest) error {
 		return err
 	}
 	return verbsprobe.Outcome(r, 1, 1)
+}
+
+// listenFor opens the listener of a listen or serve request and resolves
+// its allow-list.
+func listenFor(ctx context.Context, req grammar.ProbeRequest) (net.Listener, []netip.Prefix, error) {
+	allow, err := verbsprobe.ResolveAllow(ctx, req.From)
+	if err != nil {
+		return nil, nil, err
+	}
+	ln, err := net.Listen("tcp", req.ListenAddr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cannot listen on %s: %w (another grdma probe, or ibv_rc_pingpong, on that port?)", req.ListenAddr, unwrapOp(err))
+	}
+	return ln, allow, nil
+}
+
+// probeServe runs a responder until SIGINT or SIGTERM: one line per peer
+// on stdout (JSON with -j), the device's steps when it cannot open.
+func (a *app) probeServe(ctx context.Context, req grammar.ProbeRequest, key []byte) error {
+	dev, res := verbsprobe.OpenDevice(ctx, req.Options)
+	if dev == nil || res.Unsupported != "" {
+		if dev != nil {
+			dev.Close()
+		}
+		p := a.printer()
+		render.ProbeResult(p, res, &verbsprobe.Series{Runs: 1}, 1)
+		if err := p.Flush(); err != nil {
+			return err
+		}
+		return verbsprobe.Outcome(res, 1, 1)
+	}
+	defer dev.Close()
+	ln, allow, err := listenFor(ctx, req)
+	if err != nil {
+		return err
+	}
+	cfg := req.Responder
+	cfg.Pingpong, cfg.Timeout, cfg.Allow, cfg.Key = req.Test, req.Timeout, allow, key
+	cfg = cfg.WithDefaults()
+	fmt.Fprintf(os.Stderr, "grdma: probe %s serving on %s: peers %d, memory %d, peer-memory %d, size %d, duration %v, timeout %v%s\n",
+		dev.Name(), ln.Addr(), cfg.MaxPeers, cfg.MaxPinnedTotal, cfg.Limits.MaxPinned, cfg.Limits.MaxSize, cfg.Limits.MaxDuration, cfg.Timeout,
+		map[bool]string{true: ", auth", false: ""}[key != nil])
+	var mu sync.Mutex // one line at a time
+	line := func(print func(p *output.Printer)) {
+		mu.Lock()
+		defer mu.Unlock()
+		p := a.printer()
+		print(p)
+		p.Flush()
+	}
+	cfg.OnPeer = func(r *verbsprobe.Result) { line(func(p *output.Printer) { render.ServedPeer(p, r) }) }
+	cfg.OnRefused = func(r verbsprobe.Refusal) { line(func(p *output.Printer) { render.Refused(p, r) }) }
+	if err := verbsprobe.Respond(ctx, dev, ln, cfg); err != nil {
+		return fmt.Errorf("probe %s serve: %w", dev.Name(), err)
+	}
+	fmt.Fprintf(os.Stderr, "grdma: probe %s: stopped serving\n", dev.Name())
+	return nil
 }
 
 // unwrapOp drops the "listen tcp :18515:" prefix net errors repeat.

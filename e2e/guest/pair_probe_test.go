@@ -8,7 +8,10 @@ package guest
 // either guest.
 
 import (
+	"bufio"
 	"encoding/json"
+	"fmt"
+	"net"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -67,6 +70,21 @@ func TestPairProbe(t *testing.T) {
 				c.Peer.QPN != s.QPN || s.Peer.QPN != c.QPN || c.Peer.GID != "::ffff:"+p.PeerAddr || s.Peer.GID != "::ffff:"+p.LocalAddr ||
 				c.PathMTU != 1024 || !strings.HasPrefix(s.Peer.Host, p.LocalAddr+":") {
 				t.Errorf("each side names the other: client %+v peer %+v; server %+v peer %+v", c, c.Peer, s, s.Peer)
+			}
+			// What each side pinned: nothing for the control path, four
+			// parts of at least 8192 bytes for traffic, two messages else.
+			// (whole pages).
+			wantPinned := 0
+			switch {
+			case len(args) == 0:
+			case args[0] == "traffic":
+				wantPinned = 4 * max(c.Test.Size, 8192)
+			default:
+				wantPinned = 2 * c.Test.Size
+			}
+			wantPinned = (wantPinned + 4095) / 4096 * 4096
+			if c.Pinned == nil || s.Pinned == nil || *c.Pinned != wantPinned || *s.Pinned != wantPinned {
+				t.Errorf("pinned_bytes: client %s, server %s, want %d", cli.stdout, srv.stdout, wantPinned)
 			}
 			if len(args) == 0 || args[0] == "traffic" {
 				for _, step := range []string{"send", "rdma_write", "rdma_read"} {
@@ -258,6 +276,115 @@ func TestPairProbeErrors(t *testing.T) {
 			if r.code != 2 {
 				t.Errorf("probe rxe0 %s: want exit 2:\n%s", strings.Join(args, " "), r)
 			}
+		}
+	})
+}
+
+// listenerVmPin is the memory the listener on A has pinned (VmPin of
+// /proc/PID/status), in bytes.
+func listenerVmPin(t *testing.T, p *pair) int {
+	t.Helper()
+	return listenerStatus(t, p, "VmPin:")
+}
+
+// listenerStatus is a size of the grdma on A's /proc/PID/status ("VmPin:",
+// "VmRSS:"), in bytes.
+func listenerStatus(t *testing.T, p *pair, field string) int {
+	t.Helper()
+	r := p.A.Must("/bin/sh", "-c", "cat /proc/$(pidof grdma)/status")
+	for _, line := range strings.Split(r.stdout, "\n") {
+		if f := strings.Fields(line); len(f) == 3 && f[0] == field && f[2] == "kB" {
+			kb, err := strconv.Atoi(f[1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatalf("no %s in the listener's status:\n%s", field, r)
+	return 0
+}
+
+// TestPairProbeListenerPolicy: the listener decides what it pins and
+// whom it serves (issue 23). A raw TCP client asking for 256 MiB of
+// traffic is refused, told both values, and the listener pins nothing for
+// it; garbage and a port scan do not spend the listener: the real peer
+// after them is served.
+func TestPairProbeListenerPolicy(t *testing.T) {
+	t.Run("Refuses256MiB", func(t *testing.T) {
+		p := withPeer(t)
+		srv := p.ServeOnA(t, probePort, grdma(), "-j", "probe", p.Dev, "listen", "timeout", "60s")
+		c, err := net.Dial("tcp", net.JoinHostPort(p.PeerAddr, strconv.Itoa(probePort)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		hello := fmt.Sprintf(`{"type":"hello","grdma_probe":2,"test":{"kind":"traffic","size":%d},"seed":1,`+
+			`"endpoint":{"ifname":"rxe0","port":1,"driver":"rxe","link_layer":"Ethernet","gid_index":1,"gid":"::ffff:%s",`+
+			`"gid_type":"RoCE v2","qpn":17,"psn":1,"active_mtu":1024,"rd_atomic":1}}`+"\n", 256<<20, p.LocalAddr)
+		if _, err := c.Write([]byte(hello)); err != nil {
+			t.Fatal(err)
+		}
+		c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		reply, err := bufio.NewReader(c).ReadString('\n')
+		const want = "refused: the test asks for size 268435456 bytes; the listener allows at most 16777216 bytes (its size)"
+		if err != nil || !strings.Contains(reply, `"type":"failed"`) || !strings.Contains(reply, want) {
+			t.Fatalf("the listener answered %q, %v; want a failed message saying %q", reply, err, want)
+		}
+		const limit = 4 * 16 << 20 // four messages of its size
+		if pinned := listenerVmPin(t, p); pinned >= limit {
+			t.Errorf("the listener pins %d bytes, its cap is %d", pinned, limit)
+		} else {
+			t.Logf("the listener's VmPin after the refusal: %d bytes", pinned)
+		}
+		if !p.A.Listening(probePort) {
+			t.Fatal("the refusal spent the listener")
+		}
+		cli := run(grdma(), "-j", "probe", p.Dev, "peer", p.PeerAddr, "traffic", "size", "1048576")
+		s := srv.Wait()
+		if cli.code != 0 || s.code != 0 || !strings.Contains(s.stderr, "refused "+p.LocalAddr+":") || !strings.Contains(s.stderr, want[len("refused: "):]) {
+			t.Fatalf("after the refusal, a real peer:\nserver: %s\nclient: %s", s, cli)
+		}
+		if rep := parseProbeJSON(t, "server", s); rep.Pinned == nil || *rep.Pinned != 4<<20 {
+			t.Errorf("the server pinned %v bytes for 1 MiB traffic, want %d", rep.Pinned, 4<<20)
+		}
+	})
+	t.Run("GarbageThenPeer", func(t *testing.T) {
+		p := withPeer(t)
+		srv := p.ServeOnA(t, probePort, grdma(), "-j", "probe", p.Dev, "listen", "timeout", "60s")
+		addr := net.JoinHostPort(p.PeerAddr, strconv.Itoa(probePort))
+		for _, junk := range []string{"", "GET /metrics HTTP/1.1\r\nHost: a\r\n\r\n", strings.Repeat("\x16\x03\x01\x00", 20)} {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Write([]byte(junk))
+			c.Close()
+		}
+		cli := run(grdma(), "-j", "probe", p.Dev, "peer", p.PeerAddr, "traffic")
+		s := srv.Wait()
+		if cli.code != 0 || s.code != 0 || strings.Count(s.stderr, "refused "+p.LocalAddr+":") != 3 {
+			t.Fatalf("a port scan, an HTTP GET and garbage, then a real peer:\nserver: %s\nclient: %s", s, cli)
+		}
+		if !parseProbeJSON(t, "client", cli).OK {
+			t.Errorf("client: %s", cli)
+		}
+	})
+	t.Run("From", func(t *testing.T) {
+		p := withPeer(t)
+		// Only an address that is not B's may connect: B's probe is
+		// refused unread and A gives up after its timeout.
+		srv := p.ServeOnA(t, probePort, grdma(), "probe", p.Dev, "listen", "timeout", "5s", "from", "10.99.0.0/16")
+		cli := run(grdma(), "probe", p.Dev, "peer", p.PeerAddr, "timeout", "3s")
+		s := srv.Wait()
+		if cli.code != 1 || s.code != 1 || !strings.Contains(s.stderr, "not in the allowed networks (from)") ||
+			!strings.Contains(s.stderr, "connection refused") {
+			t.Fatalf("a listener from 10.99.0.0/16, a peer from %s:\nserver: %s\nclient: %s", p.LocalAddr, s, cli)
+		}
+		srv = p.ServeOnA(t, probePort, grdma(), "probe", p.Dev, "listen", p.PeerAddr, "from", p.LocalAddr+"/32")
+		cli = run(grdma(), "probe", p.Dev, "peer", p.PeerAddr, "traffic")
+		if s := srv.Wait(); cli.code != 0 || s.code != 0 {
+			t.Fatalf("a listener on %s from %s/32:\nserver: %s\nclient: %s", p.PeerAddr, p.LocalAddr, s, cli)
 		}
 	})
 }

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -19,9 +20,10 @@ import (
 	"github.com/grdma/grdma/e2e/peer"
 )
 
-// TestMain makes the test binary serve as guest A's peer agent when
-// layout.PeerAgentEnv is set (the two-host topology); otherwise it runs
-// the tests, and in guest B stops A's agent afterwards so A powers off.
+// TestMain makes the test binary serve as a peer agent when
+// layout.PeerAgentEnv is set (guest A of the pair, nodes 2..N of the
+// fleet); otherwise it runs the tests, and in guest B (node 1) stops A's
+// agent (the other nodes' agents) afterwards so that they power off.
 func TestMain(m *testing.M) {
 	if addr := os.Getenv(layout.PeerAgentEnv); addr != "" {
 		os.Exit(serveAgent(addr))
@@ -32,6 +34,7 @@ func TestMain(m *testing.M) {
 			fmt.Fprintf(os.Stderr, "stopping the peer agent: %v\n", err)
 		}
 	}
+	stopFleetAgents()
 	os.Exit(code)
 }
 
@@ -76,7 +79,7 @@ func withPeer(t *testing.T) *pair {
 	if addr == "" {
 		t.Fatalf("%s is not set: two-host scenarios run in guest B of TestTwoHosts (E2E_PAIR_RUN)", layout.PeerEnv)
 	}
-	p := &pair{A: &peerHost{t: t, c: &peer.Client{Addr: addr, Tag: t.Name()}},
+	p := &pair{A: &peerHost{t: t, c: &peer.Client{Addr: addr, Tag: t.Name()}, name: "A"},
 		Dev: "rxe0", Netdev: layout.PairNetdev, LocalAddr: layout.PeerB, PeerAddr: layout.PeerA}
 	if !eventually(agentWait, p.A.c.Reachable) {
 		t.Fatalf("guest A's agent at %s not reachable within %v\n%s", addr, agentWait, run(layout.IP, "-s", "addr", "show", p.Netdev))
@@ -161,29 +164,32 @@ func rcQPs(r result) []string {
 	return rc
 }
 
-// peerHost runs commands on guest A for one test, each bounded by
-// peer.DefaultTimeout (or the client's Timeout).
+// peerHost runs commands on another guest (the pair's A, a fleet's node)
+// through its agent for one test, each bounded by peer.DefaultTimeout (or
+// the client's Timeout). Its methods fail the test (t) when the agent does
+// not answer: call them from the test's goroutine.
 type peerHost struct {
-	t *testing.T
-	c *peer.Client
+	t    *testing.T
+	c    *peer.Client
+	name string // in messages: "A", "node3"
 }
 
 // WithTimeout is the host with another time limit for its commands.
 func (h *peerHost) WithTimeout(d time.Duration) *peerHost {
-	return &peerHost{t: h.t, c: h.c.WithTimeout(d)}
+	return &peerHost{t: h.t, c: h.c.WithTimeout(d), name: h.name}
 }
 
-// Run runs a command on A; an agent failure fails the test.
+// Run runs a command on the host; an agent failure fails the test.
 func (h *peerHost) Run(name string, args ...string) result {
 	h.t.Helper()
 	r, err := h.c.Run(name, args...)
 	if err != nil {
-		h.t.Fatalf("on A: %v", err)
+		h.t.Fatalf("on %s: %v", h.name, err)
 	}
-	return fromPeer(r)
+	return fromPeer(r, h.name)
 }
 
-// Must runs a command on A that has to succeed.
+// Must runs a command on the host that has to succeed.
 func (h *peerHost) Must(name string, args ...string) result {
 	h.t.Helper()
 	r := h.Run(name, args...)
@@ -193,15 +199,15 @@ func (h *peerHost) Must(name string, args ...string) result {
 	return r
 }
 
-// Start starts a command on A; one the test leaves running is killed
-// when it ends.
+// Start starts a command on the host; one the test leaves running is
+// killed when it ends.
 func (h *peerHost) Start(name string, args ...string) *remoteCmd {
 	h.t.Helper()
 	r, err := h.c.Start(name, args...)
 	if err != nil {
-		h.t.Fatalf("on A: %v", err)
+		h.t.Fatalf("on %s: %v", h.name, err)
 	}
-	c := &remoteCmd{t: h.t, r: r}
+	c := &remoteCmd{t: h.t, r: r, host: h.name}
 	h.t.Cleanup(func() {
 		if !c.waited {
 			r.Signal(syscall.SIGKILL)
@@ -211,16 +217,68 @@ func (h *peerHost) Start(name string, args ...string) *remoteCmd {
 	return c
 }
 
-// Listening reports whether a TCP socket listens on port on A.
+// Listening reports whether a TCP socket listens on port on the host.
 func (h *peerHost) Listening(port int) bool {
 	h.t.Helper()
 	return listeningIn(h.Run("cat", "/proc/net/tcp", "/proc/net/tcp6").stdout, port)
 }
 
-// remoteCmd is a command running on A.
+// Serve starts a server on the host and returns once it listens on TCP
+// port: clients such as ibv_rc_pingpong and perftest give up at once on a
+// refused connection, and a probing connect would end the server's one
+// accept, so this watches the host's /proc/net/tcp instead.
+func (h *peerHost) Serve(port int, name string, args ...string) *remoteCmd {
+	h.t.Helper()
+	srv := h.Start(name, args...)
+	if !eventually(serverListenWait, func() bool { return h.Listening(port) }) {
+		srv.Signal(syscall.SIGKILL)
+		h.t.Fatalf("%s on %s never listened on TCP %d:\n%s", filepath.Base(name), h.name, port, srv.Wait())
+	}
+	return srv
+}
+
+// CMListening reports whether an RDMA CM ID listens on port on the host
+// (`rdma -j res show cm_id`: a CM listener has no socket).
+func (h *peerHost) CMListening(port int) bool {
+	h.t.Helper()
+	return cmListeningIn(h.Run(layout.Rdma, "-j", "res", "show", "cm_id").stdout, port)
+}
+
+// cmListeningIn reports whether `rdma -j res show cm_id` output shows an
+// ID in state LISTEN on port.
+func cmListeningIn(out string, port int) bool {
+	var ids []struct {
+		State string `json:"state"`
+		Src   string `json:"src-addr"`
+	}
+	if json.Unmarshal([]byte(out), &ids) != nil {
+		return false
+	}
+	for _, id := range ids {
+		if id.State == "LISTEN" && strings.HasSuffix(id.Src, ":"+strconv.Itoa(port)) {
+			return true
+		}
+	}
+	return false
+}
+
+// ServeCM starts a server that listens through the RDMA CM (rping -s,
+// perftest -R, rdma_server) and returns once its ID listens on port.
+func (h *peerHost) ServeCM(port int, name string, args ...string) *remoteCmd {
+	h.t.Helper()
+	srv := h.Start(name, args...)
+	if !eventually(serverListenWait, func() bool { return h.CMListening(port) }) {
+		srv.Signal(syscall.SIGKILL)
+		h.t.Fatalf("%s on %s never listened on RDMA CM port %d:\n%s", filepath.Base(name), h.name, port, srv.Wait())
+	}
+	return srv
+}
+
+// remoteCmd is a command running on another guest.
 type remoteCmd struct {
 	t      *testing.T
 	r      *peer.Remote
+	host   string
 	waited bool
 }
 
@@ -230,16 +288,16 @@ func (c *remoteCmd) Wait() result {
 	c.waited = true
 	r, err := c.r.Wait()
 	if err != nil {
-		c.t.Fatalf("on A: %v", err)
+		c.t.Fatalf("on %s: %v", c.host, err)
 	}
-	return fromPeer(r)
+	return fromPeer(r, c.host)
 }
 
 // Signal sends sig to its process group.
 func (c *remoteCmd) Signal(sig syscall.Signal) {
 	c.t.Helper()
 	if err := c.r.Signal(sig); err != nil {
-		c.t.Fatalf("on A: %v", err)
+		c.t.Fatalf("on %s: %v", c.host, err)
 	}
 }
 
@@ -248,19 +306,19 @@ func (c *remoteCmd) Output() (stdout, stderr string) {
 	c.t.Helper()
 	stdout, stderr, err := c.r.Output()
 	if err != nil {
-		c.t.Fatalf("on A: %v", err)
+		c.t.Fatalf("on %s: %v", c.host, err)
 	}
 	return stdout, stderr
 }
 
-// fromPeer is a remote command's end as a result, marked as run on A.
-func fromPeer(r peer.Result) result {
-	res := result{cmd: "(on A) " + strings.Join(r.Argv, " "), stdout: r.Stdout, stderr: r.Stderr, code: r.Code}
+// fromPeer is a remote command's end as a result, marked as run on host.
+func fromPeer(r peer.Result, host string) result {
+	res := result{cmd: "(on " + host + ") " + strings.Join(r.Argv, " "), stdout: r.Stdout, stderr: r.Stderr, code: r.Code}
 	switch {
 	case r.TimedOut:
-		res.stderr += fmt.Sprintf("[killed on A after its time limit, %v]\n", r.Elapsed.Round(time.Second))
+		res.stderr += fmt.Sprintf("[killed on %s after its time limit, %v]\n", host, r.Elapsed.Round(time.Second))
 	case r.Signal != "":
-		res.stderr += "[killed on A by signal: " + r.Signal + "]\n"
+		res.stderr += "[killed on " + host + " by signal: " + r.Signal + "]\n"
 	}
 	return res
 }
@@ -268,18 +326,11 @@ func fromPeer(r peer.Result) result {
 // serverListenWait bounds the wait for a server to listen on its port.
 const serverListenWait = 30 * time.Second
 
-// ServeOnA starts a server on A and returns once it listens on TCP port:
-// clients such as ibv_rc_pingpong and perftest give up at once on a
-// refused connection, and a probing connect would end the server's one
-// accept, so this watches A's /proc/net/tcp instead.
+// ServeOnA starts a server on A and returns once it listens on TCP port
+// (peerHost.Serve).
 func (p *pair) ServeOnA(t *testing.T, port int, name string, args ...string) *remoteCmd {
 	t.Helper()
-	srv := p.A.Start(name, args...)
-	if !eventually(serverListenWait, func() bool { return p.A.Listening(port) }) {
-		srv.Signal(syscall.SIGKILL)
-		t.Fatalf("%s on A never listened on TCP %d:\n%s", filepath.Base(name), port, srv.Wait())
-	}
-	return srv
+	return p.A.Serve(port, name, args...)
 }
 
 // ServeOnB starts a server here in B and returns once it listens on TCP

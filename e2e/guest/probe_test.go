@@ -37,7 +37,8 @@ type probeReport struct {
 		Op   string `json:"op"`
 		Size int    `json:"size"`
 	} `json:"test"`
-	PathMTU int `json:"path_mtu"`
+	PathMTU int  `json:"path_mtu"`
+	Pinned  *int `json:"pinned_bytes"`
 	Peer    *struct {
 		Host     string `json:"host"`
 		Tool     string `json:"tool"`

@@ -1,7 +1,7 @@
 #!/bin/sh
 # /init of the e2e guest (busybox sh): mount the basics, load the modules,
-# mount the host's 9p share, make veth0/veth1, bring up the pair's link if
-# configured, run /etc/e2e/run, power off.
+# mount the host's 9p share, make veth0/veth1, bring up the guest's link if
+# configured, run /etc/e2e/run (or the share's e2e/run), power off.
 # Results go to the share: e2e/run.log (the script's output), e2e/rc.
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root
 mark() { echo "e2e-mark: $1 $(cut -d' ' -f1 /proc/uptime)"; }
@@ -24,20 +24,27 @@ mount -o bind /mnt/host/out /out
 /usr/sbin/ip link add veth0 type veth peer name veth1
 /usr/sbin/ip link set veth0 up
 /usr/sbin/ip link set veth1 up
-# On the pair's link (see layout.LinkConfig): the NIC up with its address.
-if [ -f /etc/e2e/link ]; then
-	read -r netdev addr </etc/e2e/link
-	loadmod virtio_net || echo "e2e: loading virtio_net failed"
+# On a link (see layout.LinkConfig; a fleet guest's comes on the share,
+# as its script does): the NIC up with its address, the host's name, and
+# rdma_ucm for the RDMA CM tools.
+link=/etc/e2e/link
+[ -f /mnt/host/e2e/link ] && link=/mnt/host/e2e/link
+if [ -f $link ]; then
+	read -r netdev addr name <$link
+	loadmod $(cat /etc/e2e/link-modules) || echo "e2e: loading $(cat /etc/e2e/link-modules) failed"
 	/usr/sbin/ip link set "$netdev" up || echo "e2e: $netdev missing"
 	/usr/sbin/ip addr add "$addr" dev "$netdev"
+	[ -n "$name" ] && hostname "$name"
 fi
+run=/etc/e2e/run
+[ -f /mnt/host/e2e/run ] && run=/mnt/host/e2e/run
 mark run
 cd /tmp
 if [ -e /etc/e2e/verbose ]; then
 	set -o pipefail
-	sh /etc/e2e/run </dev/null 2>&1 | tee /mnt/host/e2e/run.log
+	sh $run </dev/null 2>&1 | tee /mnt/host/e2e/run.log
 else
-	sh /etc/e2e/run </dev/null >/mnt/host/e2e/run.log 2>&1
+	sh $run </dev/null >/mnt/host/e2e/run.log 2>&1
 fi
 echo $? >/mnt/host/e2e/rc
 mark done

@@ -2,6 +2,8 @@ package verbsprobe
 
 import (
 	"context"
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"runtime"
@@ -18,46 +20,6 @@ const (
 	partTarget = 1 // where the peer's messages land
 )
 
-// peerTest runs the test on this side; false when a step did not pass.
-func (p *prober) peerTest(ctx context.Context) bool {
-	s := p.session
-	if s.test.Kind == TestConnect {
-		return true
-	}
-	t, ok := newTraffic(p)
-	if !ok {
-		p.res.Unsupported = fmt.Sprintf("%s needs driver %s's data path (WQE format, doorbells), which grdma does not have; the queue pair reached RTS against the peer",
-			s.test, p.res.Driver)
-		s.reportFailure(s.test.stepName(), fmt.Errorf("%s", p.res.Unsupported))
-		return false
-	}
-	client := s.role == RoleClient
-	switch s.test.Kind {
-	case TestTraffic:
-		if client {
-			return p.steps(ctx, []stepFunc{{StepSend, t.peerSend}, {StepRDMAWrite, t.peerWrite}, {StepRDMARead, t.peerRead}})
-		}
-		return p.steps(ctx, []stepFunc{{StepSend, t.checkSend}, {StepRDMAWrite, t.checkWrite}, {StepRDMARead, t.servedRead}})
-	case TestPingpong:
-		return p.step(ctx, s.test.stepName(), t.pingpong)
-	}
-	if client {
-		// The server says only that it failed until the verdict.
-		s.readInBackground()
-		switch s.test.Kind {
-		case TestBandwidth:
-			return p.step(ctx, s.test.stepName(), t.bandwidth)
-		case TestLatency:
-			return p.step(ctx, s.test.stepName(), t.latency)
-		}
-	}
-	s.readInBackground()
-	if s.test.Kind == TestBandwidth {
-		return p.step(ctx, s.test.stepName(), t.serveBandwidth)
-	}
-	return p.step(ctx, s.test.stepName(), t.serveLatency)
-}
-
 // pattern fills b with bytes that both sides compute from the session's
 // seed: salt 1 is the SEND, 2 the RDMA WRITE, 3 what the RDMA READ reads.
 func pattern(b []byte, seed uint64, salt uint64) {
@@ -70,61 +32,91 @@ func pattern(b []byte, seed uint64, salt uint64) {
 	}
 }
 
-// expected returns the pattern of salt for a part of this session's size.
-func (t *traffic) expected(salt uint64) []byte {
-	b := make([]byte, t.p.mr.part)
-	pattern(b, t.p.session.seed, salt)
-	return b
+// verifyPattern checks that got holds the pattern of salt, generated as
+// it compares: no copy of the expected bytes is made.
+func verifyPattern(operation string, got []byte, seed, salt uint64) error {
+	x := seed ^ (salt * 0x9e3779b97f4a7c15)
+	for i := range got {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		if got[i] != byte(x) {
+			return &PayloadMismatchError{Operation: operation, Offset: i, Got: got[i], Want: byte(x)}
+		}
+	}
+	return nil
+}
+
+// verify checks that got holds this session's pattern of salt.
+func (t *traffic) verify(operation string, got []byte, salt uint64) error {
+	return verifyPattern(operation, got, t.e.link.seed, salt)
 }
 
 // postReceives posts receives into the part peers' messages land in:
 // traffic's receive part, else the target part, as many as the queue
 // takes.
-func (p *prober) postReceives() error {
-	qp, ok := p.qp.(dataPath)
+func (e *testEnv) postReceives() error {
+	c := e.conn
+	qp, ok := c.qp.(dataPath)
 	if !ok {
 		return nil // no data path: the test step says so
 	}
-	part, n := partTarget, int(p.qp.QP().Cap.MaxRecvWR)
-	if p.session.test.Kind == TestTraffic {
+	part, n := partTarget, int(c.qp.QP().Cap.MaxRecvWR)
+	if e.test.Kind == TestTraffic {
 		part, n = regionReceive, 1
 	}
 	for range n {
-		if err := qp.PostRecv(uverbs.RecvWR{ID: wrRecv, SGL: []uverbs.SGE{p.mr.sge(part)}}); err != nil {
+		if err := qp.PostRecv(uverbs.RecvWR{ID: wrRecv, SGL: []uverbs.SGE{c.mr.sge(part)}}); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// prepareServer readies the server's memory and receives before it tells
+// armTraffic readies the server's memory and its receive before it tells
 // the client its endpoint.
-func (p *prober) prepareServer() error {
-	s, m := p.session, p.mr
-	switch {
-	case s.test.Kind == TestTraffic:
-		pattern(m.region(regionSource), s.seed, 3)
-		clear(m.region(regionReceive))
-		clear(m.region(regionWritten))
-	case s.test.Kind == TestLatency && s.test.Op == OpWrite:
-		clear(m.region(partTarget))
+func armTraffic(e *testEnv) error {
+	if e.role != RoleServer {
+		return nil
 	}
-	if s.test.Kind == TestTraffic || s.test.Op == OpSend {
-		return p.postReceives()
+	m := e.conn.mr
+	pattern(m.region(regionSource), e.link.seed, 3)
+	clear(m.region(regionReceive))
+	clear(m.region(regionWritten))
+	return e.postReceives()
+}
+
+// armMessages posts the receives the peer's first messages need before it
+// can send them: both sides of pingpong, the client of lat send, the
+// server of bw and lat send; a lat write server clears its target, whose
+// last byte it watches.
+func armMessages(e *testEnv) error {
+	t := e.test
+	switch {
+	case t.Kind == TestPingpong:
+		return e.postReceives()
+	case e.role == RoleClient:
+		if t.Kind == TestLatency && t.Op == OpSend {
+			return e.postReceives()
+		}
+	case t.Kind == TestLatency && t.Op == OpWrite:
+		clear(e.conn.mr.region(partTarget))
+	case t.Op == OpSend:
+		return e.postReceives()
 	}
 	return nil
 }
 
 // remotePart addresses part i of the peer's memory region.
 func (t *traffic) remotePart(i int) (uint64, uint32) {
-	r := t.p.session.remote
+	r := t.e.link.remote
 	return r.Addr + uint64(i*r.Part), r.RKey
 }
 
 // peerSend sends the SEND pattern into the server's posted receive.
 func (t *traffic) peerSend() (string, error) {
-	m := t.p.mr
-	pattern(m.region(regionSource), t.p.session.seed, 1)
+	m := t.e.conn.mr
+	pattern(m.region(regionSource), t.e.link.seed, 1)
 	return t.run(operation{
 		name:   "SEND",
 		send:   uverbs.SendWR{ID: wrSend, Opcode: uverbs.WRSend, SGL: []uverbs.SGE{m.sge(regionSource)}},
@@ -135,8 +127,8 @@ func (t *traffic) peerSend() (string, error) {
 
 // peerWrite writes the WRITE pattern into the server's written part.
 func (t *traffic) peerWrite() (string, error) {
-	m := t.p.mr
-	pattern(m.region(regionSource), t.p.session.seed, 2)
+	m := t.e.conn.mr
+	pattern(m.region(regionSource), t.e.link.seed, 2)
 	addr, rkey := t.remotePart(regionWritten)
 	return t.run(operation{
 		name:   "RDMA WRITE",
@@ -148,25 +140,32 @@ func (t *traffic) peerWrite() (string, error) {
 
 // peerRead reads the server's READ pattern and verifies it.
 func (t *traffic) peerRead() (string, error) {
-	m := t.p.mr
+	m := t.e.conn.mr
 	clear(m.region(regionReadBack))
 	addr, rkey := t.remotePart(regionSource)
-	return t.run(operation{
+	detail, err := t.run(operation{
 		name:   "RDMA READ",
 		send:   uverbs.SendWR{ID: wrRead, Opcode: uverbs.WRRDMARead, SGL: []uverbs.SGE{m.sge(regionReadBack)}, RemoteAddr: addr, RKey: rkey},
 		expect: []expectedWC{{wrRead, uverbs.WCRDMARead, m.part}},
-		landed: m.region(regionReadBack),
 		detail: fmt.Sprintf("%d bytes read from the peer and verified", m.part),
-	}, t.expected(3))
+	}, nil)
+	if err != nil {
+		return "", err
+	}
+	if err := t.verify("RDMA READ", m.region(regionReadBack), 3); err != nil {
+		return "", err
+	}
+	return detail, nil
 }
 
 // checkSend waits for the client's "done" (its SEND, WRITE and READ
 // completed), then verifies its SEND: the completion and the bytes.
 func (t *traffic) checkSend() (string, error) {
-	if _, err := t.p.session.expect(msgDone, "waiting for the test of"); err != nil {
+	if _, err := t.e.link.expect(msgDone, "waiting for the test of"); err != nil {
 		return "", err
 	}
-	m := t.p.mr
+	t.e.link.gotDone = true
+	m := t.e.conn.mr
 	wcs, err := t.await(1)
 	if err != nil {
 		return "", err
@@ -174,7 +173,7 @@ func (t *traffic) checkSend() (string, error) {
 	if err := expect(wcs, wrRecv, uverbs.WCRecv, m.part); err != nil {
 		return "", err
 	}
-	if err := verify("SEND", m.region(regionReceive), t.expected(1)); err != nil {
+	if err := t.verify("SEND", m.region(regionReceive), 1); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("%d bytes received and verified", m.part), nil
@@ -182,8 +181,8 @@ func (t *traffic) checkSend() (string, error) {
 
 // checkWrite verifies what the client's RDMA WRITE put in memory.
 func (t *traffic) checkWrite() (string, error) {
-	m := t.p.mr
-	if err := verify("RDMA WRITE", m.region(regionWritten), t.expected(2)); err != nil {
+	m := t.e.conn.mr
+	if err := t.verify("RDMA WRITE", m.region(regionWritten), 2); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("%d bytes landed and verified", m.part), nil
@@ -191,12 +190,12 @@ func (t *traffic) checkWrite() (string, error) {
 
 // servedRead: the client verified its RDMA READ of this side's memory.
 func (t *traffic) servedRead() (string, error) {
-	return fmt.Sprintf("%d bytes served; the peer verified them", t.p.mr.part), nil
+	return fmt.Sprintf("%d bytes served; the peer verified them", t.e.conn.mr.part), nil
 }
 
 // request is the send work request a bw or lat test repeats.
 func (t *traffic) request(op Operation) uverbs.SendWR {
-	m := t.p.mr
+	m := t.e.conn.mr
 	switch op {
 	case OpSend:
 		return uverbs.SendWR{ID: wrSend, Opcode: uverbs.WRSend, SGL: []uverbs.SGE{m.sge(partSource)}}
@@ -221,21 +220,49 @@ type poller struct {
 	// completes: a client learns there that its server failed.
 	watch *watcher
 	empty int // polls that found nothing since the last completion
+	// events: wait for completions on the Conn's completion channel, in
+	// slices of eventSlice between the idle checks, instead of spinning.
+	events bool
 }
 
-func (t *traffic) newPoller() *poller {
+// Waiting for completions: polling keeps a core busy for the whole test,
+// events cost nothing while waiting but a system call and a wake-up per
+// completion. Tests that measure latency (lat, pingpong) poll; the others
+// wait for events, unless Options.Poll asks for polling everywhere.
+// eventSlice bounds a wait for an event: the peer's messages, the stall
+// check and the context are looked at between slices.
+const eventSlice = 20 * time.Millisecond
+
+// newPoller returns a poller of the test's completions; latency tests
+// poll, the others wait for events when the Conn has a channel.
+func (t *traffic) newPoller(latency bool) *poller {
 	pl := &poller{t: t, wcs: make([]uverbs.WC, 64), lastWC: time.Now()}
-	if s := t.p.session; s != nil && s.role == RoleClient && s.incoming != nil {
+	pl.events = t.e.conn.channel != nil && !latency
+	if s := t.e.link; s != nil && s.role == RoleClient && s.incoming != nil {
 		pl.watch = &watcher{s: s, lastHeard: time.Now(), quiet: true}
 	}
 	return pl
 }
 
-// poll returns the completions that arrived, waiting for none. It spins:
+// poll returns the completions that arrived. Polling, it waits for none:
 // only every idleCheckEvery empty polls does it look at the clock, the
-// context and the peer, and yield.
+// context and the peer, and yield. With events it waits up to eventSlice.
 func (pl *poller) poll(doing string) ([]uverbs.WC, error) {
 	n := pl.t.cq.Poll(pl.wcs)
+	if n == 0 && pl.events {
+		ctx, cancel := context.WithTimeout(pl.t.e.ctx, eventSlice)
+		var err error
+		n, err = pl.t.cq.Wait(ctx, pl.wcs)
+		cancel()
+		switch {
+		case pl.t.e.ctx.Err() != nil:
+			return nil, interruption(pl.t.e.ctx)
+		case errors.Is(err, context.DeadlineExceeded):
+			return nil, pl.check(doing, time.Now())
+		case err != nil:
+			return nil, err
+		}
+	}
 	if n > 0 {
 		if err := firstError(pl.wcs[:n]); err != nil {
 			return nil, err
@@ -274,25 +301,32 @@ func firstError(wcs []uverbs.WC) error {
 	return nil
 }
 
-// idle is called when nothing happened: it yields, and fails on a stall or
-// the end of ctx.
+// idle is called when polling found nothing: it yields, and fails on a
+// stall or the end of ctx.
 func (pl *poller) idle(doing string, now time.Time) error {
-	s := pl.t.p.session
-	if err := pl.t.p.ctx.Err(); err != nil {
-		return fmt.Errorf("interrupted: %w", err)
+	if err := pl.check(doing, now); err != nil {
+		return err
+	}
+	if now.Sub(pl.lastWC) < spinFor {
+		runtime.Gosched()
+	} else {
+		time.Sleep(50 * time.Microsecond)
+	}
+	return nil
+}
+
+// check fails on the end of ctx, on the peer's failure and on a stall.
+func (pl *poller) check(doing string, now time.Time) error {
+	if ctx := pl.t.e.ctx; ctx.Err() != nil {
+		return interruption(ctx)
 	}
 	if pl.watch != nil {
 		if err := pl.watch.check(doing); err != nil {
 			return err
 		}
 	}
-	if !pl.passive && now.Sub(pl.lastWC) > s.timeout {
+	if s := pl.t.e.link; !pl.passive && now.Sub(pl.lastWC) > s.timeout {
 		return fmt.Errorf("nothing completed for %v: the peer stopped, or packets are lost (UDP 4791 filtered?)", s.timeout)
-	}
-	if now.Sub(pl.lastWC) < spinFor {
-		runtime.Gosched()
-	} else {
-		time.Sleep(50 * time.Microsecond)
 	}
 	return nil
 }
@@ -304,16 +338,16 @@ func (pl *poller) progress() { pl.lastWC = time.Now() }
 // bandwidth streams the test's operation with a window of outstanding
 // requests, for Iters messages or Duration.
 func (t *traffic) bandwidth() (string, error) {
-	s := t.p.session
-	test := s.test
+	s := t.e.link
+	test := t.e.test
 	wr := t.request(test.Op)
 	wr.Flags |= uverbs.SendSignaled
-	window := int(t.p.qp.QP().Cap.MaxSendWR)
+	window := int(t.e.conn.qp.QP().Cap.MaxSendWR)
 	target := test.Iters
 	if test.Duration > 0 {
 		target = math.MaxInt
 	}
-	pl := t.newPoller()
+	pl := t.newPoller(false)
 	tick := ticker{s: s}
 	posted, completed := 0, 0
 	doing := "streaming " + test.String() + " to"
@@ -340,7 +374,7 @@ func (t *traffic) bandwidth() (string, error) {
 	}
 	m := Measurement{Test: test.Kind, Op: test.Op, Size: test.Size, Iters: completed,
 		Bytes: uint64(completed) * uint64(test.Size), Elapsed: time.Since(start)}
-	t.p.res.Measurements = append(t.p.res.Measurements, m)
+	t.e.measured(m)
 	return fmt.Sprintf("%.3f Gb/s, %.4f Mmsg/s: %d × %d bytes in %v", m.BWGbps(), m.MsgRateMpps(), m.Iters, m.Size,
 		m.Elapsed.Round(time.Microsecond)), nil
 }
@@ -349,30 +383,21 @@ func (t *traffic) bandwidth() (string, error) {
 // and counts what arrives; WRITE and READ need nothing of this side's
 // CPU, which watches the connection until the peer is done.
 func (t *traffic) serveBandwidth() (string, error) {
-	s := t.p.session
+	s := t.e.link
 	w := watcher{s: s, lastHeard: time.Now()}
-	doing := "serving " + s.test.String() + " to"
-	if s.test.Op != OpSend {
-		for w.done == nil {
-			if err := w.check(doing); err != nil {
-				return "", err
-			}
-			if w.done == nil {
-				select {
-				case <-time.After(10 * time.Millisecond):
-				case <-t.p.ctx.Done():
-					return "", fmt.Errorf("interrupted %s the peer: %w", doing, t.p.ctx.Err())
-				}
-			}
+	doing := "serving " + t.e.test.String() + " to"
+	if t.e.test.Op != OpSend {
+		if err := w.untilDone(t.e.ctx, doing); err != nil {
+			return "", err
 		}
-		verb := map[Operation]string{OpWrite: "wrote into", OpRead: "read from"}[s.test.Op]
+		verb := map[Operation]string{OpWrite: "wrote into", OpRead: "read from"}[t.e.test.Op]
 		return fmt.Sprintf("the peer %s this side's memory; no CPU work here", verb), nil
 	}
-	pl := t.newPoller()
+	pl := t.newPoller(false)
 	pl.passive = true
 	var received int
 	var first, last time.Time
-	recv := uverbs.RecvWR{ID: wrRecv, SGL: []uverbs.SGE{t.p.mr.sge(partTarget)}}
+	recv := uverbs.RecvWR{ID: wrRecv, SGL: []uverbs.SGE{t.e.conn.mr.sge(partTarget)}}
 	pl.watch = &w
 	for {
 		wcs, err := pl.poll(doing)
@@ -398,10 +423,10 @@ func (t *traffic) serveBandwidth() (string, error) {
 			break // the client's sends all completed: every SEND is here
 		}
 	}
-	m := Measurement{Test: s.test.Kind, Op: s.test.Op, Size: s.test.Size, Iters: received,
-		Bytes: uint64(received) * uint64(s.test.Size), Elapsed: last.Sub(first)}
-	t.p.res.Measurements = append(t.p.res.Measurements, m)
-	return fmt.Sprintf("received %d × %d bytes, %.3f Gb/s", received, s.test.Size, m.BWGbps()), nil
+	m := Measurement{Test: t.e.test.Kind, Op: t.e.test.Op, Size: t.e.test.Size, Iters: received,
+		Bytes: uint64(received) * uint64(t.e.test.Size), Elapsed: last.Sub(first)}
+	t.e.measured(m)
+	return fmt.Sprintf("received %d × %d bytes, %.3f Gb/s", received, t.e.test.Size, m.BWGbps()), nil
 }
 
 // seqByte is the marker of exchange i in a latency test's last byte:
@@ -410,21 +435,29 @@ func seqByte(i int) byte { return byte(i%127 + 1) }
 
 const stopBit = 0x80
 
-// lastByte reads byte i of b, which the device writes behind Go's back.
+// lastByte reads byte i of b, which the device writes behind Go's back,
+// with an atomic load of the aligned word that holds it: aligned on the
+// address, not on the slice, as arm64 faults (SIGBUS) on an unaligned
+// atomic load. The word stays inside b's page (pages are word-aligned),
+// which the memory region maps whole.
 func lastByte(b []byte, i int) byte {
-	word := (*uint32)(unsafe.Pointer(&b[i&^3]))
-	return byte(atomic.LoadUint32(word) >> (8 * (i & 3)))
+	p := unsafe.Pointer(&b[i])
+	off := uintptr(p) & 3
+	word := (*uint32)(unsafe.Add(p, -int(off)))
+	var w [4]byte
+	binary.NativeEndian.PutUint32(w[:], atomic.LoadUint32(word))
+	return w[off]
 }
 
 // latency runs the ping-pong of a lat test and records each exchange.
 func (t *traffic) latency() (string, error) {
-	s := t.p.session
-	test := s.test
-	m := t.p.mr
+	s := t.e.link
+	test := t.e.test
+	m := t.e.conn.mr
 	src, dst := m.region(partSource), m.region(partTarget)
 	wr := t.request(test.Op)
 	wr.Flags |= uverbs.SendSignaled
-	pl := t.newPoller()
+	pl := t.newPoller(true)
 	tick := ticker{s: s}
 	var rec latencyRecorder
 	doing := "running " + test.String() + " with"
@@ -485,7 +518,7 @@ func (t *traffic) latency() (string, error) {
 	st := rec.stats()
 	meas := Measurement{Test: test.Kind, Op: test.Op, Size: test.Size, Iters: st.Samples,
 		Bytes: uint64(st.Samples) * uint64(test.Size), Elapsed: time.Since(start), Latency: st}
-	t.p.res.Measurements = append(t.p.res.Measurements, meas)
+	t.e.measured(meas)
 	return fmt.Sprintf("%d exchanges of %d bytes: median %.2f µs, p99 %.2f µs", st.Samples, test.Size,
 		float64(st.Median)/1e3, float64(st.P99)/1e3), nil
 }
@@ -493,18 +526,18 @@ func (t *traffic) latency() (string, error) {
 // serveLatency answers a lat test: it returns each ping (WRITE, SEND);
 // an RDMA READ needs no CPU work here.
 func (t *traffic) serveLatency() (string, error) {
-	s := t.p.session
-	if s.test.Op == OpRead {
+	s := t.e.link
+	if t.e.test.Op == OpRead {
 		return t.serveBandwidth()
 	}
-	m := t.p.mr
+	m := t.e.conn.mr
 	src, dst := m.region(partSource), m.region(partTarget)
-	wr := t.request(s.test.Op)
+	wr := t.request(t.e.test.Op)
 	wr.Flags |= uverbs.SendSignaled
 	w := watcher{s: s, lastHeard: time.Now()}
-	pl := t.newPoller()
+	pl := t.newPoller(true)
 	pl.passive = true
-	doing := "answering " + s.test.String() + " of"
+	doing := "answering " + t.e.test.String() + " of"
 	unreaped := 0
 	n := 0
 	for i := 0; ; i++ {
@@ -527,7 +560,7 @@ func (t *traffic) serveLatency() (string, error) {
 					return "", err
 				}
 			}
-			if b := lastByte(dst, len(dst)-1); s.test.Op == OpWrite && b&^stopBit == want {
+			if b := lastByte(dst, len(dst)-1); t.e.test.Op == OpWrite && b&^stopBit == want {
 				got, arrived = b, true
 			}
 			if arrived {
@@ -540,7 +573,7 @@ func (t *traffic) serveLatency() (string, error) {
 			return "", &PayloadMismatchError{Operation: "ping", Offset: len(dst) - 1, Got: got, Want: want}
 		}
 		src[len(src)-1] = got
-		for unreaped >= int(t.p.qp.QP().Cap.MaxSendWR)-1 {
+		for unreaped >= int(t.e.conn.qp.QP().Cap.MaxSendWR)-1 {
 			wcs, err := pl.poll(doing)
 			if err != nil {
 				return "", err
@@ -556,12 +589,9 @@ func (t *traffic) serveLatency() (string, error) {
 			break
 		}
 	}
-	// The client's "done" follows; finish reads it with the verdict.
-	for w.done == nil {
-		if err := w.check(doing); err != nil {
-			return "", err
-		}
-		time.Sleep(time.Millisecond)
+	// The client's "done" follows.
+	if err := w.untilDone(t.e.ctx, doing); err != nil {
+		return "", err
 	}
-	return fmt.Sprintf("answered %d exchanges of %d bytes", n, s.test.Size), nil
+	return fmt.Sprintf("answered %d exchanges of %d bytes", n, t.e.test.Size), nil
 }

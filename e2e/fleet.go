@@ -1,0 +1,307 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/grdma/grdma/e2e/layout"
+)
+
+// Fleet defaults (see e2e/README.md for the measurements behind them).
+const (
+	// DefaultFleetSize is the number of guests TestFleet boots: the sweep
+	// needs 8 nodes; the bed's own scenarios need 6.
+	DefaultFleetSize = 8
+	// DefaultFleetMemoryMB is each fleet guest's memory: the image takes
+	// ~120 MB of it (the root file system is the initramfs).
+	DefaultFleetMemoryMB = 512
+	// DefaultFleetParallel is how many fleet guests boot at once.
+	DefaultFleetParallel = 2
+	// switchWait bounds the wait for the switch's control socket.
+	switchWait = 10 * time.Second
+)
+
+// FleetSpec is what BootFleet boots.
+type FleetSpec struct {
+	Kernel *Kernel
+	// Size is the number of guests: node 1, the driver, and nodes 2..Size
+	// (2 ≤ Size ≤ layout.FleetMax).
+	Size int
+	// Image is what every guest's image holds (Grdma, TestBinary, Files,
+	// Verbose): one image is built and all guests boot it. Its Kernel,
+	// Link and Run are not used.
+	Image *Guest
+	// Run is node i's script.
+	Run func(i int) string
+	// MemoryMB is each guest's memory; 0 means DefaultFleetMemoryMB.
+	MemoryMB int
+	// Timeout is the driver's time limit (0 means DefaultGuestTimeout); the
+	// other guests get a minute more.
+	Timeout time.Duration
+	// Parallel is how many guests boot at once (from QEMU's start until
+	// init runs the script); 0 means DefaultFleetParallel.
+	Parallel int
+	// Console, if set, receives every console as it comes, each line
+	// prefixed with the node's name ("node3: ").
+	Console io.Writer
+}
+
+// FleetResult is what a fleet's boot brought back.
+type FleetResult struct {
+	// Nodes[i-1] is node i's boot; nil for a node that never started.
+	Nodes []*Result
+	// Build is the time to build the one image, Image its size in bytes.
+	Build time.Duration
+	Image int64
+	// Boot runs from the first QEMU's start until every guest runs its
+	// script.
+	Boot time.Duration
+	dir  string
+}
+
+// Driver is node 1's result.
+func (f *FleetResult) Driver() *Result {
+	if len(f.Nodes) == 0 {
+		return nil
+	}
+	return f.Nodes[0]
+}
+
+// Cleanup removes the fleet's temporary files.
+func (f *FleetResult) Cleanup() {
+	for _, r := range f.Nodes {
+		if r != nil {
+			r.Cleanup()
+		}
+	}
+	if f.dir != "" {
+		os.RemoveAll(f.dir)
+	}
+}
+
+// Err explains a fleet whose guests did not all end well, the driver
+// first (its scripts are the scenarios).
+func (f *FleetResult) Err() error {
+	var errs []string
+	for i, r := range f.Nodes {
+		if r == nil {
+			errs = append(errs, fmt.Sprintf("%s never started", layout.FleetName(i+1)))
+			continue
+		}
+		if err := r.Err(); err != nil {
+			errs = append(errs, err.Error())
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return errors.New(strings.Join(errs, "\n"))
+}
+
+// fleetMAC is node i's NIC address.
+func fleetMAC(i int) string { return fmt.Sprintf("52:54:00:00:01:%02x", i) }
+
+// BootFleet boots Size guests of one kernel on one Ethernet switch (a VDE
+// switch on a unix socket in a temporary directory: nothing on the host's
+// network), node i with layout.FleetAddr(i) on layout.FleetNetdev. The
+// guests share one image; each gets its script and link on its 9p share.
+// Nodes 2..Size start first, at most Parallel booting at once, the driver
+// last. BootFleet returns when the driver has stopped and every other
+// guest has powered off (or was killed stopGrace later). As with Boot,
+// the error is about the harness; the guests' own failures are in the
+// results.
+func (b *Bed) BootFleet(ctx context.Context, spec FleetSpec) (*FleetResult, error) {
+	if spec.Size < 2 || spec.Size > layout.FleetMax {
+		return nil, fmt.Errorf("e2e: a fleet has 2 to %d guests, not %d", layout.FleetMax, spec.Size)
+	}
+	if spec.Timeout == 0 {
+		spec.Timeout = DefaultGuestTimeout
+	}
+	if spec.MemoryMB == 0 {
+		spec.MemoryMB = DefaultFleetMemoryMB
+	}
+	if spec.Parallel <= 0 {
+		spec.Parallel = DefaultFleetParallel
+	}
+	f := &FleetResult{Nodes: make([]*Result, spec.Size)}
+	runs := filepath.Join(b.Cache, "runs")
+	if err := os.MkdirAll(runs, 0o755); err != nil {
+		return f, err
+	}
+	var err error
+	if f.dir, err = os.MkdirTemp(runs, "fleet-"+spec.Kernel.Label+"-"); err != nil {
+		return f, err
+	}
+	image := *spec.Image
+	image.Kernel, image.Link, image.Run = spec.Kernel, nil, ""
+	initrd := filepath.Join(f.dir, "initramfs.cpio")
+	start := time.Now()
+	if err := b.buildInitramfs(ctx, &image, initrd); err != nil {
+		return f, err
+	}
+	f.Build = time.Since(start)
+	if st, err := os.Stat(initrd); err == nil {
+		f.Image = st.Size()
+	}
+
+	sw, err := b.startSwitch(spec.Size)
+	if err != nil {
+		return f, err
+	}
+	defer sw.stop()
+
+	var consoles *Consoles
+	if spec.Console != nil {
+		consoles = NewConsoles(spec.Console)
+	}
+	machines := make([]*machine, spec.Size)
+	// Nodes 2..Size first: the driver waits for their agents.
+	order := make([]int, 0, spec.Size)
+	for i := 2; i <= spec.Size; i++ {
+		order = append(order, i)
+	}
+	order = append(order, 1)
+	slots := make(chan struct{}, spec.Parallel)
+	var launchErr error
+	var first time.Time
+	for _, i := range order {
+		slots <- struct{}{}
+		g := image
+		g.Link = &Link{Backend: "vde,sock=" + sw.dir, MAC: fleetMAC(i),
+			Address: fmt.Sprintf("%s/%d", layout.FleetAddr(i), layout.FleetPrefix), Name: layout.FleetName(i)}
+		opt := BootOptions{Timeout: spec.Timeout, MemoryMB: spec.MemoryMB, initramfs: initrd,
+			share: map[string][]byte{"e2e/run": []byte(spec.Run(i)), "e2e/link": g.Link.config()}}
+		if i != 1 {
+			opt.Timeout += time.Minute
+		}
+		if consoles != nil {
+			opt.Console = consoles.Prefixed(layout.FleetName(i) + ": ")
+		}
+		m, err := b.launch(ctx, &g, opt)
+		if err != nil {
+			if m != nil {
+				f.Nodes[i-1] = m.r
+			}
+			launchErr = fmt.Errorf("e2e: %s: %v", layout.FleetName(i), err)
+			<-slots
+			break
+		}
+		if first.IsZero() {
+			first = m.started
+		}
+		machines[i-1] = m
+		go func() {
+			select {
+			case <-m.running:
+			case <-m.done:
+			}
+			<-slots
+		}()
+	}
+	if launchErr != nil {
+		for i, m := range machines {
+			if m != nil {
+				m.kill("another guest of the fleet could not start")
+				f.Nodes[i], _ = m.wait()
+			}
+		}
+		return f, launchErr
+	}
+
+	driver := machines[0]
+	f.Nodes[0], err = driver.wait()
+	grace := time.After(stopGrace)
+	for i, m := range machines[1:] {
+		select {
+		case <-m.done:
+		case <-grace:
+			m.kill(fmt.Sprintf("still running %v after the driver stopped", stopGrace))
+		}
+		r, werr := m.wait()
+		f.Nodes[i+1] = r
+		if err == nil {
+			err = werr
+		}
+	}
+	for _, m := range machines {
+		if t, ok := m.marks["run"]; ok && t.Sub(first) > f.Boot {
+			f.Boot = t.Sub(first)
+		}
+	}
+	return f, err
+}
+
+// vdeSwitch is a running vde_switch.
+type vdeSwitch struct {
+	dir   string // its control directory: QEMU's vde,sock=
+	cmd   *exec.Cmd
+	stdin io.Closer
+	out   bytes.Buffer
+	done  chan struct{}
+}
+
+// startSwitch starts a VDE switch with a port for each guest, on a unix
+// socket in a new directory under the system's temporary directory (a
+// unix socket's path must stay short). It runs in the foreground, its
+// console on a pipe: if this process dies, the switch reads EOF and exits.
+func (b *Bed) startSwitch(ports int) (*vdeSwitch, error) {
+	bin := findTool(hostVdeSwitch)
+	if bin == "" {
+		return nil, errors.New("e2e: vde_switch not found (EnsureTools not run?)")
+	}
+	dir, err := os.MkdirTemp("", "e2e-vde-")
+	if err != nil {
+		return nil, err
+	}
+	sw := &vdeSwitch{dir: dir, done: make(chan struct{})}
+	sw.cmd = exec.Command(bin, "-s", dir, "-n", fmt.Sprint(ports+2))
+	stdin, err := sw.cmd.StdinPipe()
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	sw.stdin = stdin
+	var mu sync.Mutex
+	sw.cmd.Stdout = writerFunc(func(p []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return sw.out.Write(p) })
+	sw.cmd.Stderr = sw.cmd.Stdout
+	if err := sw.cmd.Start(); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("e2e: vde_switch: %v", err)
+	}
+	go func() { sw.cmd.Wait(); close(sw.done) }()
+	ctl := filepath.Join(dir, "ctl")
+	for end := time.Now().Add(switchWait); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(ctl); err == nil {
+			b.logf("e2e: switch on %s", dir)
+			return sw, nil
+		}
+		select {
+		case <-sw.done:
+		default:
+			if time.Now().Before(end) {
+				continue
+			}
+		}
+		sw.stop()
+		mu.Lock()
+		defer mu.Unlock()
+		return nil, fmt.Errorf("e2e: vde_switch made no %s within %v: %v\n%s", ctl, switchWait, sw.cmd.ProcessState, sw.out.String())
+	}
+}
+
+// stop ends the switch and removes its directory.
+func (sw *vdeSwitch) stop() {
+	sw.stdin.Close()
+	sw.cmd.Process.Kill()
+	<-sw.done
+	os.RemoveAll(sw.dir)
+}

@@ -1,0 +1,213 @@
+//go:build e2eguest
+
+package guest
+
+// grdma probe DEV serve (issue 25) across the pair bed: a responder on A
+// answering peers from B, several at once, within its limits, with a
+// shared secret, an ibv_rc_pingpong client, fifty peers in a row, and
+// SIGTERM under load. withPeer fails a test that leaves an RC QP on
+// either guest.
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/grdma/grdma/e2e/layout"
+)
+
+// servedLine is one line of a responder's -j output.
+type servedLine struct {
+	Peer   string `json:"peer"`
+	Result string `json:"result"`
+	Error  string `json:"error"`
+	Step   string `json:"step"`
+	Test   *struct {
+		Kind string `json:"kind"`
+		Op   string `json:"op"`
+	} `json:"test"`
+	Pinned  int   `json:"pinned_bytes"`
+	Results []any `json:"results"`
+}
+
+// servedLines parses a responder's -j output.
+func servedLines(t *testing.T, stdout string) []servedLine {
+	t.Helper()
+	var lines []servedLine
+	for _, l := range strings.Split(strings.TrimSpace(stdout), "\n") {
+		if l == "" {
+			continue
+		}
+		var s servedLine
+		if err := json.Unmarshal([]byte(l), &s); err != nil {
+			t.Fatalf("a line of serve -j is not JSON: %v\n%s", err, l)
+		}
+		lines = append(lines, s)
+	}
+	return lines
+}
+
+// stopServe sends SIGTERM to the responder on A and returns its result.
+func stopServe(t *testing.T, srv *remoteCmd) result {
+	t.Helper()
+	srv.Signal(syscall.SIGTERM)
+	r := srv.Wait()
+	if r.code != 0 || !strings.Contains(r.stderr, "stopped serving") {
+		t.Errorf("the responder after SIGTERM:\n%s", r)
+	}
+	return r
+}
+
+// count tallies the results of a responder's lines.
+func count(lines []servedLine) map[string]int {
+	n := map[string]int{}
+	for _, l := range lines {
+		n[l.Result]++
+	}
+	return n
+}
+
+func TestPairProbeServe(t *testing.T) {
+	// Peers at once: three tests from B at the same time, then a burst of
+	// six against peers 2, whose extra peers are told busy and ask again.
+	t.Run("Concurrent", func(t *testing.T) {
+		p := withPeer(t)
+		srv := p.ServeOnA(t, probePort, grdma(), "-j", "probe", p.Dev, "serve", "peers", "2", "timeout", "30s")
+		tests := [][]string{{"traffic"}, {"bw", "write", "iters", "200"}, {"lat", "send", "iters", "50"},
+			{"traffic", "size", "20000"}, {"bw", "read", "iters", "100"}, {"lat", "write", "iters", "50"}}
+		results := make([]result, len(tests))
+		var wg sync.WaitGroup
+		for i, args := range tests {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				results[i] = run(grdma(), append([]string{"-j", "probe", p.Dev, "peer", p.PeerAddr}, append(args, "timeout", "60s")...)...)
+			}()
+		}
+		wg.Wait()
+		for i, r := range results {
+			if r.code != 0 || !parseProbeJSON(t, "client", r).OK {
+				t.Errorf("%s:\n%s", strings.Join(tests[i], " "), r)
+			}
+		}
+		s := stopServe(t, srv)
+		lines := servedLines(t, s.stdout)
+		n := count(lines)
+		if n["pass"] != len(tests) || n["fail"] != 0 {
+			t.Errorf("the responder's lines: %v\n%s", n, s)
+		}
+		t.Logf("%d peers served by a responder of 2 at once, %d busy answers on the way", n["pass"], n["busy"])
+	})
+	t.Run("Limits", func(t *testing.T) {
+		p := withPeer(t)
+		srv := p.ServeOnA(t, probePort, grdma(), "-j", "probe", p.Dev, "serve", "size", "1048576", "duration", "10s")
+		for args, want := range map[string]string{
+			"bw size 2097152":   "the test asks for size 2097152 bytes; the listener allows at most 1048576 bytes (its size)",
+			"bw duration 1m":    "the test asks for duration 1m0s; the listener allows at most 10s (its duration)",
+			"traffic size 4096": "",
+		} {
+			r := run(grdma(), append([]string{"probe", p.Dev, "peer", p.PeerAddr}, strings.Fields(args)...)...)
+			if want == "" && r.code != 0 || want != "" && (r.code != 1 || !strings.Contains(r.stderr, want)) {
+				t.Errorf("%s: want %q:\n%s", args, want, r)
+			}
+		}
+		s := stopServe(t, srv)
+		if n := count(servedLines(t, s.stdout)); n["refused"] != 2 || n["pass"] != 1 {
+			t.Errorf("the responder's lines: %v\n%s", n, s)
+		}
+	})
+	t.Run("Pingpong", func(t *testing.T) {
+		p := withPeer(t)
+		srv := p.ServeOnA(t, probePort, grdma(), "-j", "probe", p.Dev, "serve", "pingpong", "iters", "50")
+		for range 2 {
+			cli := run(layout.IbvRcPingpong, "-d", p.Dev, "-g", strconv.Itoa(p.GIDIndex), "-n", "50", p.PeerAddr)
+			if cli.code != 0 || !strings.Contains(cli.stdout, "50 iters in") {
+				t.Errorf("ibv_rc_pingpong against the responder:\n%s", cli)
+			}
+		}
+		s := stopServe(t, srv)
+		if n := count(servedLines(t, s.stdout)); n["pass"] != 2 {
+			t.Errorf("the responder's lines: %v\n%s", n, s)
+		}
+	})
+	// Fifty peers in a row: each passes, the responder's own objects stay
+	// what they were (its context and PD: no QP, CQ or MR left).
+	t.Run("FiftyInARow", func(t *testing.T) {
+		p := withPeer(t)
+		srv := p.ServeOnA(t, probePort, grdma(), "-j", "probe", p.Dev, "serve")
+		before := p.A.Must(layout.Rdma, "-j", "res").stdout
+		var rss5 int
+		for i := range 50 {
+			args := []string{"probe", p.Dev, "peer", p.PeerAddr}
+			if i%5 == 0 {
+				args = append(args, "traffic")
+			}
+			if r := run(grdma(), args...); r.code != 0 {
+				t.Fatalf("peer %d:\n%s", i+1, r)
+			}
+			if i == 4 {
+				rss5 = listenerStatus(t, p, "VmRSS:")
+			}
+		}
+		// Memory stays what it was after the first peers.
+		if rss50 := listenerStatus(t, p, "VmRSS:"); rss50-rss5 > 8<<20 {
+			t.Errorf("the responder's RSS grew from %d to %d bytes over 45 peers", rss5, rss50)
+		} else {
+			t.Logf("the responder's RSS after 5 peers %d kB, after 50 %d kB", rss5>>10, rss50>>10)
+		}
+		if after := p.A.Must(layout.Rdma, "-j", "res").stdout; after != before {
+			t.Errorf("A's resources while the responder idles, before the 50 peers:\n%s\nafter:\n%s", before, after)
+		}
+		for _, kind := range []string{"qp", "cq", "mr"} {
+			if r := p.A.Must(layout.Rdma, "-j", "res", "show", kind); strings.Contains(r.stdout, `"comm":"grdma"`) {
+				t.Errorf("A: a %s of grdma left while it idles:\n%s", kind, r.stdout)
+			}
+		}
+		s := stopServe(t, srv)
+		if n := count(servedLines(t, s.stdout)); n["pass"] != 50 {
+			t.Errorf("the responder's lines: %v", n)
+		}
+	})
+	t.Run("Auth", func(t *testing.T) {
+		p := withPeer(t)
+		const key = "/tmp/probe.key"
+		write := fmt.Sprintf("umask 077 && echo 0123456789abcdef-fleet-secret > %s", key)
+		p.A.Must("/bin/sh", "-c", write)
+		must(t, "/bin/sh", "-c", write)
+		srv := p.ServeOnA(t, probePort, grdma(), "-j", "probe", p.Dev, "serve", "auth", key)
+		if r := run(grdma(), "probe", p.Dev, "peer", p.PeerAddr, "traffic", "auth", key); r.code != 0 {
+			t.Errorf("with the key:\n%s", r)
+		}
+		if r := run(grdma(), "probe", p.Dev, "peer", p.PeerAddr, "traffic"); r.code != 1 || !strings.Contains(r.stderr, "give auth FILE") {
+			t.Errorf("without the key:\n%s", r)
+		}
+		s := stopServe(t, srv)
+		if n := count(servedLines(t, s.stdout)); n["pass"] != 1 || n["refused"] != 1 {
+			t.Errorf("the responder's lines: %v\n%s", n, s)
+		}
+	})
+	// SIGTERM under load: a test that would run 60 s is cut off after the
+	// grace period, told why; the responder exits 0 and leaves nothing.
+	t.Run("SigtermUnderLoad", func(t *testing.T) {
+		p := withPeer(t)
+		srv := p.ServeOnA(t, probePort, grdma(), "-j", "probe", p.Dev, "serve", "grace", "1s")
+		before := sentPackets(t, p.Dev)
+		cli, _, stderr := startLocal(t, grdma(), "probe", p.Dev, "peer", p.PeerAddr, "bw", "write", "size", "4096", "duration", "60s")
+		trafficFlows(t, p.Dev, before)
+		start := time.Now()
+		s := stopServe(t, srv)
+		took := time.Since(start)
+		if code := exitCode(cli); code != 1 || !strings.Contains(stderr.String(), "the peer failed at bw_write: interrupted") {
+			t.Errorf("the client cut off: exit %d\n%s", code, stderr)
+		}
+		if n := count(servedLines(t, s.stdout)); n["fail"] != 1 {
+			t.Errorf("the responder's lines: %v\n%s", n, s)
+		}
+		t.Logf("SIGTERM to exit with a test running, grace 1s: %v", took.Round(10*time.Millisecond))
+	})
+}

@@ -1,0 +1,198 @@
+package uverbstest_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/grdma/grdma/uverbs"
+	"github.com/grdma/grdma/uverbs/uverbstest"
+)
+
+// A completion arrives as an event: armed and empty, the queue is waited
+// for through the channel; the wait returns once the SEND is done, and
+// DESTROY_CQ counts the events read.
+func TestCompletionEvent(t *testing.T) {
+	a, b, fab := pair(t, defaultLink)
+	fab.Impair(func(uverbstest.Packet) uverbstest.Impairment {
+		return uverbstest.Impairment{Delay: 5 * time.Millisecond}
+	})
+	if err := b.cq.Arm(false); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.cq.Poll(make([]uverbs.WC, 1)); n != 0 {
+		t.Fatal("a completion before anything was sent")
+	}
+	b.recv(1, 0, 8)
+	a.post(uverbs.SendWR{ID: 2, Opcode: uverbs.WRSend, SGL: []uverbs.SGE{a.sge(0, 8)}})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := b.cq.WaitEvent(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wcs := make([]uverbs.WC, 2)
+	if n := b.cq.Poll(wcs); n != 1 {
+		t.Fatalf("%d completions after the event, want 1", n)
+	}
+	wantWC(t, wcs[0], 1, uverbs.WCSuccess, uverbs.WCRecv, 8)
+	a.wait(1)
+	// Armed again, with an event written and not read: DESTROY_CQ drops
+	// it and counts only the one read.
+	b.recv(3, 0, 8)
+	if err := b.cq.Arm(false); err != nil {
+		t.Fatal(err)
+	}
+	a.post(uverbs.SendWR{ID: 4, Opcode: uverbs.WRSend, SGL: []uverbs.SGE{a.sge(0, 8)}})
+	a.wait(1)
+	if err := b.qp.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	b.qp = nil
+	ev, err := b.cq.DestroyEvents()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.cq = nil
+	if ev.Comp != 1 || ev.Async != 0 {
+		t.Errorf("DESTROY_CQ reports %+v events, want 1 completion event", ev)
+	}
+}
+
+// Wait ends with its context: cancelled, or past its deadline, with no
+// thread left behind and the queue still armed for the next wait.
+func TestWaitCancelled(t *testing.T) {
+	e := newEnd(t, uverbstest.NewDevice(uverbstest.Config{}))
+	e.connect(e, defaultLink)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() {
+		_, err := e.cq.Wait(ctx, make([]uverbs.WC, 4))
+		done <- err
+	}()
+	time.Sleep(20 * time.Millisecond)
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("cancelled Wait: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a cancelled Wait did not return")
+	}
+	short, cancel2 := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer cancel2()
+	start := time.Now()
+	_, err := e.cq.Wait(short, make([]uverbs.WC, 4))
+	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) < 25*time.Millisecond {
+		t.Errorf("Wait with a deadline: %v after %v", err, time.Since(start))
+	}
+	// Both waits armed the queue once: it stays armed until an event.
+	if n := e.dev.Calls(uverbstest.OpReqNotifyCQ); n != 1 {
+		t.Errorf("%d REQ_NOTIFY_CQ for two waits without an event, want 1", n)
+	}
+	e.recv(1, 0, 8)
+	e.post(uverbs.SendWR{ID: 2, Opcode: uverbs.WRSend, SGL: []uverbs.SGE{e.sge(0, 8)}})
+	if wcs := e.wait(2); len(wcs) != 2 {
+		t.Errorf("completions %+v", wcs)
+	}
+}
+
+// Armed for solicited completions only, a queue's event comes with the
+// first SEND that asks for it; the completions before it come with it.
+func TestSolicitedEvents(t *testing.T) {
+	fab := uverbstest.NewFabric()
+	a := newEnd(t, fab.NewDevice(uverbstest.Config{}))
+	b := newEndSignalling(t, fab.NewDevice(uverbstest.Config{}), false)
+	a.connect(b, defaultLink)
+	b.connect(a, defaultLink)
+	b.recv(1, 0, 8)
+	b.recv(2, 8, 8)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	got := make(chan int)
+	go func() {
+		n, err := b.cq.WaitSolicited(ctx, make([]uverbs.WC, 4))
+		if err != nil {
+			t.Error(err)
+		}
+		got <- n
+	}()
+	a.post(uverbs.SendWR{ID: 3, Opcode: uverbs.WRSend, SGL: []uverbs.SGE{a.sge(0, 8)}})
+	a.wait(1)
+	select {
+	case n := <-got:
+		// Poll found the first receive before arming, which is fine:
+		// then the wait never blocked.
+		if n != 1 {
+			t.Errorf("%d completions", n)
+		}
+		return
+	case <-time.After(50 * time.Millisecond):
+	}
+	a.post(uverbs.SendWR{ID: 4, Opcode: uverbs.WRSend, Flags: uverbs.SendSolicited, SGL: []uverbs.SGE{a.sge(0, 8)}})
+	if n := <-got; n != 2 {
+		t.Errorf("the solicited event brought %d completions, want both receives", n)
+	}
+}
+
+// One channel serves two queues: each waiter gets its own queue's event,
+// whoever reads the channel.
+func TestSharedChannel(t *testing.T) {
+	dev := uverbstest.NewDevice(uverbstest.Config{})
+	e := newEnd(t, dev)
+	e.connect(e, defaultLink)
+	other, err := e.c.CreateRxeCQWith(uverbs.CQInit{CQE: 4, Channel: e.ch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	otherDone := make(chan error, 1)
+	go func() { _, err := other.Wait(ctx, make([]uverbs.WC, 1)); otherDone <- err }()
+	e.recv(1, 0, 8)
+	e.post(uverbs.SendWR{ID: 2, Opcode: uverbs.WRSend, SGL: []uverbs.SGE{e.sge(0, 8)}})
+	e.wait(2)
+	select {
+	case err := <-otherDone:
+		t.Fatalf("the other queue's waiter returned (%v) without a completion", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	if err := other.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-otherDone; err == nil {
+		t.Error("a waiter on a destroyed queue returned no error")
+	}
+}
+
+// A closed channel wakes its waiters; a queue without a channel cannot be
+// waited for.
+func TestChannelClosedAndMissing(t *testing.T) {
+	e := newEnd(t, uverbstest.NewDevice(uverbstest.Config{}))
+	e.connect(e, defaultLink)
+	done := make(chan error)
+	go func() { _, err := e.cq.Wait(context.Background(), make([]uverbs.WC, 1)); done <- err }()
+	time.Sleep(10 * time.Millisecond)
+	e.ch.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, os.ErrClosed) {
+			t.Errorf("Wait on a closed channel: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("closing the channel did not wake the waiter")
+	}
+	plain, err := e.c.CreateRxeCQ(4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Destroy()
+	if _, err := plain.Wait(context.Background(), make([]uverbs.WC, 1)); err == nil {
+		t.Error("Wait on a CQ without a channel returned no error")
+	}
+	if err := plain.Arm(false); err == nil {
+		t.Error("Arm on a CQ without a channel returned no error")
+	}
+}

@@ -1,0 +1,154 @@
+package verbsprobe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+)
+
+// A responder (`grdma probe DEV serve`) answers any number of peers at
+// once on one Device: each peer that sends a valid first message (a grdma
+// hello within the limits, proving the shared secret when there is one,
+// or an ibv_rc_pingpong address) gets its own goroutine, Conn and
+// exchange, as a one-shot listener would serve it; clients cannot tell
+// the two apart but by the limits. What it serves at once is bounded
+// (peers, pinned memory); a peer over those bounds is answered busy and
+// tries again, one over a peer's limits is refused.
+
+// ResponderConfig is a responder's policy.
+type ResponderConfig struct {
+	// ServeConfig is what each peer is served with and allowed: the
+	// ibv_rc_pingpong test, the timeout, the per-peer Limits, the
+	// allow-list, the shared secret, the log of refused connections.
+	ServeConfig
+	// MaxPeers is how many peers are served at once; 0 means
+	// DefaultMaxPeers.
+	MaxPeers int
+	// MaxPinnedTotal is the memory the peers served at once may pin
+	// together; 0 means DefaultMaxPinnedTotal.
+	MaxPinnedTotal int
+	// Grace is how long peers still running when the responder stops are
+	// given to finish before they are cut off; 0 means DefaultGrace.
+	Grace time.Duration
+	// OnPeer, when set, is told of each peer served, when it is done.
+	OnPeer func(*Result)
+}
+
+// Defaults of a responder.
+const (
+	DefaultMaxPeers       = 16
+	DefaultMaxPinnedTotal = 256 << 20
+	DefaultGrace          = 5 * time.Second
+)
+
+// WithDefaults fills in the zero fields.
+func (c ResponderConfig) WithDefaults() ResponderConfig {
+	if c.MaxPeers <= 0 {
+		c.MaxPeers = DefaultMaxPeers
+	}
+	if c.MaxPinnedTotal <= 0 {
+		c.MaxPinnedTotal = DefaultMaxPinnedTotal
+	}
+	if c.Grace <= 0 {
+		c.Grace = DefaultGrace
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = DefaultPeerTimeout
+	}
+	c.Limits = c.Limits.WithDefaults()
+	// A peer's test beyond what all may pin together is refused, not
+	// left to wait for room that never comes.
+	c.Limits.MaxPinned = min(c.Limits.MaxPinned, c.MaxPinnedTotal)
+	return c
+}
+
+// capacity is what a responder serves at once.
+type capacity struct {
+	mu              sync.Mutex
+	peers, pinned   int
+	maxPeers, limit int
+}
+
+// admit reserves a peer's slot and memory, or says why there is none.
+func (c *capacity) admit(arr *arrival) error {
+	need := arr.test.Pinned()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.peers >= c.maxPeers:
+		return fmt.Errorf("%d peers served at once, the responder's limit (its peers)", c.maxPeers)
+	case c.pinned+need > c.limit:
+		return fmt.Errorf("%d bytes pinned for %d peers; this test's %d bytes would pass the responder's %d (its memory)",
+			c.pinned, c.peers, need, c.limit)
+	}
+	c.peers++
+	c.pinned += need
+	arr.release = func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.peers--
+		c.pinned -= need
+	}
+	return nil
+}
+
+// Respond serves peers on ln with dev until ctx ends or ln fails. Then it
+// stops accepting, gives the peers still running cfg.Grace to finish,
+// cuts off the rest (they are told they were interrupted), and returns
+// once every peer's Conn is torn down. ln is closed; dev stays open (the
+// caller's to close). The error is ln's, nil when ctx ended it.
+func Respond(ctx context.Context, dev *Device, ln net.Listener, cfg ResponderConfig) error {
+	cfg = cfg.WithDefaults()
+	if dev.driver == nil {
+		ln.Close()
+		return &UnsupportedError{Device: dev.opts.Device, Reason: dev.unsupportedDriver()}
+	}
+	capa := &capacity{maxPeers: cfg.MaxPeers, limit: cfg.MaxPinnedTotal}
+	a := &acceptor{ln: ln, cfg: cfg.ServeConfig, timeout: cfg.Timeout, pending: max(maxPending, 4*cfg.MaxPeers), admit: capa.admit}
+	// Peers run under hard: it ends Grace after ctx does.
+	hard, cut := context.WithCancel(context.WithoutCancel(ctx))
+	defer cut()
+	stop := context.AfterFunc(ctx, func() {
+		t := time.AfterFunc(cfg.Grace, cut)
+		context.AfterFunc(hard, func() { t.Stop() })
+	})
+	defer stop()
+	var wg sync.WaitGroup
+	err := a.loop(ctx, func(arr *arrival) bool {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer arr.release()
+			res := servePeer(hard, dev, arr, cfg.ServeConfig)
+			if cfg.OnPeer != nil {
+				cfg.OnPeer(res)
+			}
+		}()
+		return true
+	})
+	wg.Wait()
+	return err
+}
+
+// servePeer serves one peer whose first message arrived, on dev.
+func servePeer(ctx context.Context, dev *Device, arr *arrival, cfg ServeConfig) *Result {
+	res := &Result{}
+	dev.describe(res)
+	res.Peer = &PeerResult{Role: RoleServer, Host: arr.conn.RemoteAddr().String()}
+	x := serverFor(arr, cfg, res.Peer)
+	rec := newRecorder(ctx, res, &dev.target)
+	rec.failed = x.Failed
+	defer x.Close()
+	run(rec, dev, x)
+	return res
+}
+
+// IsBusy reports whether err is a responder's answer that it is serving
+// all it may at once.
+func IsBusy(err error) bool {
+	var b *busyError
+	return errors.As(err, &b)
+}
