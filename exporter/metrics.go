@@ -2,6 +2,7 @@ package exporter
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -16,12 +17,54 @@ type Family struct {
 	Labels []string
 	Help   string
 
+	kind string // "histogram", "summary"; "" derives it from Type
 	desc *prometheus.Desc
 }
 
 func family(name string, typ prometheus.ValueType, help string, labels ...string) *Family {
 	return &Family{Name: name, Type: typ, Labels: labels, Help: help,
 		desc: prometheus.NewDesc(name, help, labels, nil)}
+}
+
+// NewFamily defines a gauge or counter family of another collector
+// (pingmesh, the /probe modules), for its own metrics table (Table).
+func NewFamily(name string, typ prometheus.ValueType, help string, labels ...string) *Family {
+	return family(name, typ, help, labels...)
+}
+
+// NewHistogramFamily defines a histogram family (Kind "histogram").
+func NewHistogramFamily(name, help string, labels ...string) *Family {
+	f := family(name, prometheus.UntypedValue, help, labels...)
+	f.kind = "histogram"
+	return f
+}
+
+// NewSummaryFamily defines a summary family (Kind "summary").
+func NewSummaryFamily(name, help string, labels ...string) *Family {
+	f := family(name, prometheus.UntypedValue, help, labels...)
+	f.kind = "summary"
+	return f
+}
+
+// Kind is the family's type as the metrics tables name it: gauge,
+// counter, histogram or summary.
+func (f *Family) Kind() string {
+	switch {
+	case f.kind != "":
+		return f.kind
+	case f.Type == prometheus.CounterValue:
+		return "counter"
+	}
+	return "gauge"
+}
+
+// Desc is the family's descriptor with more label names after its own
+// (labels that only a configuration names, such as a targets file's).
+func (f *Family) Desc(more ...string) *prometheus.Desc {
+	if len(more) == 0 {
+		return f.desc
+	}
+	return prometheus.NewDesc(f.Name, f.Help, append(slices.Clone(f.Labels), more...), nil)
 }
 
 // The metric families. The names of those `grdma stat export` and `grdma
@@ -81,14 +124,14 @@ var Families = []*Family{
 
 // MarkdownTable returns the metrics table of the README: one row per
 // family with its type, labels and help.
-func MarkdownTable() string {
+func MarkdownTable() string { return Table(Families) }
+
+// Table returns a metrics table of the README for fams.
+func Table(fams []*Family) string {
 	var b strings.Builder
 	b.WriteString("| metric | type | labels | meaning |\n|---|---|---|---|\n")
-	for _, f := range Families {
-		typ := "gauge"
-		if f.Type == prometheus.CounterValue {
-			typ = "counter"
-		}
+	for _, f := range fams {
+		typ := f.Kind()
 		labels := make([]string, len(f.Labels))
 		for i, l := range f.Labels {
 			labels[i] = "`" + l + "`"
