@@ -4,14 +4,17 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/grdma/grdma/exporter"
+	"github.com/grdma/grdma/prober"
 	"github.com/spf13/cobra"
 )
 
@@ -24,6 +27,10 @@ type exporterOptions struct {
 	checks        bool
 	checkInterval time.Duration
 	maxRequests   int
+
+	probeConfig        string
+	probeTimeoutOffset time.Duration
+	probeMaxConcurrent int
 }
 
 func (a *app) exporterCommand() *cobra.Command {
@@ -66,11 +73,34 @@ other commands start faster; it runs this command, stat export and check
 --textfile by exec'ing grdma-prometheus, the complete build, installed next
 to it.
 
+/probe?target=HOST&module=NAME runs an RDMA probe from this node to HOST and
+answers with that probe's metrics, as blackbox_exporter does: probe_success,
+probe_duration_seconds, probe_failure_info{reason,step} when it failed, and
+the module's results. Built-in modules: rc_lat (perftest's lat write), rc_bw
+(bw write for 2 s) and rc_connect (the queue pairs to RTS, no data), each
+against the responder HOST runs (grdma probe DEV serve, port 18515 unless
+HOST:PORT says another). --probe.config.file adds or replaces modules (YAML:
+modules: NAME: {prober: rc, timeout: 5s, source: {device, port, gid_index},
+rc: {test, op, size, iters, duration, target_port, key_file, max_size}});
+SIGHUP reads it again. A request may set op, size, iters or duration of an rc
+module. The probe's time is Prometheus' scrape timeout
+(X-Prometheus-Scrape-Timeout-Seconds) less --probe.timeout-offset, at most
+the module's timeout (10 s). Bandwidth tests run one at a time, other probes
+at most --probe.max-concurrent at once; a probe that gets no slot in its time
+fails (probe_busy). Every failure (unknown module, a target that does not
+resolve or runs no responder, a busy responder, a timeout) is an answer with
+probe_success 0, never a failed scrape; only a request without a target is
+answered 400. debug=true answers with the probe's log. /probe is behind the
+same --web.config.file as /metrics. The probes need the uverbs devices and
+locked memory, as grdma probe does.
+
 Exit status: 0 stopped by a signal, 1 it could not listen or serve, 2 bad
-flags or web configuration file.`,
+flags, web configuration file or modules file.`,
 		Example: `  grdma exporter
   grdma exporter --web.listen-address=127.0.0.1:10041 --collector.check
-  grdma exporter --web.config.file=/etc/grdma/web.yml`,
+  grdma exporter --web.config.file=/etc/grdma/web.yml
+  grdma exporter --probe.config.file=/etc/grdma/probe.yml
+  curl 'http://localhost:10041/probe?module=rc_lat&target=node2'`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := newArgv(args, "grdma exporter --help").Done(); err != nil {
 				return err
@@ -85,6 +115,11 @@ flags or web configuration file.`,
 	f.IntVar(&o.maxRequests, "web.max-requests", exporter.DefaultMaxRequests, "serve at most `N` scrapes at once, answer more with 503 (0: no limit)")
 	f.BoolVar(&o.checks, "collector.check", false, "also export the devices and ports health checks (grdma_check_status)")
 	f.DurationVar(&o.checkInterval, "collector.check.interval", exporter.DefaultCheckInterval, "run the checks at most once per `DURATION`")
+	f.StringVar(&o.probeConfig, "probe.config.file", "", "/probe modules from `FILE` (YAML), over the built-in rc_lat, rc_bw, rc_connect")
+	f.DurationVar(&o.probeTimeoutOffset, "probe.timeout-offset", prober.DefaultTimeoutOffset, "take `DURATION` from Prometheus' scrape timeout for a probe's time")
+	f.IntVar(&o.probeMaxConcurrent, "probe.max-concurrent", prober.DefaultMaxConcurrent, "run at most `N` probes at once (bandwidth tests: one)")
+	_ = cmd.MarkFlagFilename("web.config.file", "yml", "yaml")
+	_ = cmd.MarkFlagFilename("probe.config.file", "yml", "yaml")
 	return cmd
 }
 
@@ -98,6 +133,16 @@ func (a *app) exporter(cmd *cobra.Command, o *exporterOptions) error {
 	}
 	if o.maxRequests < 0 {
 		return usagef(help, "--web.max-requests must be 0 (no limit) or more, not %d", o.maxRequests)
+	}
+	if o.probeTimeoutOffset < 0 {
+		return usagef(help, "--probe.timeout-offset must not be negative, not %s", o.probeTimeoutOffset)
+	}
+	if o.probeMaxConcurrent < 1 || o.probeMaxConcurrent > maxProbeConcurrent {
+		return usagef(help, "--probe.max-concurrent must be from 1 to %d, not %d", maxProbeConcurrent, o.probeMaxConcurrent)
+	}
+	probeCfg, err := loadProbeConfig(o.probeConfig)
+	if err != nil {
+		return usagef(help, "%v", err)
 	}
 	so := exporter.ServerOptions{ListenAddresses: o.listen, TelemetryPath: o.telemetryPath, ConfigFile: o.configFile,
 		Logger: slog.New(slog.NewTextHandler(a.stderr, nil))}
@@ -113,8 +158,17 @@ func (a *app) exporter(cmd *cobra.Command, o *exporterOptions) error {
 	if err != nil {
 		return err
 	}
+	probes, err := prober.NewHandler(probeCfg, prober.Options{Sysfs: sys, TimeoutOffset: o.probeTimeoutOffset,
+		MaxConcurrent: o.probeMaxConcurrent, Logger: so.Logger})
+	if err != nil {
+		return usagef(help, "%v", err)
+	}
+	if err := reg.Register(probes.Collector()); err != nil {
+		return err
+	}
 	so.Version = versionString()
-	h, err := exporter.Handler(reg, o.telemetryPath, so.Version, o.maxRequests)
+	h, err := exporter.NewHandler(exporter.HandlerOptions{Registry: reg, TelemetryPath: o.telemetryPath, Version: so.Version,
+		MaxRequests: o.maxRequests, Probe: probes})
 	if err != nil {
 		return err
 	}
@@ -125,9 +179,51 @@ func (a *app) exporter(cmd *cobra.Command, o *exporterOptions) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	go reloadOnHangup(ctx, so.Logger, o.probeConfig, probes)
 	if err := exporter.Serve(ctx, h, so); err != nil {
 		return err
 	}
 	so.Logger.Info("stopped")
 	return nil
+}
+
+// maxProbeConcurrent bounds --probe.max-concurrent: each probe holds a
+// queue pair, pinned memory and a connection to a responder.
+const maxProbeConcurrent = 256
+
+// loadProbeConfig reads the modules file; "" is the built-in modules.
+func loadProbeConfig(path string) (*prober.Config, error) {
+	if path == "" {
+		return nil, nil
+	}
+	cfg, err := prober.LoadConfig(path)
+	if err != nil {
+		return nil, fmt.Errorf("--probe.config.file: %w", err)
+	}
+	return cfg, nil
+}
+
+// reloadOnHangup reads the modules file again at each SIGHUP, as
+// blackbox_exporter does; a file that does not load keeps the modules in
+// use.
+func reloadOnHangup(ctx context.Context, log *slog.Logger, path string, h *prober.Handler) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+		}
+		cfg, err := loadProbeConfig(path)
+		if err == nil {
+			err = h.SetConfig(cfg)
+		}
+		if err != nil {
+			log.Error("modules not reloaded; those in use stay", "err", err)
+			continue
+		}
+		log.Info("modules reloaded", "file", path, "modules", strings.Join(h.Modules(), ","))
+	}
 }

@@ -15,6 +15,8 @@ func TestExporterUsage(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "web.yml")
 	os.WriteFile(bad, []byte("basic_auth_users: [nope\n"), 0o644)
+	modules := filepath.Join(dir, "probe.yml")
+	os.WriteFile(modules, []byte("modules:\n  x:\n    prober: icmp\n"), 0o644)
 	for _, c := range []struct {
 		args []string
 		msg  string
@@ -29,6 +31,10 @@ func TestExporterUsage(t *testing.T) {
 		{[]string{"--web.max-requests=-1"}, "--web.max-requests must be 0 (no limit) or more, not -1"},
 		{[]string{"--web.max-requests=many"}, `invalid argument "many" for "--web.max-requests"`},
 		{[]string{"now"}, `"now"`},
+		{[]string{"--probe.config.file=" + modules}, `--probe.config.file: ` + modules + `: module x: unknown prober "icmp"`},
+		{[]string{"--probe.config.file=" + filepath.Join(dir, "missing.yml")}, "missing.yml"},
+		{[]string{"--probe.max-concurrent=0"}, "--probe.max-concurrent must be from 1 to 256, not 0"},
+		{[]string{"--probe.timeout-offset=-1s"}, "--probe.timeout-offset must not be negative"},
 		{[]string{"-n", "blue"}, "-n blue reaches RDMA netlink only"},
 	} {
 		_, stderr, code := runGrdma(t, standardKernel("6.12"), append([]string{"exporter"}, c.args...)...)

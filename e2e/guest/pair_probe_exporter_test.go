@@ -1,0 +1,185 @@
+//go:build e2eguest
+
+package guest
+
+// The exporter's /probe endpoint (issue 26) across the pair bed: a
+// responder on A (grdma probe DEV serve), the exporter on B, and
+// Debian's Prometheus on B scraping /probe with the relabelling of a
+// blackbox scrape configuration: rc_lat, rc_bw and rc_connect against A
+// succeed with their results; a target without a responder, a name that
+// does not resolve and an unknown module are answers with probe_success 0
+// and their reason, never failed scrapes; then the same behind basic
+// auth, which Prometheus' scrape configuration passes.
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/grdma/grdma/e2e/layout"
+	"golang.org/x/crypto/bcrypt"
+)
+
+func TestPairProbeExporter(t *testing.T) {
+	p := withPeer(t)
+	srv := p.ServeOnA(t, probePort, grdma(), "-j", "probe", p.Dev, "serve", "timeout", "30s")
+	dir := t.TempDir()
+	modules := filepath.Join(dir, "probe.yml")
+	os.WriteFile(modules, []byte(`modules:
+  rc_lat_send:
+    prober: rc
+    timeout: 8s
+    rc: {test: lat, op: send, size: 4096, iters: 200}
+`), 0o644)
+
+	t.Run("Prometheus", func(t *testing.T) {
+		exp := startDaemon(t, 10041, grdma(), "exporter", "--web.listen-address="+exporterAddr, "--probe.config.file="+modules)
+		// One job per module, each over the targets, as blackbox_exporter's
+		// documentation relabels: __address__ becomes the target
+		// parameter and the instance, the exporter becomes the address.
+		job := func(module string, targets ...string) string {
+			every := "4s" // rc_bw's 2 s test needs a second more and the offset
+			if module == "rc_bw" {
+				every = "10s"
+			}
+			return fmt.Sprintf(`  - job_name: %[1]s
+    metrics_path: /probe
+    params: {module: [%[1]s]}
+    scrape_interval: %[4]s
+    scrape_timeout: %[4]s
+    static_configs: [{targets: ['%[2]s']}]
+    relabel_configs:
+      - {source_labels: [__address__], target_label: __param_target}
+      - {source_labels: [__param_target], target_label: instance}
+      - {target_label: __address__, replacement: '%[3]s'}
+`, module, strings.Join(targets, "','"), exporterAddr, every)
+		}
+		cfg := filepath.Join(dir, "prometheus.yml")
+		os.WriteFile(cfg, []byte("global: {evaluation_interval: 1s}\nscrape_configs:\n"+
+			job("rc_lat", p.PeerAddr, p.PeerAddr+":18599", "no-such-host.invalid")+
+			job("rc_bw", p.PeerAddr)+job("rc_connect", p.PeerAddr)+job("rc_lat_send", p.PeerAddr)+job("nosuch", p.PeerAddr)), 0o644)
+		prom := startDaemon(t, 9090, layout.Prometheus, "--config.file="+cfg, "--storage.tsdb.path="+filepath.Join(dir, "data"),
+			"--web.listen-address="+prometheusAddr)
+		const scraped = `count(up == 1) == 7`
+		if _, ok := waitQuery(t, 90*time.Second, scraped, nonEmpty); !ok {
+			got, _ := promQuery("up")
+			t.Fatalf("Prometheus never scraped all 7 probes successfully (up: %v):\n%s\nexporter:\n%s", got, prom.output(), exp.output())
+		}
+		for q, want := range map[string]string{
+			`probe_success{job="rc_lat",instance="` + p.PeerAddr + `"}`:                                    "1",
+			`probe_success{job="rc_bw"}`:                                                                   "1",
+			`probe_success{job="rc_connect"}`:                                                              "1",
+			`probe_success{job="rc_lat_send"}`:                                                             "1",
+			`probe_rdma_latency_seconds_count{job="rc_lat_send"}`:                                          "200",
+			`probe_rdma_latency_seconds{job="rc_lat",quantile="0.5"} > 0`:                                  "",
+			`probe_rdma_bandwidth_bytes_per_second{job="rc_bw"} > 0`:                                       "",
+			`probe_rdma_path_mtu_bytes{job="rc_connect"}`:                                                  "1024",
+			`probe_rdma_info{job="rc_lat",device="rxe0",remote_gid="::ffff:` + p.PeerAddr + `"}`:           "1",
+			`probe_success{instance="` + p.PeerAddr + `:18599"}`:                                           "0",
+			`probe_failure_info{instance="` + p.PeerAddr + `:18599",reason="no_responder",step="connect"}`: "1",
+			`probe_failure_info{instance="no-such-host.invalid",reason="resolve"}`:                         "1",
+			`probe_failure_info{job="nosuch",reason="unknown_module"}`:                                     "1",
+			`probe_duration_seconds{instance="` + p.PeerAddr + `:18599"} < 2`:                              "",
+			`grdma_probes_total{module="rc_lat",result="success"} > 0`:                                     "",
+		} {
+			got, ok := waitQuery(t, 30*time.Second, q, nonEmpty)
+			switch {
+			case !ok:
+				t.Errorf("%s: no series (last %v)", q, got)
+			case want != "" && fmt.Sprint(got[0].Value) != want:
+				t.Errorf("%s = %v, want %s", q, got[0].Value, want)
+			}
+		}
+		if t.Failed() {
+			t.Logf("exporter:\n%s", exp.output())
+		}
+		// The exporter's own metrics count the unknown module (scraped
+		// directly here: Prometheus has no job for /metrics).
+		body := httpGet(t, "http://"+exporterAddr+"/metrics", "", "")
+		if !strings.Contains(body, "grdma_probe_module_unknown_total") || strings.Contains(body, "grdma_probe_module_unknown_total 0") {
+			t.Errorf("unknown modules not counted:\n%s", grepLines(body, "grdma_probe"))
+		}
+		dbg := httpGet(t, "http://"+exporterAddr+"/probe?module=rc_lat&target="+p.PeerAddr+"&debug=true", "", "")
+		for _, want := range []string{"Logs for the probe:", "probe succeeded", "Metrics that would have been returned:", "probe_success 1", "Module configuration:"} {
+			if !strings.Contains(dbg, want) {
+				t.Errorf("debug=true lacks %q:\n%s", want, dbg)
+			}
+		}
+	})
+
+	t.Run("BasicAuth", func(t *testing.T) {
+		hash, err := bcrypt.GenerateFromPassword([]byte("secret"), bcrypt.MinCost)
+		if err != nil {
+			t.Fatal(err)
+		}
+		web := filepath.Join(dir, "web.yml")
+		os.WriteFile(web, []byte("basic_auth_users:\n  prom: "+string(hash)+"\n"), 0o600)
+		startDaemon(t, 10041, grdma(), "exporter", "--web.listen-address="+exporterAddr, "--web.config.file="+web)
+		url := "http://" + exporterAddr + "/probe?module=rc_connect&target=" + p.PeerAddr
+		if code := httpStatus(t, url, "", ""); code != http.StatusUnauthorized {
+			t.Errorf("/probe without credentials: HTTP %d, want 401", code)
+		}
+		if body := httpGet(t, url, "prom", "secret"); !strings.Contains(body, "probe_success 1") {
+			t.Errorf("/probe with credentials:\n%s", body)
+		}
+	})
+
+	// Probes cut off when the exporter stops end as failures on A: only
+	// the passes are counted.
+	s := stopServe(t, srv)
+	n := count(servedLines(t, s.stdout))
+	if n["pass"] == 0 {
+		t.Errorf("the responder's lines: %v\n%s", n, s)
+	}
+	t.Logf("the responder served %v", n)
+}
+
+// httpGet fetches url (with basic auth if user is set) and returns the
+// body of a 200 answer; anything else fails the test.
+func httpGet(t *testing.T, url, user, password string) string {
+	t.Helper()
+	req, _ := http.NewRequest("GET", url, nil)
+	if user != "" {
+		req.SetBasicAuth(user, password)
+	}
+	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: HTTP %s\n%s", url, resp.Status, b)
+	}
+	return string(b)
+}
+
+func httpStatus(t *testing.T, url, user, password string) int {
+	t.Helper()
+	req, _ := http.NewRequest("GET", url, nil)
+	if user != "" {
+		req.SetBasicAuth(user, password)
+	}
+	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// grepLines keeps the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
