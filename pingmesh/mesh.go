@@ -62,6 +62,9 @@ type Config struct {
 	// Buckets are the histograms' upper bounds in seconds
 	// (DefaultBuckets).
 	Buckets []float64
+	// Skip, when set, leaves out the targets it returns true for: this
+	// node itself, when the targets file lists every node (LocalTarget).
+	Skip func(Target) bool
 	// Logger receives the collector's messages (targets reloaded, a
 	// file refused); nil discards them.
 	Logger *slog.Logger
@@ -396,6 +399,15 @@ func (m *Mesh) Reload() {
 		return
 	}
 	targets := m.file.Targets()
+	if m.cfg.Skip != nil {
+		targets = slices.DeleteFunc(targets, func(t Target) bool {
+			if m.cfg.Skip(t) {
+				m.cfg.Logger.Info("not probing this node itself", "target", t.Address)
+				return true
+			}
+			return false
+		})
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.cfg.Now()
@@ -471,8 +483,9 @@ func (m *Mesh) Collect(ch chan<- prometheus.Metric) {
 	}
 	perTarget := len(m.targets) <= m.cfg.MaxTargetSeries
 	groups := map[string]*targetState{}
-	for _, hp := range slices.Sorted(maps.Keys(m.targets)) {
-		ts := m.targets[hp]
+	for _, key := range slices.Sorted(maps.Keys(m.targets)) {
+		ts := m.targets[key]
+		hp := ts.t.Address // as the file has it: unique, since host:port is
 		lv := values(ts)
 		with := func(first ...string) []string { return append(first, lv...) }
 		for _, size := range slices.Sorted(maps.Keys(ts.sent)) {

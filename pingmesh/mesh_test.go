@@ -173,28 +173,28 @@ func TestRecord(t *testing.T) {
 		labels map[string]string
 		want   float64
 	}{
-		{"grdma_pingmesh_sent_total", lbl("good:18515", "size", "64", "target_rack", "r1", "target_tor", "t1", "target_rail", ""), 1},
-		{"grdma_pingmesh_sent_total", lbl("good:18515", "size", "1024"), 1},
-		{"grdma_pingmesh_lost_total", lbl("good:18515", "size", "1024"), 0},
-		{"grdma_pingmesh_rtt_seconds", lbl("good:18515"), 2},
-		{"grdma_pingmesh_responder_delay_seconds", lbl("good:18515"), 2},
-		{"grdma_pingmesh_last_success_timestamp_seconds", lbl("good:18515"), float64(now.Unix())},
-		{"grdma_pingmesh_responder_up", lbl("good:18515"), 1},
-		{"grdma_pingmesh_sent_total", lbl("lossy:18515", "size", "1024"), 2},
-		{"grdma_pingmesh_lost_total", lbl("lossy:18515", "size", "1024"), 2},
-		{"grdma_pingmesh_lost_total", lbl("lossy:18515", "size", "64"), 0},
-		{"grdma_pingmesh_consecutive_lost", lbl("lossy:18515"), 2},
-		{"grdma_pingmesh_responder_up", lbl("lossy:18515"), 1},
+		{"grdma_pingmesh_sent_total", lbl("good", "size", "64", "target_rack", "r1", "target_tor", "t1", "target_rail", ""), 1},
+		{"grdma_pingmesh_sent_total", lbl("good", "size", "1024"), 1},
+		{"grdma_pingmesh_lost_total", lbl("good", "size", "1024"), 0},
+		{"grdma_pingmesh_rtt_seconds", lbl("good"), 2},
+		{"grdma_pingmesh_responder_delay_seconds", lbl("good"), 2},
+		{"grdma_pingmesh_last_success_timestamp_seconds", lbl("good"), float64(now.Unix())},
+		{"grdma_pingmesh_responder_up", lbl("good"), 1},
+		{"grdma_pingmesh_sent_total", lbl("lossy", "size", "1024"), 2},
+		{"grdma_pingmesh_lost_total", lbl("lossy", "size", "1024"), 2},
+		{"grdma_pingmesh_lost_total", lbl("lossy", "size", "64"), 0},
+		{"grdma_pingmesh_consecutive_lost", lbl("lossy"), 2},
+		{"grdma_pingmesh_responder_up", lbl("lossy"), 1},
 		{"grdma_pingmesh_errors_total", lbl("down:18600", "kind", "no_responder"), 1},
 		{"grdma_pingmesh_responder_up", lbl("down:18600"), 0},
 		{"grdma_pingmesh_last_success_timestamp_seconds", lbl("down:18600"), 0},
-		{"grdma_pingmesh_errors_total", lbl("nxdomain:18515", "kind", "resolve"), 1},
-		{"grdma_pingmesh_errors_total", lbl("nxdomain:18515", "kind", "no_responder"), 0},
-		{"grdma_pingmesh_errors_total", lbl("busy:18515", "kind", "refused"), 1},
-		{"grdma_pingmesh_responder_up", lbl("busy:18515"), 0},
-		{"grdma_pingmesh_errors_total", lbl("broken:18515", "kind", "local"), 1},
-		{"grdma_pingmesh_lost_total", lbl("broken:18515", "size", "64"), 1},
-		{"grdma_pingmesh_consecutive_lost", lbl("other:18515", "target_rail", "3", "target_rack", ""), 0},
+		{"grdma_pingmesh_errors_total", lbl("nxdomain", "kind", "resolve"), 1},
+		{"grdma_pingmesh_errors_total", lbl("nxdomain", "kind", "no_responder"), 0},
+		{"grdma_pingmesh_errors_total", lbl("busy", "kind", "refused"), 1},
+		{"grdma_pingmesh_responder_up", lbl("busy"), 0},
+		{"grdma_pingmesh_errors_total", lbl("broken", "kind", "local"), 1},
+		{"grdma_pingmesh_lost_total", lbl("broken", "size", "64"), 1},
+		{"grdma_pingmesh_consecutive_lost", lbl("other", "target_rail", "3", "target_rack", ""), 0},
 		{"grdma_pingmesh_targets", nil, 7},
 		{"grdma_pingmesh_probe_interval_seconds", nil, 1},
 		{"grdma_pingmesh_targets_file_errors_total", nil, 0},
@@ -205,11 +205,11 @@ func TestRecord(t *testing.T) {
 			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
 		}
 	}
-	if s := series(fams["grdma_pingmesh_responder_up"], lbl("other:18515")); len(s) != 0 {
+	if s := series(fams["grdma_pingmesh_responder_up"], lbl("other")); len(s) != 0 {
 		t.Errorf("responder_up of a target never probed: %v, want none", s)
 	}
 	// Buckets: 20 µs and 30 µs fall in (16, 32] µs.
-	h := series(fams["grdma_pingmesh_rtt_seconds"], lbl("good:18515"))[0].Histogram
+	h := series(fams["grdma_pingmesh_rtt_seconds"], lbl("good"))[0].Histogram
 	for _, b := range h.GetBucket() {
 		want := uint64(0)
 		if b.GetUpperBound() >= 32e-6 {
@@ -220,7 +220,7 @@ func TestRecord(t *testing.T) {
 		}
 	}
 	m.record(ts("lossy"), 64, ok(64, time.Millisecond), nil)
-	if got := value(t, gather(t, m), "grdma_pingmesh_consecutive_lost", lbl("lossy:18515")); got != 0 {
+	if got := value(t, gather(t, m), "grdma_pingmesh_consecutive_lost", lbl("lossy")); got != 0 {
 		t.Errorf("consecutive lost after an answer: %v", got)
 	}
 }
@@ -314,16 +314,16 @@ func TestRunProbesAndSizes(t *testing.T) {
 		t.Errorf("sizes to b (MTU unknown): %v, want the configured cycle", b)
 	}
 	fams := gather(t, m)
-	for _, target := range []string{"a:18515", "b:18515", "c:18515"} {
+	for _, target := range []string{"a", "b", "c"} {
 		var sent float64
 		for _, s := range series(fams["grdma_pingmesh_sent_total"], map[string]string{"target": target}) {
 			sent += s.Counter.GetValue()
 		}
-		if int(sent) != p.count(target) {
+		if int(sent) != p.count(target+":18515") {
 			t.Errorf("%s: sent %v, pinger saw %d", target, sent, p.count(target))
 		}
 	}
-	if s := series(fams["grdma_pingmesh_sent_total"], map[string]string{"target": "a:18515", "size": "4096"}); len(s) != 0 {
+	if s := series(fams["grdma_pingmesh_sent_total"], map[string]string{"target": "a", "size": "4096"}); len(s) != 0 {
 		t.Errorf("a was sent 4096-byte probes above its MTU: %v", s)
 	}
 }
@@ -399,7 +399,7 @@ func TestRunLostAndSkipped(t *testing.T) {
 	}
 	close(block)
 	deadline = time.Now().Add(30 * time.Second)
-	for value(t, gather(t, m), "grdma_pingmesh_lost_total", map[string]string{"target": "hole:18515"}) < 3 {
+	for value(t, gather(t, m), "grdma_pingmesh_lost_total", map[string]string{"target": "hole"}) < 3 {
 		if time.Now().After(deadline) {
 			t.Fatal("no losses recorded")
 		}
@@ -408,7 +408,7 @@ func TestRunLostAndSkipped(t *testing.T) {
 	cancel()
 	<-done
 	fams := gather(t, m)
-	if v := value(t, fams, "grdma_pingmesh_consecutive_lost", map[string]string{"target": "hole:18515"}); v < 3 {
+	if v := value(t, fams, "grdma_pingmesh_consecutive_lost", map[string]string{"target": "hole"}); v < 3 {
 		t.Errorf("consecutive lost %v", v)
 	}
 	if v := value(t, fams, "grdma_pingmesh_skipped_total", nil); v < 1 {
@@ -435,16 +435,21 @@ func TestReloadKeepsCounters(t *testing.T) {
 		m.Reload()
 	}
 	replace("- targets: [a, c]\n  labels: {tor: t2, rail: '1'}\n")
+	m.cfg.Skip = func(t Target) bool { return t.Address == "self" }
+	replace("- targets: [a, c, self]\n  labels: {tor: t2, rail: '1'}\n")
 	m.record(old, 64, Reply{Size: 64, Sent: true}, nil) // an answer in flight for b: ignored
 	fams := gather(t, m)
-	if v := value(t, fams, "grdma_pingmesh_sent_total", map[string]string{"target": "a:18515", "target_tor": "t2", "target_rail": "1"}); v != 1 {
+	if v := value(t, fams, "grdma_pingmesh_sent_total", map[string]string{"target": "a", "target_tor": "t2", "target_rail": "1"}); v != 1 {
 		t.Errorf("a after the reload: sent %v, want its 1 with the new labels", v)
 	}
-	if s := series(fams["grdma_pingmesh_consecutive_lost"], map[string]string{"target": "b:18515"}); len(s) != 0 {
+	if s := series(fams["grdma_pingmesh_consecutive_lost"], map[string]string{"target": "b"}); len(s) != 0 {
 		t.Errorf("b removed but exported: %v", s)
 	}
-	if v := value(t, fams, "grdma_pingmesh_consecutive_lost", map[string]string{"target": "c:18515"}); v != 0 {
+	if v := value(t, fams, "grdma_pingmesh_consecutive_lost", map[string]string{"target": "c"}); v != 0 {
 		t.Errorf("c: %v", v)
+	}
+	if s := series(fams["grdma_pingmesh_consecutive_lost"], map[string]string{"target": "self"}); len(s) != 0 {
+		t.Errorf("this node itself probed: %v", s)
 	}
 	replace("- targets: [a, c\n")
 	fams = gather(t, m)

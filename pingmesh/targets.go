@@ -2,9 +2,11 @@ package pingmesh
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -253,4 +255,41 @@ func (f *TargetsFile) Status() FileStatus {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return FileStatus{Errors: f.errs, LastOK: f.ok, LoadedAt: f.lastOK, Err: f.lastErr}
+}
+
+// LocalTarget reports whether t is this host: its host is one of the
+// addresses of this host's interfaces (from addrs), or its name resolves
+// to one within a second, or it is this host's name (hostname).
+func LocalTarget(t Target, hostname string, addrs []netip.Addr) bool {
+	host, _, err := net.SplitHostPort(t.HostPort())
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, hostname) {
+		return true
+	}
+	local := func(a netip.Addr) bool { return slices.Contains(addrs, a.Unmap()) }
+	if a, err := netip.ParseAddr(host); err == nil {
+		return local(a)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	resolved, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	return err == nil && slices.ContainsFunc(resolved, local)
+}
+
+// LocalAddrs returns the addresses of this host's interfaces (loopback
+// left out: a target never names it on purpose).
+func LocalAddrs() []netip.Addr {
+	ifaddrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil
+	}
+	var out []netip.Addr
+	for _, a := range ifaddrs {
+		if p, err := netip.ParsePrefix(a.String()); err == nil && !p.Addr().IsLoopback() {
+			out = append(out, p.Addr().Unmap())
+		}
+	}
+	return out
 }

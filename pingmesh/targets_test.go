@@ -2,6 +2,7 @@ package pingmesh
 
 import (
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -157,5 +158,17 @@ func TestTargetsFileReload(t *testing.T) {
 	os.Rename(filepath.Join(cm, "..data.tmp"), filepath.Join(cm, "..data"))
 	if changed, err := g.Reload(); err != nil || !changed || len(g.Targets()) != 2 {
 		t.Fatalf("ConfigMap updated: changed %v, %v, %v", changed, g.Targets(), err)
+	}
+}
+
+func TestLocalTarget(t *testing.T) {
+	addrs := []netip.Addr{netip.MustParseAddr("10.30.0.1"), netip.MustParseAddr("fd00::1")}
+	for addr, want := range map[string]bool{
+		"10.30.0.1": true, "10.30.0.1:18600": true, "[fd00::1]:18515": true, "fd00::1": true, "Node1": true,
+		"10.30.0.2": false, "localhost": false, "node2": false,
+	} {
+		if got := LocalTarget(Target{Address: addr}, "node1", addrs); got != want {
+			t.Errorf("LocalTarget(%s) = %v, want %v", addr, got, want)
+		}
 	}
 }
