@@ -19,6 +19,8 @@ const (
 	// The objects of a verbs probe (pd.go, cq.go, qp.go, mr.go).
 	cmdAllocPD   = 3  // IB_USER_VERBS_CMD_ALLOC_PD
 	cmdDeallocPD = 4  // IB_USER_VERBS_CMD_DEALLOC_PD
+	cmdCreateAH  = 5  // IB_USER_VERBS_CMD_CREATE_AH
+	cmdDestroyAH = 8  // IB_USER_VERBS_CMD_DESTROY_AH
 	cmdRegMR     = 9  // IB_USER_VERBS_CMD_REG_MR
 	cmdDeregMR   = 13 // IB_USER_VERBS_CMD_DEREG_MR
 	cmdCreateCQ  = 18 // IB_USER_VERBS_CMD_CREATE_CQ
@@ -39,6 +41,8 @@ var commandNames = map[uint32]string{
 	cmdQueryPort:         "QUERY_PORT",
 	cmdAllocPD:           "ALLOC_PD",
 	cmdDeallocPD:         "DEALLOC_PD",
+	cmdCreateAH:          "CREATE_AH",
+	cmdDestroyAH:         "DESTROY_AH",
 	cmdRegMR:             "REG_MR",
 	cmdDeregMR:           "DEREG_MR",
 	cmdCreateCQ:          "CREATE_CQ",

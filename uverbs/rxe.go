@@ -8,6 +8,8 @@ import (
 	"os"
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/grdma/grdma/ib"
 )
 
 // rxe (Soft-RoCE) user queues live in kernel memory that user space maps
@@ -72,6 +74,23 @@ type rxeSendWR struct {
 	UnionRest    [104]byte // the larger members of union wr (ud, atomic, mw)
 }
 
+// rxeSendWRUD is struct rxe_send_wr with the ud member of its union wr:
+// the send work request of a UD queue pair.
+type rxeSendWRUD struct {
+	WRID       uint64
+	Reserved   uint32
+	Opcode     uint32
+	SendFlags  uint32
+	Ex         uint32
+	RemoteQPN  uint32
+	RemoteQKey uint32
+	PKeyIndex  uint16
+	UDReserved uint16
+	AHNum      uint32
+	Pad        [4]uint32
+	AV         rxeAV
+}
+
 // rxeDMAInfo is struct rxe_dma_info without its flexible SGE array.
 type rxeDMAInfo struct {
 	Length    uint32
@@ -90,6 +109,21 @@ type rxeSendWQE struct {
 	State       uint32
 	IOVA        uint64 // the remote address of an RDMA operation
 	Mask        uint32 // computed by the kernel
+	FirstPSN    uint32
+	LastPSN     uint32
+	AckLength   uint32
+	SSN         uint32
+	HasRdAtomic uint32
+	DMA         rxeDMAInfo
+}
+
+// rxeSendWQEUD is struct rxe_send_wqe of a UD send.
+type rxeSendWQEUD struct {
+	WR          rxeSendWRUD
+	Status      uint32
+	State       uint32
+	IOVA        uint64
+	Mask        uint32
 	FirstPSN    uint32
 	LastPSN     uint32
 	AckLength   uint32
@@ -140,7 +174,10 @@ const (
 
 // SendWR is a send work request (ibv_send_wr): the SGEs are sent (SEND,
 // RDMA WRITE) to, or read (RDMA READ) from, the peer's memory at
-// RemoteAddr with RKey, or its next receive buffer for SEND.
+// RemoteAddr with RKey, or its next receive buffer for SEND. On a UD
+// queue pair a SEND goes to queue pair RemoteQPN at address AH, with
+// RemoteQKey (ibv_send_wr's wr.ud); a Q_Key with its high bit set sends
+// the queue pair's own.
 type SendWR struct {
 	ID         uint64 // returned in the work completion
 	Opcode     WROpcode
@@ -149,6 +186,10 @@ type SendWR struct {
 	RemoteAddr uint64
 	RKey       uint32
 	ImmData    uint32 // big-endian on the wire, as ibv_send_wr's imm_data
+
+	AH         *AH
+	RemoteQPN  uint32
+	RemoteQKey uint32
 }
 
 // RecvWR is a receive work request (ibv_recv_wr): where the next incoming
@@ -412,10 +453,11 @@ func (cq *RxeCQ) DestroyEvents() (CQEvents, error) {
 
 // RxeQP is an rxe queue pair with its mapped send and receive queues.
 type RxeQP struct {
-	qp QP
-	c  *Context
-	sq *rxeQueue
-	rq *rxeQueue
+	qp  QP
+	typ ib.QPType
+	c   *Context
+	sq  *rxeQueue
+	rq  *rxeQueue
 }
 
 // QP returns the queue pair.
@@ -442,7 +484,7 @@ func (c *Context) CreateRxeQP(init QPInit) (*RxeQP, error) {
 	if err != nil {
 		return nil, errors.Join(err, c.DestroyQP(qp), rq.unmap())
 	}
-	return &RxeQP{qp: qp, c: c, sq: sq, rq: rq}, nil
+	return &RxeQP{qp: qp, typ: init.Type, c: c, sq: sq, rq: rq}, nil
 }
 
 // ErrQueueFull means a work queue has no free slot.
@@ -475,6 +517,9 @@ func (qp *RxeQP) PostSend(wr SendWR) error {
 	if len(wr.SGL) > int(qp.qp.Cap.MaxSendSGE) {
 		return fmt.Errorf("send request with %d SGEs; the queue pair takes %d", len(wr.SGL), qp.qp.Cap.MaxSendSGE)
 	}
+	if qp.typ == ib.QPTypeUD {
+		return qp.postSendUD(wr)
+	}
 	slot, ok := qp.sq.nextFree()
 	if !ok {
 		return fmt.Errorf("send queue: %w", ErrQueueFull)
@@ -495,6 +540,33 @@ func (qp *RxeQP) PostSend(wr SendWR) error {
 	return qp.c.RingSendDoorbell(qp.qp)
 }
 
+// postSendUD posts a datagram: a SEND to wr.AH, with the AH number and
+// the address vector as librxe posts it (init_send_wqe).
+func (qp *RxeQP) postSendUD(wr SendWR) error {
+	switch {
+	case wr.Opcode != WRSend && wr.Opcode != WRSendWithImm:
+		return fmt.Errorf("a UD queue pair sends only SEND and SEND_WITH_IMM, not opcode %d", wr.Opcode)
+	case wr.AH == nil || wr.AH.rxe == nil:
+		return errors.New("a UD send needs an address handle of CreateRxeAH")
+	}
+	slot, ok := qp.sq.nextFree()
+	if !ok {
+		return fmt.Errorf("send queue: %w", ErrQueueFull)
+	}
+	length := sglLength(wr.SGL)
+	wqe := rxeSendWQEUD{
+		WR: rxeSendWRUD{WRID: wr.ID, Opcode: uint32(wr.Opcode), SendFlags: uint32(wr.Flags), Ex: wr.ImmData,
+			RemoteQPN: wr.RemoteQPN, RemoteQKey: wr.RemoteQKey, AHNum: wr.AH.rxe.num, AV: wr.AH.rxe.av},
+		DMA: rxeDMAInfo{Length: length, Resid: length, NumSGE: uint32(len(wr.SGL))},
+	}
+	encodeWQE(slot, &wqe, wr.SGL)
+	qp.sq.produce()
+	return qp.c.RingSendDoorbell(qp.qp)
+}
+
+// Type is the queue pair's type.
+func (qp *RxeQP) Type() ib.QPType { return qp.typ }
+
 // Destroy destroys the queue pair and unmaps its queues, even when
 // DESTROY_QP fails.
 func (qp *RxeQP) Destroy() error {
@@ -513,7 +585,7 @@ func sglLength(sgl []SGE) uint32 {
 // which mapRxeQueue made large enough. The element's Go layout is the C
 // one (no padding: the layout tests check it), so it is copied as is: a
 // reflecting encoder cost more than the rest of a post on a slow machine.
-func encodeWQE[T rxeSendWQE | rxeRecvWQE](slot []byte, wqe *T, sgl []SGE) {
+func encodeWQE[T rxeSendWQE | rxeSendWQEUD | rxeRecvWQE](slot []byte, wqe *T, sgl []SGE) {
 	size := int(unsafe.Sizeof(*wqe))
 	if len(slot) < size+len(sgl)*int(unsafe.Sizeof(SGE{})) {
 		panic("rxe work queue slot smaller than its element") // mapRxeQueue checked: a bug

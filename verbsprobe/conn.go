@@ -23,6 +23,8 @@ type Conn struct {
 	channel *uverbs.CompChannel
 	qp      probeQP
 	mr      *memoryRegion
+	// ah is a UD queue pair's address handle to its peer.
+	ah *uverbs.AH
 	// psn is the first packet sequence number, random (24 bits).
 	psn uint32
 	// path is where the queue pair connects (RTR); rtr and rts what its
@@ -34,8 +36,10 @@ type Conn struct {
 // Shape sizes a Conn for its test: its queues, its memory region and
 // what the peer may do with them.
 type Shape struct {
-	CQE uint32
-	Cap uverbs.QPCap
+	// Type is the queue pair's: RC unless set (UD for ud-pingpong).
+	Type ib.QPType
+	CQE  uint32
+	Cap  uverbs.QPCap
 	// The memory region: Parts parts of Part bytes; none when Parts is 0.
 	Part, Parts int
 	Access      uverbs.Access
@@ -55,7 +59,12 @@ type Path struct {
 	// RdAtomic is the RDMA READs outstanding each way.
 	RdAtomic uint8
 	RNRRetry uint8
+	// QKey is a UD queue pair's Q_Key, its own and the peer's.
+	QKey uint32
 }
+
+// ud reports whether the Conn's queue pair is a UD one.
+func (c *Conn) ud() bool { return c.shape.Type == ib.QPTypeUD }
 
 // QPAttrSource is an Exchange that gives a queue pair's transitions their
 // attributes itself: RDMA CM's are the kernel's INIT_QP_ATTR answers.
@@ -139,13 +148,17 @@ func (c *Conn) createCQ() (string, error) {
 
 func (c *Conn) createQP() (string, error) {
 	cq := c.cq.CQ()
-	init := uverbs.QPInit{PD: *c.dev.pd, SendCQ: cq, RecvCQ: cq, Type: ib.QPTypeRC, SignalAll: true, Cap: c.shape.Cap}
+	typ := ib.QPTypeRC
+	if c.ud() {
+		typ = ib.QPTypeUD
+	}
+	init := uverbs.QPInit{PD: *c.dev.pd, SendCQ: cq, RecvCQ: cq, Type: typ, SignalAll: true, Cap: c.shape.Cap}
 	var err error
 	if c.qp, err = c.dev.driver.createQP(c.dev.c, init); err != nil {
 		return "", err
 	}
 	qp := c.qp.QP()
-	return fmt.Sprintf("RC qpn %d, %d send and %d receive requests", qp.QPN, qp.Cap.MaxSendWR, qp.Cap.MaxRecvWR), nil
+	return fmt.Sprintf("%s qpn %d, %d send and %d receive requests", typ, qp.QPN, qp.Cap.MaxSendWR, qp.Cap.MaxRecvWR), nil
 }
 
 // regMR registers the memory region of the shape: anonymous memory
@@ -183,6 +196,11 @@ func (c *Conn) modify(ctx context.Context, src QPAttrSource, attr uverbs.QPAttr,
 }
 
 func (c *Conn) toInit(ctx context.Context, src QPAttrSource) (string, error) {
+	if c.ud() {
+		attr := uverbs.QPAttr{State: ib.QPStateInit, PKeyIndex: 0, PortNum: uint8(c.dev.opts.Port), QKey: udPingpongQKey}
+		_, err := c.modify(ctx, src, attr, uverbs.QPAttrsResetToInitUD)
+		return fmt.Sprintf("Q_Key %#x", udPingpongQKey), err
+	}
 	attr := uverbs.QPAttr{State: ib.QPStateInit, PKeyIndex: 0, PortNum: uint8(c.dev.opts.Port), AccessFlags: c.shape.Access}
 	_, err := c.modify(ctx, src, attr, uverbs.QPAttrsResetToInit)
 	return "", err
@@ -201,6 +219,11 @@ func (c *Conn) addressVector(to Path) uverbs.AddressVector {
 // toRTR connects the queue pair to path.
 func (c *Conn) toRTR(ctx context.Context, to Path, src QPAttrSource) (string, error) {
 	c.path = to
+	if c.ud() {
+		attr, err := c.modify(ctx, src, uverbs.QPAttr{State: ib.QPStateRTR}, uverbs.QPAttrsInitToRTRUD)
+		c.rtr = attr
+		return "", err
+	}
 	attr := uverbs.QPAttr{State: ib.QPStateRTR, PathMTU: to.MTU, DestQPN: to.DestQPN, RQPSN: to.DestPSN,
 		MaxDestRdAtomic: to.RdAtomic, MinRNRTimer: minRNRTimer, AV: c.addressVector(to)}
 	attr, err := c.modify(ctx, src, attr, uverbs.QPAttrsInitToRTR)
@@ -212,6 +235,11 @@ func (c *Conn) toRTR(ctx context.Context, to Path, src QPAttrSource) (string, er
 }
 
 func (c *Conn) toRTS(ctx context.Context, src QPAttrSource) (string, error) {
+	if c.ud() {
+		attr, err := c.modify(ctx, src, uverbs.QPAttr{State: ib.QPStateRTS, SQPSN: c.psn}, uverbs.QPAttrsRTRToRTSUD)
+		c.rts = attr
+		return "", err
+	}
 	attr := uverbs.QPAttr{State: ib.QPStateRTS, Timeout: ackTimeout, RetryCnt: retryCount, RNRRetry: c.path.RNRRetry,
 		SQPSN: c.psn, MaxRdAtomic: c.path.RdAtomic}
 	attr, err := c.modify(ctx, src, attr, uverbs.QPAttrsRTRToRTS)
@@ -235,6 +263,9 @@ func (c *Conn) queryQP() (string, error) {
 	attr, err := c.dev.c.QueryQP(c.qp.QP(), uverbs.QPAttrAll)
 	if err != nil {
 		return "", err
+	}
+	if c.ud() {
+		return c.checkUD(attr)
 	}
 	want := c.rtr.AV
 	for _, x := range []struct {
@@ -264,6 +295,10 @@ func (c *Conn) close(rec *recorder) {
 	if c.qp != nil {
 		rec.step(ctx, StepDestroyQP, func() (string, error) { return "", c.qp.Destroy() })
 		c.qp = nil
+	}
+	if c.ah != nil {
+		rec.step(ctx, StepDestroyAH, func() (string, error) { return "", c.dev.c.DestroyAH(*c.ah) })
+		c.ah = nil
 	}
 	if c.cq != nil {
 		rec.step(ctx, StepDestroyCQ, func() (string, error) { return "", c.cq.Destroy() })

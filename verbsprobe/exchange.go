@@ -192,11 +192,15 @@ func (p *probeRun) connect(env *testEnv, impl testImpl) bool {
 	}) {
 		return false
 	}
-	if !rec.steps([]stepFunc{
+	after := []stepFunc{
 		{StepRTR, func() (string, error) { return c.toRTR(rec.ctx, path, src) }},
 		{StepRTS, func() (string, error) { return c.toRTS(rec.ctx, src) }},
 		{StepQueryQP, c.queryQP},
-	}) {
+	}
+	if c.ud() {
+		after = append(after, stepFunc{StepCreateAH, c.createAH})
+	}
+	if !rec.steps(after) {
 		return false
 	}
 	return rec.run(steps.Ready, func() (string, error) {

@@ -8,6 +8,8 @@ import (
 	"net/netip"
 	"strings"
 	"time"
+
+	"github.com/grdma/grdma/uverbs"
 )
 
 // Limits are a listener's own policy: what it pins and how long a peer
@@ -84,10 +86,12 @@ func (l Limits) Check(t Test) error {
 // pingpong, none for connect.
 func (t Test) Pinned() int {
 	switch t.Kind {
-	case TestConnect, "":
+	case TestConnect, TestUDPing, "":
 		return 0
 	case TestTraffic:
 		return max(t.Size, payloadSize) * regionCount
+	case TestUDPingpong:
+		return 2 * (t.Size + uverbs.GRHSize)
 	}
 	return 2 * t.Size
 }
@@ -117,7 +121,7 @@ func (l Limits) Budget(t Test, timeout time.Duration) time.Duration {
 		work = 3 * (maxExchangeTime + bytes(float64(max(t.Size, payloadSize))))
 	case t.Kind == TestBandwidth:
 		work = bandwidthStartup + bytes(float64(t.Iters)*float64(t.Size))
-	case t.Kind == TestLatency || t.Kind == TestPingpong:
+	case t.Kind == TestLatency || t.Kind == TestPingpong || t.Kind == TestUDPingpong:
 		work = time.Duration(float64(t.Iters) * float64(maxExchangeTime+2*bytes(float64(t.Size))))
 	}
 	if work < 0 || work > l.MaxDuration {

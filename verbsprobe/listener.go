@@ -18,7 +18,9 @@ import (
 // ServeConfig is what a listener serves and what it allows.
 type ServeConfig struct {
 	// Pingpong is the Size and Iters an ibv_rc_pingpong client is
-	// answered with (ibv_rc_pingpong's defaults when zero).
+	// answered with (ibv_rc_pingpong's defaults when zero); with Kind
+	// TestUDPingpong the clients are ibv_ud_pingpong's (their addresses
+	// look alike).
 	Pingpong Test
 	// Timeout (0: DefaultPeerTimeout) bounds the wait for a peer, and
 	// every wait on it after.
@@ -34,6 +36,19 @@ type ServeConfig struct {
 	Key []byte
 	// OnRefused, when set, is told of each connection refused.
 	OnRefused func(Refusal)
+	// UD, when set, is the UD ping queue pair that TestUDPing hellos
+	// register with (a responder's; Respond sets it from
+	// ResponderConfig.UDPing). Without it they are refused.
+	UD UDResponder
+}
+
+// pingpongTest is the test an ibv_*_pingpong client of cfg is served.
+func (cfg ServeConfig) pingpongTest() Test {
+	kind := TestPingpong
+	if cfg.Pingpong.Kind == TestUDPingpong {
+		kind = TestUDPingpong
+	}
+	return Test{Kind: kind, Size: cfg.Pingpong.Size, Iters: cfg.Pingpong.Iters}.WithDefaults()
 }
 
 // Refusal is a connection a listener or responder did not serve.
@@ -274,7 +289,7 @@ func readFirst(conn net.Conn, cfg ServeConfig, timeout time.Duration) (*arrival,
 			return a, errors.New("an ibv_rc_pingpong client, which cannot prove the shared secret (auth)")
 		}
 		a.pingpong = b
-		a.test = Test{Kind: TestPingpong, Size: cfg.Pingpong.Size, Iters: cfg.Pingpong.Iters}.WithDefaults()
+		a.test = cfg.pingpongTest()
 		return a, nil
 	}
 	s := &session{conn: conn, rd: a.rd, timeout: timeout}
@@ -291,6 +306,9 @@ func readFirst(conn net.Conn, cfg ServeConfig, timeout time.Duration) (*arrival,
 		return a, err
 	}
 	test, err := checkHello(m, cfg.Limits)
+	if err == nil && test.Kind == TestUDPing && cfg.UD == nil {
+		err = errors.New("this side answers no UD ping: a `grdma probe DEV serve` responder does")
+	}
 	if err != nil {
 		return refuse(err)
 	}
@@ -330,8 +348,8 @@ func checkHello(m wireMessage, l Limits) (Test, error) {
 	if err := test.Validate(); err != nil {
 		return Test{}, fmt.Errorf("a test this side cannot run: %w", err)
 	}
-	if test.Kind == TestPingpong {
-		return Test{}, errors.New("a test this side cannot run: pingpong is ibv_rc_pingpong's exchange, not a grdma test")
+	if isPingpong(test.Kind) {
+		return Test{}, fmt.Errorf("a test this side cannot run: %s is %s's exchange, not a grdma test", test.Kind, pingpongTool(test.Kind))
 	}
 	if err := l.Check(test); err != nil {
 		return Test{}, err

@@ -9,6 +9,7 @@ import (
 
 	"github.com/grdma/grdma/gid"
 	"github.com/grdma/grdma/ib"
+	"github.com/grdma/grdma/udping"
 )
 
 // A probe between two hosts: Serve on one (`grdma probe DEV listen`),
@@ -40,6 +41,12 @@ const (
 	TestBandwidth TestKind = "bw"       // streaming with a window of outstanding requests
 	TestLatency   TestKind = "lat"      // ping-pong, one message outstanding
 	TestPingpong  TestKind = "pingpong" // ibv_rc_pingpong's exchange and SEND ping-pong
+	// TestUDPingpong is ibv_ud_pingpong's exchange and its UD SEND
+	// ping-pong.
+	TestUDPingpong TestKind = "ud-pingpong"
+	// TestUDPing asks a responder for the address of its UD ping queue
+	// pair (package udping), registering the asker's: no test runs.
+	TestUDPing TestKind = "ud-ping"
 )
 
 // Operation is the verb a bw or lat test uses.
@@ -75,8 +82,9 @@ const (
 
 // WithDefaults fills in the zero fields: perftest's defaults for bw
 // (write, 64 KiB, 5000 messages) and lat (write, 2 bytes, 1000
-// exchanges), ibv_rc_pingpong's for pingpong (4096 bytes, 1000), and
-// 8192 bytes (more than a path MTU) for traffic.
+// exchanges), ibv_rc_pingpong's for pingpong (4096 bytes, 1000),
+// ibv_ud_pingpong's for ud-pingpong (1024 bytes, 1000), and 8192 bytes
+// (more than a path MTU) for traffic; ud-ping takes none.
 func (t Test) WithDefaults() Test {
 	if t.Kind == "" {
 		t.Kind = TestConnect
@@ -87,6 +95,9 @@ func (t Test) WithDefaults() Test {
 			t.Op = OpWrite
 		}
 	}
+	if t.Kind == TestUDPing {
+		return t // a lookup: nothing to size
+	}
 	if t.Size == 0 {
 		switch t.Kind {
 		case TestBandwidth:
@@ -95,6 +106,8 @@ func (t Test) WithDefaults() Test {
 			t.Size = 2
 		case TestPingpong:
 			t.Size = 4096
+		case TestUDPingpong:
+			t.Size = 1024
 		default:
 			t.Size = payloadSize
 		}
@@ -103,7 +116,7 @@ func (t Test) WithDefaults() Test {
 		switch t.Kind {
 		case TestBandwidth:
 			t.Iters = 5000
-		case TestLatency, TestPingpong:
+		case TestLatency, TestPingpong, TestUDPingpong:
 			t.Iters = 1000
 		}
 	}
@@ -113,6 +126,18 @@ func (t Test) WithDefaults() Test {
 // Validate reports a test whose parameters cannot be run.
 func (t Test) Validate() error {
 	switch t.Kind {
+	case TestUDPing:
+		if t.Op != "" || t.Size != 0 || t.Iters != 0 || t.Duration != 0 {
+			return fmt.Errorf("%s is a lookup: it takes no operation, size, iters or duration", t.Kind)
+		}
+		return nil
+	case TestUDPingpong:
+		if t.Op != "" || t.Duration != 0 {
+			return fmt.Errorf("%s takes no operation or duration", t.Kind)
+		}
+		if t.Size > udping.MaxDatagram {
+			return fmt.Errorf("size %d: a datagram is at most %d bytes (one packet of the largest MTU)", t.Size, udping.MaxDatagram)
+		}
 	case TestConnect, TestTraffic, TestPingpong:
 		if t.Op != "" {
 			return fmt.Errorf("%s takes no operation (%s)", t.Kind, t.Op)
@@ -136,8 +161,8 @@ func (t Test) Validate() error {
 		return fmt.Errorf("iters %d: from 1 to %d", t.Iters, MaxTestIters)
 	case t.Duration < 0 || t.Duration > MaxTestDuration:
 		return fmt.Errorf("duration %v: at most %v", t.Duration, MaxTestDuration)
-	case t.Duration != 0 && t.Kind == TestPingpong:
-		return fmt.Errorf("pingpong runs iters exchanges, no duration")
+	case t.Duration != 0 && (t.Kind == TestPingpong || t.Kind == TestUDPingpong):
+		return fmt.Errorf("%s runs iters exchanges, no duration", t.Kind)
 	}
 	return nil
 }
@@ -176,6 +201,8 @@ type Endpoint struct {
 	ActiveMTU int          `json:"active_mtu"` // bytes
 	// RdAtomic is how many RDMA READs it takes outstanding.
 	RdAtomic uint8 `json:"rd_atomic"`
+	// QKey is a UD queue pair's Q_Key (TestUDPing).
+	QKey uint32 `json:"qkey,omitempty"`
 	// The memory region the peer writes into and reads from: Parts parts
 	// of Part bytes at Addr.
 	Addr uint64 `json:"addr"`

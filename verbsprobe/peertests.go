@@ -93,7 +93,7 @@ func armTraffic(e *testEnv) error {
 func armMessages(e *testEnv) error {
 	t := e.test
 	switch {
-	case t.Kind == TestPingpong:
+	case isPingpong(t.Kind):
 		return e.postReceives()
 	case e.role == RoleClient:
 		if t.Kind == TestLatency && t.Op == OpSend {

@@ -86,11 +86,12 @@ func (x *peerSide) takePingpong(d *Device, b []byte) (string, error) {
 	if err := a.UnmarshalBinary(b); err != nil {
 		return "", x.s.peerError("reading the address of", err)
 	}
+	tool := pingpongTool(x.s.test.Kind)
 	if d.port.LinkLayer == ib.LinkLayerEthernet && a.GID.InterfaceID() == 0 {
-		return "", x.s.peerError("connecting to", errors.New(
-			"the ibv_rc_pingpong peer sent no GID: on RoCE run it with -g INDEX (`grdma gid show DEV type v2 ipv4 -q` gives one)"))
+		return "", x.s.peerError("connecting to", fmt.Errorf(
+			"the %s peer sent no GID: on RoCE run it with -g INDEX (`grdma gid show DEV type v2 ipv4 -q` gives one)", tool))
 	}
-	remote := Endpoint{Ifname: "ibv_rc_pingpong", LinkLayer: d.port.LinkLayer, GIDIndex: -1, GID: a.GID,
+	remote := Endpoint{Ifname: tool, LinkLayer: d.port.LinkLayer, GIDIndex: -1, GID: a.GID,
 		LID: a.LID, QPN: a.QPN, PSN: a.PSN, RdAtomic: 1}
 	if a.GID.InterfaceID() != 0 {
 		remote.GIDIndex = 0 // unknown; the GID is what counts
@@ -121,6 +122,9 @@ func (x *pingpongClient) Begin(ctx context.Context, _ *Device) (context.Context,
 // the server's, "done".
 func (x *pingpongClient) Trade(ctx context.Context, c *Conn) (Path, string, error) {
 	s := x.s
+	if err := udSizeFits(c.dev, s.test); err != nil {
+		return Path{}, "", err
+	}
 	if err := s.dial(ctx); err != nil {
 		return Path{}, "", err
 	}
@@ -157,16 +161,19 @@ func (x *pingpongServer) Steps() ExchangeSteps {
 // Begin takes the client's address, read by acceptFirst.
 func (x *pingpongServer) Begin(ctx context.Context, d *Device) (context.Context, string, error) {
 	s := x.s
-	s.test = Test{Kind: TestPingpong, Size: x.cfg.Pingpong.Size, Iters: x.cfg.Pingpong.Iters}.WithDefaults()
+	s.test = x.cfg.pingpongTest()
 	ctx, x.cancel = withBudget(ctx, x.cfg.Limits, s.test, s.timeout)
 	s.host = x.arr.conn.RemoteAddr().String()
 	x.peer.Host, x.peer.Test = s.host, &s.test
 	s.attachReader(ctx, x.arr.conn, x.arr.rd)
+	if err := udSizeFits(d, s.test); err != nil {
+		return ctx, "", err
+	}
 	detail, err := x.takePingpong(d, x.arr.pingpong)
 	if err != nil {
 		return ctx, "", err
 	}
-	return ctx, detail + ", an ibv_rc_pingpong client" + refusedNote(x.arr.refused), nil
+	return ctx, detail + ", an " + pingpongTool(s.test.Kind) + " client" + refusedNote(x.arr.refused), nil
 }
 
 func (x *pingpongServer) Trade(_ context.Context, c *Conn) (Path, string, error) {
@@ -226,12 +233,19 @@ func (s *session) readFull(b []byte, doing string) error {
 func (t *traffic) pingpong() (string, error) {
 	s := t.e.link
 	test := t.e.test
-	m := t.e.conn.mr
-	m.region(partSource)[0] = 0x7b // what ibv_rc_pingpong sends
+	c := t.e.conn
+	m := c.mr
 	send := uverbs.SendWR{ID: wrSend, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGL: []uverbs.SGE{m.sge(partSource)}}
+	if c.ud() {
+		clear(m.region(partSource)) // what ibv_ud_pingpong -c checks: zeros at each page
+		c.udSend(&send)
+	} else {
+		m.region(partSource)[0] = 0x7b // what ibv_rc_pingpong sends
+	}
 	recv := uverbs.RecvWR{ID: wrRecv, SGL: []uverbs.SGE{m.sge(partTarget)}}
 	pl := t.newPoller(true)
-	doing := fmt.Sprintf("exchanging with the ibv_rc_pingpong peer (its -n and -s must equal iters %d and size %d)", test.Iters, test.Size)
+	doing := fmt.Sprintf("exchanging with the %s peer (its -n and -s must equal iters %d and size %d)",
+		pingpongTool(test.Kind), test.Iters, test.Size)
 	var rec latencyRecorder
 	pending := wrRecv
 	scnt, rcnt := 0, 0
@@ -275,7 +289,7 @@ func (t *traffic) pingpong() (string, error) {
 		}
 	}
 	elapsed := time.Since(start)
-	meas := Measurement{Test: TestPingpong, Size: test.Size, Iters: test.Iters, Bytes: 2 * uint64(test.Size) * uint64(test.Iters),
+	meas := Measurement{Test: test.Kind, Size: test.Size, Iters: test.Iters, Bytes: 2 * uint64(test.Size) * uint64(test.Iters),
 		Elapsed: elapsed, Latency: rec.stats()}
 	t.e.measured(meas)
 	return fmt.Sprintf("%d bytes in %.2f seconds = %.2f Mbit/sec; %d iters in %.2f seconds = %.2f usec/iter",

@@ -103,13 +103,15 @@ const (
 	StepInit        = "modify_qp_init"
 	StepRTR         = "modify_qp_rtr" // connected to itself
 	StepRTS         = "modify_qp_rts"
-	StepQueryQP     = "query_qp" // QUERY_QP confirms RTS and the connection
-	StepRegMR       = "reg_mr"   // traffic: REG_MR of mmapped buffers
-	StepSend        = "send"     // a RECV and a SEND, payload verified
+	StepQueryQP     = "query_qp"  // QUERY_QP confirms RTS and the connection
+	StepCreateAH    = "create_ah" // UD: CREATE_AH, the address handle to the peer
+	StepRegMR       = "reg_mr"    // traffic: REG_MR of mmapped buffers
+	StepSend        = "send"      // a RECV and a SEND, payload verified
 	StepRDMAWrite   = "rdma_write"
 	StepRDMARead    = "rdma_read" // reads back what the write wrote
 	StepDeregMR     = "dereg_mr"
 	StepDestroyQP   = "destroy_qp"
+	StepDestroyAH   = "destroy_ah"
 	StepDestroyCQ   = "destroy_cq"
 	StepDeallocPD   = "dealloc_pd"
 	StepClose       = "close"
@@ -228,7 +230,8 @@ func Run(ctx context.Context, opts Options) *Result {
 // Everything is torn down on every path, and ctx stops the probe.
 //
 // With TestPingpong the peer is an ibv_rc_pingpong server
-// (`ibv_rc_pingpong -g N`), spoken to in its own exchange.
+// (`ibv_rc_pingpong -g N`), with TestUDPingpong an ibv_ud_pingpong server
+// (`ibv_ud_pingpong -g N`), spoken to in their own exchange.
 func Connect(ctx context.Context, opts Options, addr string, test Test, timeout time.Duration) *Result {
 	return ConnectWith(ctx, opts, addr, ConnectConfig{Test: test, Timeout: timeout})
 }
@@ -256,7 +259,7 @@ func ConnectWith(ctx context.Context, opts Options, addr string, cfg ConnectConf
 	side := peerSide{s: newSession(RoleClient, addr, test, cfg.Timeout), peer: res.Peer}
 	side.s.dialer = cfg.Dial
 	var x Exchange = &grdmaClient{peerSide: side, key: cfg.Key}
-	if test.Kind == TestPingpong {
+	if isPingpong(test.Kind) {
 		x = &pingpongClient{side}
 	}
 	return probe(ctx, opts, x, res)

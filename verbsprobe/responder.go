@@ -7,6 +7,8 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"github.com/grdma/grdma/udping"
 )
 
 // A responder (`grdma probe DEV serve`) answers any number of peers at
@@ -35,6 +37,14 @@ type ResponderConfig struct {
 	Grace time.Duration
 	// OnPeer, when set, is told of each peer served, when it is done.
 	OnPeer func(*Result)
+	// UDPing, when set, also answers UD pings (package udping) on one UD
+	// queue pair of the device, with this policy (its Local is the
+	// Device's): probers ask for its address with a TestUDPing hello.
+	// The device must be rxe's and have a GID.
+	UDPing *udping.ResponderConfig
+	// OnUDPing, when set, is given the UD ping responder once it runs
+	// (its Stats).
+	OnUDPing func(*udping.Responder)
 }
 
 // Defaults of a responder.
@@ -106,6 +116,14 @@ func Respond(ctx context.Context, dev *Device, ln net.Listener, cfg ResponderCon
 		ln.Close()
 		return &UnsupportedError{Device: dev.opts.Device, Reason: dev.unsupportedDriver()}
 	}
+	if cfg.UDPing != nil {
+		stop, err := startUDPing(ctx, dev, &cfg)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		defer stop()
+	}
 	capa := &capacity{maxPeers: cfg.MaxPeers, limit: cfg.MaxPinnedTotal}
 	a := &acceptor{ln: ln, cfg: cfg.ServeConfig, timeout: cfg.Timeout, pending: max(maxPending, 4*cfg.MaxPeers), admit: capa.admit}
 	// Peers run under hard: it ends Grace after ctx does.
@@ -122,7 +140,12 @@ func Respond(ctx context.Context, dev *Device, ln net.Listener, cfg ResponderCon
 		go func() {
 			defer wg.Done()
 			defer arr.release()
-			res := servePeer(hard, dev, arr, cfg.ServeConfig)
+			var res *Result
+			if arr.test.Kind == TestUDPing {
+				res = serveUDLookup(hard, dev, arr, cfg.ServeConfig)
+			} else {
+				res = servePeer(hard, dev, arr, cfg.ServeConfig)
+			}
 			if cfg.OnPeer != nil {
 				cfg.OnPeer(res)
 			}
@@ -151,4 +174,31 @@ func servePeer(ctx context.Context, dev *Device, arr *arrival, cfg ServeConfig) 
 func IsBusy(err error) bool {
 	var b *busyError
 	return errors.As(err, &b)
+}
+
+// startUDPing starts the UD ping responder of cfg on dev, its lookups
+// served through cfg's ServeConfig.UD; stop ends it and releases it.
+func startUDPing(ctx context.Context, dev *Device, cfg *ResponderConfig) (stop func(), err error) {
+	local, err := dev.UDLocal()
+	if err != nil {
+		return nil, fmt.Errorf("UD ping: %w", err)
+	}
+	ucfg := *cfg.UDPing
+	ucfg.Local = local
+	r, err := udping.NewResponder(ucfg)
+	if err != nil {
+		return nil, err
+	}
+	cfg.UD = r
+	if cfg.OnUDPing != nil {
+		cfg.OnUDPing(r)
+	}
+	uctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- r.Run(uctx) }()
+	return func() {
+		cancel()
+		<-done
+		r.Close()
+	}, nil
 }

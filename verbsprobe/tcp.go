@@ -77,6 +77,9 @@ func peerPath(d *Device, test Test, remote Endpoint, rdAtomic uint8) Path {
 		p.MTU = min(d.port.ActiveMTU, ib.MTU1024) // ibv_rc_pingpong's default -m
 		p.RNRRetry = 7                            // as ibv_rc_pingpong
 	}
+	if test.Kind == TestUDPingpong {
+		p.QKey = udPingpongQKey
+	}
 	if test.Op == OpSend {
 		p.RNRRetry = 7 // a receiver reposting may lag: retry forever, as perftest
 	}
@@ -100,7 +103,7 @@ func (x *peerSide) Close() error                  { x.s.close(); return nil }
 func (x *peerSide) takeRemote(d *Device, remote Endpoint) (string, error) {
 	s := x.s
 	s.remote = remote
-	pingpong := s.test.Kind == TestPingpong
+	pingpong := isPingpong(s.test.Kind)
 	x.peer.Host, x.peer.Remote, x.peer.Pingpong = s.host, &remote, pingpong
 	if !pingpong {
 		if err := compatible(d.endpoint(), remote); err != nil {
@@ -136,12 +139,27 @@ func (x *grdmaClient) Begin(ctx context.Context, _ *Device) (context.Context, st
 // a busy responder is asked again until the timeout.
 func (x *grdmaClient) Trade(ctx context.Context, c *Conn) (Path, string, error) {
 	s := x.s
-	deadline := time.Now().Add(s.timeout)
 	local := c.Endpoint()
 	hello, err := json.Marshal(wireMessage{Type: msgHello, Protocol: ProtocolVersion, Test: &s.test, Seed: s.seed, Endpoint: &local})
 	if err != nil {
 		return Path{}, "", err
 	}
+	m, err := x.helloRetrying(ctx, hello)
+	if err != nil {
+		return Path{}, "", err
+	}
+	detail, err := x.takeRemote(c.dev, *m.Endpoint)
+	if err != nil {
+		return Path{}, "", err
+	}
+	return peerPath(c.dev, s.test, *m.Endpoint, c.shape.RdAtomic), detail, nil
+}
+
+// helloRetrying says hello and returns the welcome, asking a busy
+// responder again until the timeout.
+func (x *grdmaClient) helloRetrying(ctx context.Context, hello []byte) (wireMessage, error) {
+	s := x.s
+	deadline := time.Now().Add(s.timeout)
 	for wait := 100 * time.Millisecond; ; wait = min(2*wait, time.Second) {
 		m, err := x.hello(ctx, hello)
 		var busy *busyError
@@ -151,17 +169,10 @@ func (x *grdmaClient) Trade(ctx context.Context, c *Conn) (Path, string, error) 
 			case <-time.After(wait):
 				continue
 			case <-ctx.Done():
-				return Path{}, "", fmt.Errorf("interrupted waiting for %s: %w", s.host, ctx.Err())
+				return m, fmt.Errorf("interrupted waiting for %s: %w", s.host, ctx.Err())
 			}
 		}
-		if err != nil {
-			return Path{}, "", err
-		}
-		detail, err := x.takeRemote(c.dev, *m.Endpoint)
-		if err != nil {
-			return Path{}, "", err
-		}
-		return peerPath(c.dev, s.test, *m.Endpoint, c.shape.RdAtomic), detail, nil
+		return m, err
 	}
 }
 

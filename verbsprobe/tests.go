@@ -69,11 +69,12 @@ func testFor(t Test, role string) testImpl {
 
 // peerTests are the tests between two hosts, by kind.
 var peerTests = map[TestKind]testImpl{
-	TestConnect:   {},
-	TestTraffic:   {arm: armTraffic, run: runTraffic},
-	TestBandwidth: {arm: armMessages, run: runWatched((*traffic).bandwidth, (*traffic).serveBandwidth)},
-	TestLatency:   {arm: armMessages, run: runWatched((*traffic).latency, (*traffic).serveLatency)},
-	TestPingpong:  {arm: armMessages, run: runPingpong},
+	TestConnect:    {},
+	TestTraffic:    {arm: armTraffic, run: runTraffic},
+	TestBandwidth:  {arm: armMessages, run: runWatched((*traffic).bandwidth, (*traffic).serveBandwidth)},
+	TestLatency:    {arm: armMessages, run: runWatched((*traffic).latency, (*traffic).serveLatency)},
+	TestPingpong:   {arm: armMessages, run: runPingpong},
+	TestUDPingpong: {shape: udPingpongShape, arm: armMessages, run: runPingpong},
 }
 
 // selfShape is the probe of one host: small queues; traffic registers its

@@ -57,6 +57,9 @@ func openRxe0(t *testing.T) *uverbs.Context {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Closed before cleanRDMA deletes rxe0: rxe cannot disassociate a
+	// context, so deleting the device waits for its last user.
+	t.Cleanup(func() { c.Close() })
 	return c
 }
 
@@ -74,7 +77,9 @@ func withRxe0(t *testing.T) {
 func newVerbsEnd(t *testing.T, c *uverbs.Context, sigAll bool) *verbsEnd {
 	t.Helper()
 	e := &verbsEnd{t: t, c: c}
-	gids, err := c.QueryGIDTable(c.Node.DriverID, 64)
+	t.Cleanup(e.close)
+	// Opened from sysfs, the node has no driver ID; rxe's is known.
+	gids, err := c.QueryGIDTable(uverbs.DriverIDRXE, 64)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +109,6 @@ func newVerbsEnd(t *testing.T, c *uverbs.Context, sigAll bool) *verbsEnd {
 	if e.mr, err = c.RegMR(e.pd, e.buf, uverbs.AccessLocalWrite|uverbs.AccessRemoteWrite|uverbs.AccessRemoteRead); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(e.close)
 	return e
 }
 
@@ -119,6 +123,7 @@ func (e *verbsEnd) newQP(sigAll bool) {
 	}
 }
 
+// close releases what exists (a failed setup leaves some unmade).
 func (e *verbsEnd) close() {
 	if e.c == nil {
 		return
@@ -126,12 +131,18 @@ func (e *verbsEnd) close() {
 	if e.qp != nil {
 		e.qp.Destroy()
 	}
-	e.cq.Destroy()
-	e.c.DeregMR(e.mr)
+	if e.cq != nil {
+		e.cq.Destroy()
+	}
+	if e.buf != nil {
+		e.c.DeregMR(e.mr)
+		uverbs.FreeBuffer(e.buf)
+	}
 	e.c.DeallocPD(e.pd)
-	e.ch.Close()
+	if e.ch != nil {
+		e.ch.Close()
+	}
 	e.c.Close()
-	uverbs.FreeBuffer(e.buf)
 	e.c = nil
 }
 

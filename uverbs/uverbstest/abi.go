@@ -27,6 +27,8 @@ const (
 	cmdQueryPort         = 2
 	cmdAllocPD           = 3
 	cmdDeallocPD         = 4
+	cmdCreateAH          = 5
+	cmdDestroyAH         = 8
 	cmdRegMR             = 9
 	cmdDeregMR           = 13
 	cmdCreateCompChannel = 17
@@ -96,9 +98,15 @@ const (
 	sendIOVA       = 152
 	sendDMALength  = 184
 	sendNumSGE     = 196
-	recvWRID       = 0
-	recvDMALength  = 16
-	recvNumSGE     = 28
+	// The ud member of the union: where the datagram goes, and rxe's
+	// AH number or address vector (struct rxe_av).
+	sendUDRemoteQPN  = 24
+	sendUDRemoteQKey = 28
+	sendUDAHNum      = 36
+	sendUDAV         = 56
+	recvWRID         = 0
+	recvDMALength    = 16
+	recvNumSGE       = 28
 )
 
 // cmdHeader is struct ib_uverbs_cmd_hdr.
@@ -182,6 +190,36 @@ type queryQPResp struct {
 	RetryCnt, RNRRetry, AltPortNum, AltTimeout, SQSigAll        uint8
 	Reserved                                                    [5]uint8
 }
+
+// createAHReq is struct ib_uverbs_create_ah.
+type createAHReq struct {
+	Response, UserHandle uint64
+	PDHandle, Reserved   uint32
+	Attr                 ahAttr
+}
+
+// ahAttr is struct ib_uverbs_ah_attr.
+type ahAttr struct {
+	DGID                                                     [16]byte
+	FlowLabel                                                uint32
+	SGIDIndex, HopLimit, TrafficClass, Reserved1             uint8
+	DLID                                                     uint16
+	SL, SrcPathBits, StaticRate, IsGlobal, PortNum, Reserved uint8
+}
+
+// Offsets in struct rxe_av (the address vector of a UD send work request
+// on kernels before 5.10).
+const (
+	avNetworkType = 1
+	avDGID        = 8
+	avFlowLabel   = 24
+	avSGIDIndex   = 28
+	avHopLimit    = 29
+	avTClass      = 30
+	avSGIDAddr    = 32
+	avDGIDAddr    = 60
+	avSize        = 88
+)
 
 type postSendReq struct {
 	Response                             uint64

@@ -97,8 +97,8 @@ func TestObjectChecks(t *testing.T) {
 	wantErrno(t, "a QP beyond max_qp_wr", err, unix.EINVAL)
 	_, err = c.CreateRxeQP(uverbs.QPInit{PD: uverbs.PD{Handle: 77}, SendCQ: e.cq.CQ(), RecvCQ: e.cq.CQ(), Type: ib.QPTypeRC})
 	wantErrno(t, "a QP in no PD", err, unix.EINVAL)
-	_, err = c.CreateRxeQP(uverbs.QPInit{PD: e.pd, SendCQ: e.cq.CQ(), RecvCQ: e.cq.CQ(), Type: ib.QPTypeUD})
-	wantErrno(t, "a UD QP (not emulated)", err, unix.EOPNOTSUPP)
+	_, err = c.CreateRxeQP(uverbs.QPInit{PD: e.pd, SendCQ: e.cq.CQ(), RecvCQ: e.cq.CQ(), Type: ib.QPTypeXRCIni})
+	wantErrno(t, "an XRC QP (not emulated)", err, unix.EINVAL)
 
 	buf, err := uverbs.AllocBuffer(3 * bufSize)
 	if err != nil {

@@ -163,8 +163,10 @@ type Device struct {
 	tab     sync.RWMutex
 	qps     map[uint32]*qp // by QPN
 	mrs     map[uint32]*mr // by index (key >> 8)
+	ahs     map[uint32]*ah // by AH number
 	nextQPN uint32
 	nextMR  uint32
+	nextAH  uint32
 	pinned  int64
 }
 
@@ -172,8 +174,8 @@ type Device struct {
 func (f *Fabric) NewDevice(cfg Config) *Device {
 	f.mu.Lock()
 	n := len(f.devices) + 1
-	d := &Device{fab: f, files: map[*file]bool{}, orphans: map[*ring]bool{}, calls: map[Op]int{}, qps: map[uint32]*qp{}, mrs: map[uint32]*mr{},
-		rand: rand.New(rand.NewPCG(uint64(n), 0x5eed)), nextQPN: 17, nextMR: 1, nextMmap: 1}
+	d := &Device{fab: f, files: map[*file]bool{}, orphans: map[*ring]bool{}, calls: map[Op]int{}, qps: map[uint32]*qp{}, mrs: map[uint32]*mr{}, ahs: map[uint32]*ah{},
+		rand: rand.New(rand.NewPCG(uint64(n), 0x5eed)), nextQPN: 17, nextMR: 1, nextAH: 1, nextMmap: 1}
 	f.devices = append(f.devices, d)
 	f.mu.Unlock()
 	d.mac = [6]byte{0x02, 0x00, 0x00, 0x00, byte(n >> 8), byte(n)}
@@ -351,6 +353,7 @@ type Resources struct {
 	MRs          int
 	CQs          int
 	QPs          int
+	AHs          int // address handles
 	Channels     int // completion channels
 	MappedQueues int // rxe queues mapped and not unmapped
 	Pinned       int64
@@ -378,6 +381,8 @@ func (d *Device) Resources() Resources {
 			case *qp:
 				r.QPs++
 				r.MappedQueues += o.sq.mappedCount() + o.rq.mappedCount()
+			case *ah:
+				r.AHs++
 			}
 		}
 		r.Channels += len(f.channels)
@@ -418,13 +423,15 @@ const (
 	OpDestroyQP
 	OpPostSend // the doorbell
 	OpMmap     // mapping an rxe queue
+	OpCreateAH
+	OpDestroyAH
 	opCount
 )
 
 var opNames = [opCount]string{"GET_CONTEXT", "GET_CONTEXT (ioctl)", "QUERY_DEVICE", "EX_QUERY_DEVICE", "QUERY_PORT",
 	"QUERY_PORT (ioctl)", "QUERY_GID_TABLE", "ALLOC_PD", "DEALLOC_PD", "REG_MR", "DEREG_MR", "REG_DMABUF_MR",
 	"CREATE_COMP_CHANNEL", "CREATE_CQ", "DESTROY_CQ", "REQ_NOTIFY_CQ", "CREATE_QP", "MODIFY_QP", "QUERY_QP",
-	"DESTROY_QP", "POST_SEND", "mmap"}
+	"DESTROY_QP", "POST_SEND", "mmap", "CREATE_AH", "DESTROY_AH"}
 
 func (o Op) String() string {
 	if o >= 0 && o < opCount {

@@ -22,6 +22,14 @@
 // message by message, with PSNs, acknowledgements, retries on loss
 // (timeout and retry count) and on a missing receive (RNR timer and RNR
 // retry count), and rxe's completion statuses, error state and flushes.
+// Unreliable datagram queue pairs send to address handles (CREATE_AH and
+// DESTROY_AH, with rxe's AH number; a send work request that carries only
+// rxe's address vector, as for kernels before 5.10, is routed by it):
+// datagrams are delivered by GID, queue pair number and Q_Key without
+// acknowledgement, with the network header (the IPv4 header of RoCE v2,
+// or an IPv6 header) in the receive's first 40 bytes, and dropped as rxe
+// drops them (a wrong Q_Key, no receive or one too small, an unknown
+// queue pair); a delayed datagram may be passed by the next.
 // Completions go into the client's completion queue and, when it is
 // armed, an event to its completion channel, a real descriptor (a pipe)
 // the client reads through Go's poller.
@@ -35,19 +43,16 @@
 // Extending: a command is an entry of the commands table (file.go) or of
 // the ioctl methods (ioctl.go) with a handler on the file's objects; a
 // queue pair type is a case of the requester's prepare and transmit and
-// of the responder's respond (transport.go). Unreliable datagram fits
-// there: CREATE_AH an object of the file, the send WQE's ud member read in
-// prepare, delivery by remote QPN and Q_Key without acknowledgement, and
-// the 40-byte GRH written ahead of the payload in receive. A connection
+// of the responder's respond (transport.go; UD's in ud.go). A connection
 // made by the RDMA CM is a queue pair whose MODIFY_QP attributes come from
 // INIT_QP_ATTR; a fake CM device would share the Device and its QPN table.
 //
-// Not emulated: unreliable datagram queue pairs and address handles
-// (CREATE_QP of type UD fails with EOPNOTSUPP), shared receive queues,
-// atomics, memory windows, alternate paths, asynchronous events (the
-// event file exists but stays empty), mlx5's driver data, and packets:
-// messages are not cut at the MTU (an MTU mismatch between the two queue
-// pairs is still refused as rxe refuses it). The RDMA CM is not part of
-// uverbs; a CM-made connection is a queue pair whose attributes come from
-// INIT_QP_ATTR, which MODIFY_QP here takes like any.
+// Not emulated: shared receive queues, atomics, memory windows, alternate
+// paths, multicast, asynchronous events (the event file exists but stays
+// empty), mlx5's driver data, and packets: messages are not cut at the
+// MTU (an MTU mismatch between the two queue pairs is still refused as
+// rxe refuses it; a datagram over the port's active MTU fails its send).
+// The RDMA CM is not part of uverbs; a CM-made connection is a queue pair
+// whose attributes come from INIT_QP_ATTR, which MODIFY_QP here takes like
+// any.
 package uverbstest

@@ -20,7 +20,7 @@ type file struct {
 	d          *Device
 	hasContext bool
 	closed     bool
-	objects    map[uint32]any // *pd, *mr, *cq, *qp by handle
+	objects    map[uint32]any // *pd, *mr, *cq, *qp, *ah by handle
 	channels   []*channel
 	async      *eventPipe // GET_CONTEXT's asynchronous event file; nil for the ioctl GET_CONTEXT
 }
@@ -96,6 +96,8 @@ var commands = map[uint32]command{
 	cmdQueryPort:         {OpQueryPort, 16, 40, false, (*file).queryPort},
 	cmdAllocPD:           {OpAllocPD, 8, 4, true, (*file).allocPD},
 	cmdDeallocPD:         {OpDeallocPD, 4, 0, false, (*file).deallocPD},
+	cmdCreateAH:          {OpCreateAH, 56, 4, true, (*file).createAH},
+	cmdDestroyAH:         {OpDestroyAH, 4, 0, false, (*file).destroyAH},
 	cmdRegMR:             {OpRegMR, 40, 12, true, (*file).regMR},
 	cmdDeregMR:           {OpDeregMR, 4, 0, false, (*file).deregMR},
 	cmdCreateCompChannel: {OpCreateCompChannel, 8, 4, false, (*file).createCompChannel},
@@ -540,6 +542,8 @@ func (f *file) Close() error {
 			f.dropCQ(o)
 		case *mr:
 			f.dropMR(o)
+		case *ah:
+			f.dropAH(o)
 		}
 	}
 	clear(f.objects)

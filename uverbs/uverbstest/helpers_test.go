@@ -36,6 +36,12 @@ func newEnd(t *testing.T, dev *uverbstest.Device) *end {
 
 func newEndSignalling(t *testing.T, dev *uverbstest.Device, signalAll bool) *end {
 	t.Helper()
+	return newEndOf(t, dev, ib.QPTypeRC, signalAll)
+}
+
+// newEndOf makes an end whose queue pair is of type typ.
+func newEndOf(t *testing.T, dev *uverbstest.Device, typ ib.QPType, signalAll bool) *end {
+	t.Helper()
 	e := &end{t: t, dev: dev}
 	var err error
 	if e.c, err = dev.Open(); err != nil {
@@ -52,7 +58,7 @@ func newEndSignalling(t *testing.T, dev *uverbstest.Device, signalAll bool) *end
 		t.Fatal(err)
 	}
 	cq := e.cq.CQ()
-	if e.qp, err = e.c.CreateRxeQP(uverbs.QPInit{PD: e.pd, SendCQ: cq, RecvCQ: cq, Type: ib.QPTypeRC, SignalAll: signalAll,
+	if e.qp, err = e.c.CreateRxeQP(uverbs.QPInit{PD: e.pd, SendCQ: cq, RecvCQ: cq, Type: typ, SignalAll: signalAll,
 		Cap: uverbs.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 2, MaxRecvSGE: 2}}); err != nil {
 		t.Fatal(err)
 	}

@@ -53,9 +53,7 @@ func (f *file) createQP(req []byte, out response) error {
 	}
 	typ := ib.QPType(r.QPType)
 	switch {
-	case typ == ib.QPTypeUD:
-		return syscall.EOPNOTSUPP // not emulated (yet)
-	case typ != ib.QPTypeRC && typ != ib.QPTypeUC:
+	case typ != ib.QPTypeRC && typ != ib.QPTypeUC && typ != ib.QPTypeUD:
 		return syscall.EINVAL
 	case r.IsSRQ != 0:
 		return syscall.EOPNOTSUPP // shared receive queues are not emulated

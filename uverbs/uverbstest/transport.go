@@ -135,6 +135,11 @@ func (q *qp) runRequester() {
 			q.mu.Unlock()
 			return
 		}
+		if q.typ == ib.QPTypeUD {
+			q.sendUD(slot)
+			q.mu.Unlock()
+			continue
+		}
 		w := readSendWQE(slot, q.caps.MaxSendSGE)
 		req, status := q.prepare(&w)
 		wake := q.wake

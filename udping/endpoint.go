@@ -1,0 +1,220 @@
+package udping
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/grdma/grdma/gid"
+	"github.com/grdma/grdma/ib"
+	"github.com/grdma/grdma/uverbs"
+)
+
+// endpoint is one UD queue pair with what it needs to send and receive
+// datagrams: a completion queue on a channel, receive buffers always
+// posted (each room for a GRH and MaxDatagram bytes, whatever a peer
+// sends), and send buffers lent out until the send completes.
+type endpoint struct {
+	l    Local
+	qkey uint32
+	addr Address // where peers reach it, kept after close
+	ch   *uverbs.CompChannel
+	cq   *uverbs.RxeCQ
+	qp   *uverbs.RxeQP
+	buf  []byte
+	mr   uverbs.MR
+
+	recvs, sends int
+	freeSends    []int // send slots not in use
+	wcs          []uverbs.WC
+}
+
+// The slots of an endpoint's buffer: receives first, then sends.
+const (
+	recvSlot = uverbs.GRHSize + MaxDatagram
+	sendSlot = MaxDatagram
+	// sendFlag marks a send's work request ID; a receive's is its slot.
+	sendFlag = 1 << 32
+)
+
+// newEndpoint makes a UD queue pair on l with recvs receives and sends
+// send slots, brings it to RTS with qkey and posts every receive.
+// Nothing is left behind on failure.
+func newEndpoint(l Local, qkey uint32, recvs, sends int) (e *endpoint, err error) {
+	if l.Context == nil {
+		return nil, errors.New("udping: no device context")
+	}
+	e = &endpoint{l: l, qkey: qkey, recvs: recvs, sends: sends, wcs: make([]uverbs.WC, 32)}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, e.close())
+			e = nil
+		}
+	}()
+	c := l.Context
+	if e.ch, err = c.CreateCompChannel(); err != nil {
+		return e, err
+	}
+	if e.cq, err = c.CreateRxeCQWith(uverbs.CQInit{CQE: uint32(recvs + sends), Channel: e.ch}); err != nil {
+		return e, err
+	}
+	cq := e.cq.CQ()
+	if e.qp, err = c.CreateRxeQP(uverbs.QPInit{PD: l.PD, SendCQ: cq, RecvCQ: cq, Type: ib.QPTypeUD, SignalAll: true,
+		Cap: uverbs.QPCap{MaxSendWR: uint32(sends), MaxRecvWR: uint32(recvs), MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
+		return e, err
+	}
+	if e.buf, err = uverbs.AllocBuffer(recvs*recvSlot + sends*sendSlot); err != nil {
+		return e, err
+	}
+	if e.mr, err = c.RegMR(l.PD, e.buf, uverbs.AccessLocalWrite); err != nil {
+		uverbs.FreeBuffer(e.buf)
+		e.buf = nil
+		return e, err
+	}
+	if err = c.ConnectUD(e.qp.QP(), l.Port, qkey, rand.Uint32()); err != nil {
+		return e, err
+	}
+	for i := range recvs {
+		if err = e.postRecv(i); err != nil {
+			return e, err
+		}
+	}
+	for i := range sends {
+		e.freeSends = append(e.freeSends, i)
+	}
+	e.addr = Address{GID: l.GID, QPN: e.qp.QP().QPN, QKey: qkey, MTU: l.MTU}
+	return e, nil
+}
+
+// address is where peers reach the endpoint.
+func (e *endpoint) address() Address { return e.addr }
+
+func (e *endpoint) postRecv(i int) error {
+	return e.qp.PostRecv(uverbs.RecvWR{ID: uint64(i), SGL: []uverbs.SGE{
+		{Addr: e.mr.Addr + uint64(i*recvSlot), Length: recvSlot, LKey: e.mr.LKey}}})
+}
+
+// received is receive slot i's bytes as the completion says they came:
+// the GRH and the datagram.
+func (e *endpoint) received(i int, byteLen uint32) ([]byte, bool) {
+	if i < 0 || i >= e.recvs || byteLen < uverbs.GRHSize || byteLen > recvSlot {
+		return nil, false
+	}
+	return e.buf[i*recvSlot : i*recvSlot+int(byteLen)], true
+}
+
+// sendBuf returns a free send slot of n bytes, or false when all are lent.
+func (e *endpoint) sendBuf(n int) (int, []byte, bool) {
+	if len(e.freeSends) == 0 {
+		return 0, nil, false
+	}
+	i := e.freeSends[len(e.freeSends)-1]
+	e.freeSends = e.freeSends[:len(e.freeSends)-1]
+	off := e.recvs*recvSlot + i*sendSlot
+	return i, e.buf[off : off+n], true
+}
+
+// send posts send slot i's first n bytes to peer, through ah.
+func (e *endpoint) send(i, n int, ah *uverbs.AH, peer Address) error {
+	off := e.recvs*recvSlot + i*sendSlot
+	err := e.qp.PostSend(uverbs.SendWR{ID: sendFlag | uint64(i), Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled,
+		SGL: []uverbs.SGE{{Addr: e.mr.Addr + uint64(off), Length: uint32(n), LKey: e.mr.LKey}},
+		AH:  ah, RemoteQPN: peer.QPN, RemoteQKey: peer.QKey})
+	if err != nil {
+		e.freeSends = append(e.freeSends, i)
+	}
+	return err
+}
+
+// sent gives a send slot back once its send completed.
+func (e *endpoint) sent(i int) {
+	if i >= 0 && i < e.sends {
+		e.freeSends = append(e.freeSends, i)
+	}
+}
+
+// wait returns the completions that came, waiting until one does or
+// until deadline (zero: ctx alone ends the wait). An expired deadline is
+// no error: no completions.
+func (e *endpoint) wait(ctx context.Context, deadline time.Time) ([]uverbs.WC, error) {
+	if n := e.cq.Poll(e.wcs); n > 0 {
+		return e.wcs[:n], nil
+	}
+	wctx := ctx
+	if !deadline.IsZero() {
+		if time.Until(deadline) <= 0 {
+			return nil, nil
+		}
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
+	}
+	n, err := e.cq.Wait(wctx, e.wcs)
+	if err != nil {
+		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			return nil, nil // the deadline, not ctx
+		}
+		return nil, err
+	}
+	return e.wcs[:n], nil
+}
+
+// ah makes an address handle to peer's GID from the local port.
+func (e *endpoint) ah(peer gid.GID) (uverbs.AH, error) {
+	return e.l.Context.CreateRxeAH(e.l.PD, uverbs.AHAttr{IsGlobal: 1, PortNum: e.l.Port,
+		GRH: uverbs.GlobalRoute{DGID: peer, SGIDIndex: e.l.GIDIndex, HopLimit: hopLimit}})
+}
+
+// hopLimit is the GRH's hop limit (the IPv4 TTL), as ibv_ud_pingpong's.
+const hopLimit = 64
+
+// close destroys what exists, queue pair first.
+func (e *endpoint) close() error {
+	if e == nil {
+		return nil
+	}
+	var errs []error
+	c := e.l.Context
+	if e.qp != nil {
+		errs = append(errs, e.qp.Destroy())
+		e.qp = nil
+	}
+	if e.cq != nil {
+		errs = append(errs, e.cq.Destroy())
+		e.cq = nil
+	}
+	if e.ch != nil {
+		errs = append(errs, e.ch.Close())
+		e.ch = nil
+	}
+	if e.buf != nil {
+		if err := c.DeregMR(e.mr); err != nil {
+			errs = append(errs, err) // the device may still use the memory: keep it
+		} else {
+			errs = append(errs, uverbs.FreeBuffer(e.buf))
+		}
+		e.buf = nil
+	}
+	return errors.Join(errs...)
+}
+
+// NewQKey returns a random Q_Key for a responder: a prober must have
+// asked the responder for it (its control channel) before the kernel
+// lets its datagrams in. The high bit is left clear: such Q_Keys are
+// privileged.
+func NewQKey() uint32 { return rand.Uint32N(0x7fffffff) + 1 }
+
+// completionError says a completion failed.
+type completionError struct {
+	wc uverbs.WC
+}
+
+func (e *completionError) Error() string {
+	what := "receive"
+	if e.wc.WRID&sendFlag != 0 {
+		what = "send"
+	}
+	return fmt.Sprintf("a %s completed with status %v", what, e.wc.Status)
+}

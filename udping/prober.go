@@ -1,0 +1,891 @@
+package udping
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/grdma/grdma/gid"
+	"github.com/grdma/grdma/uverbs"
+)
+
+// Prober sends UD pings from one queue pair to any number of targets,
+// each at its own rate, all together within a bound, and streams a
+// Result per probe. Targets are added and removed while it runs; each
+// target's responder address is asked of its control channel (the
+// Resolver) when it is added, and again when its probes go unanswered
+// (the responder restarted: a new queue pair number and Q_Key).
+type Prober struct {
+	cfg     ProberConfig
+	session uint64
+	ep      *endpoint
+	results chan Result
+	source  TimestampSource
+
+	mu      sync.Mutex
+	ops     []op
+	wake    context.CancelFunc
+	closed  bool
+	running bool
+
+	// Only Run's goroutine.
+	targets map[string]*target
+	due     dueHeap
+	pending map[uint64]*pending
+	order   []*pending // by send time: what expires first
+	nextID  uint64
+	slots   []*heldAH // the address handle each send slot's send uses
+	bucket  bucket
+	resolve chan struct{} // resolutions running at once
+	held    map[*heldAH]bool
+	runCtx  context.Context
+
+	stats proberCounters
+}
+
+// Resolver asks target's responder (over its control channel) for the
+// address of its UD queue pair, telling it local, the prober's, so that
+// the responder answers it. target is whatever the prober's caller named
+// it by: "host:port" for grdma's responders.
+type Resolver func(ctx context.Context, target string, local Address) (Address, error)
+
+// ProberConfig is a prober's device port and policy.
+type ProberConfig struct {
+	Local   Local
+	Resolve Resolver
+	// MaxRate bounds the probes sent a second, all targets together:
+	// probes due beyond it wait; 0 means DefaultProberRate.
+	MaxRate float64
+	// Timeout is how long a probe's replies are waited for; 0 means
+	// DefaultTimeout.
+	Timeout time.Duration
+	// ResolveTimeout bounds each resolution; 0 means DefaultResolveTimeout.
+	ResolveTimeout time.Duration
+	// MaxTargets bounds the targets; 0 means DefaultMaxTargets.
+	MaxTargets int
+	// RefreshAfter is the probes in a row without any reply after which
+	// the target's address is asked again; 0 means DefaultRefreshAfter.
+	RefreshAfter int
+	// Results is the room of the results channel; results the reader
+	// leaves no room for are dropped and counted. 0 means
+	// DefaultResults.
+	Results int
+	// Receives is how many receives are posted; 0 means DefaultReceives.
+	Receives int
+}
+
+// Defaults of a prober.
+const (
+	DefaultProberRate     = 1000
+	DefaultTimeout        = 2 * time.Second
+	DefaultResolveTimeout = 10 * time.Second
+	DefaultMaxTargets     = 10000
+	DefaultRefreshAfter   = 3
+	DefaultResults        = 1024
+	proberSends           = 64
+	maxResolving          = 16
+	maxResolveBackoff     = 30 * time.Second
+)
+
+// WithDefaults fills in the zero fields.
+func (c ProberConfig) WithDefaults() ProberConfig {
+	if c.MaxRate <= 0 {
+		c.MaxRate = DefaultProberRate
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.ResolveTimeout <= 0 {
+		c.ResolveTimeout = DefaultResolveTimeout
+	}
+	if c.MaxTargets <= 0 {
+		c.MaxTargets = DefaultMaxTargets
+	}
+	if c.RefreshAfter <= 0 {
+		c.RefreshAfter = DefaultRefreshAfter
+	}
+	if c.Results <= 0 {
+		c.Results = DefaultResults
+	}
+	if c.Receives <= 0 {
+		c.Receives = DefaultReceives
+	}
+	return c
+}
+
+// TargetConfig is how a target is probed.
+type TargetConfig struct {
+	// Rate is the probes a second; 0 means 1.
+	Rate float64
+	// Sizes are the probes' sizes in bytes, in turn; nil means
+	// DefaultSizes, cut at the path MTU. Each is from HeaderSize to the
+	// path MTU: larger sizes are refused once the path MTU is known
+	// (OutcomeTooLarge).
+	Sizes []int
+	// Count stops after this many probes; 0 means never.
+	Count int
+}
+
+// DefaultSizes are the sizes probes cycle through, after Aegis (NSDI
+// 2025: loss that only hits packets over 1 KiB): the path MTU is added.
+var DefaultSizes = []int{64, 512, 1024}
+
+// MaxRate bounds a target's rate.
+const MaxRate = 100000
+
+// Outcome is what became of a probe.
+type Outcome string
+
+// Outcomes.
+const (
+	// OutcomeReply: the echo came (RTT), and mostly the report
+	// (DelayKnown).
+	OutcomeReply Outcome = "reply"
+	// OutcomeTimeout: no reply within the timeout.
+	OutcomeTimeout Outcome = "timeout"
+	// OutcomeEchoLost: the report came but not the echo: the probe
+	// arrived, the way back lost a packet the size of the probe.
+	OutcomeEchoLost Outcome = "echo_lost"
+	// OutcomeResolve: the responder's address could not be had (Err says
+	// why); no probe was sent.
+	OutcomeResolve Outcome = "resolve"
+	// OutcomeTooLarge: the configured size is over the path MTU; no
+	// probe was sent.
+	OutcomeTooLarge Outcome = "too_large"
+	// OutcomeSendError: the probe could not be sent (Err).
+	OutcomeSendError Outcome = "send_error"
+)
+
+// Result is one probe's outcome.
+type Result struct {
+	Target string
+	// Seq numbers the target's probes from 1 (0 for a failed resolution).
+	Seq  uint64
+	Size int // the probe's bytes
+	Sent time.Time
+	// Responder is the address probed.
+	Responder Address
+	Outcome   Outcome
+	// RTT is the round trip as the prober saw it: from the probe's send
+	// to its echo's arrival.
+	RTT time.Duration
+	// Delay is how long the responder held the probe (the report),
+	// when DelayKnown.
+	Delay      time.Duration
+	DelayKnown bool
+	// Timestamps says where the times come from.
+	Timestamps TimestampSource
+	Err        error
+}
+
+// Network is the network's round trip: RTT without the responder's
+// delay, or RTT when the delay is not known. The two sides' times are
+// read from two clocks at slightly different points of their send paths
+// (see the package doc), so on a fast path the delay can exceed the RTT:
+// Network is then 0.
+func (r Result) Network() time.Duration {
+	if !r.DelayKnown {
+		return r.RTT
+	}
+	return max(r.RTT-r.Delay, 0)
+}
+
+// ProberStats counts what a prober did.
+type ProberStats struct {
+	Sent, Echoes, Reports uint64
+	Timeouts, EchoLost    uint64
+	// Datagrams dropped: not a UD ping's or malformed; a UD ping's not
+	// of this prober's probes or from another queue pair than the
+	// target's; a reply already had.
+	Malformed, Foreign, Duplicates uint64
+	// Probes delayed by MaxRate or by no free send slot.
+	Throttled uint64
+	// Results the reader left no room for.
+	ResultsDropped uint64
+	Resolves       uint64
+	ResolveErrors  uint64
+	SendErrors     uint64
+	Restarts       uint64
+}
+
+type proberCounters struct {
+	sent, echoes, reports, timeouts, echoLost, malformed, foreign, duplicates, throttled atomic.Uint64
+	resultsDropped, resolves, resolveErrors, sendErrors, restarts                        atomic.Uint64
+}
+
+// target is a target and its schedule; Run's goroutine's.
+type target struct {
+	name    string
+	cfg     TargetConfig
+	addr    Address
+	ah      *heldAH
+	sizes   []int
+	mtu     int
+	next    time.Time
+	index   int // in the due heap; -1 when not scheduled
+	seq     uint64
+	sizeAt  int
+	misses  int
+	removed bool
+	// resolving: a resolution runs; failures counts those that failed in
+	// a row (the backoff).
+	resolving bool
+	failures  int
+	retryAt   time.Time
+}
+
+// heldAH is an address handle and the sends using it: it is destroyed
+// only when none is in flight (rxe fails a send whose handle is gone).
+type heldAH struct {
+	ah      uverbs.AH
+	users   int
+	retired bool
+}
+
+// pending is a probe awaiting its replies.
+type pending struct {
+	t         *target
+	id, seq   uint64
+	size      int
+	addr      Address
+	sent      time.Time
+	rtt       time.Duration
+	gotEcho   bool
+	delay     time.Duration
+	gotReport bool
+	done      bool
+	expiresAt time.Time
+}
+
+// op is a change Run applies: a target added or removed, a resolution
+// done.
+type op struct {
+	add      *target
+	remove   string
+	resolved *resolution
+}
+
+type resolution struct {
+	name string
+	addr Address
+	ah   uverbs.AH
+	err  error
+}
+
+// NewProber makes the prober's queue pair on cfg.Local. Run probes; Close
+// releases it.
+func NewProber(cfg ProberConfig) (*Prober, error) {
+	cfg = cfg.WithDefaults()
+	if cfg.Resolve == nil {
+		return nil, errors.New("udping: a prober needs a Resolver")
+	}
+	ep, err := newEndpoint(cfg.Local, NewQKey(), cfg.Receives, proberSends)
+	if err != nil {
+		return nil, fmt.Errorf("udping: the prober's queue pair: %w", err)
+	}
+	source, _ := cfg.Local.TimestampSource()
+	return &Prober{cfg: cfg, session: rand.Uint64(), ep: ep, results: make(chan Result, cfg.Results), source: source,
+		targets: map[string]*target{}, pending: map[uint64]*pending{}, slots: make([]*heldAH, proberSends),
+		bucket: newBucket(cfg.MaxRate), resolve: make(chan struct{}, maxResolving), held: map[*heldAH]bool{},
+		runCtx: context.Background()}, nil
+}
+
+// Address is the prober's queue pair, which responders must be told.
+func (p *Prober) Address() Address {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.ep.address()
+}
+
+// Results is the stream of results; it is closed when Run returns.
+func (p *Prober) Results() <-chan Result { return p.results }
+
+// Add starts probing target (it replaces a target of that name). The
+// first probe goes as soon as its responder's address is known.
+func (p *Prober) Add(name string, cfg TargetConfig) error {
+	if cfg.Rate == 0 {
+		cfg.Rate = 1
+	}
+	switch {
+	case name == "":
+		return errors.New("udping: a target needs a name")
+	case cfg.Rate < 0 || cfg.Rate > MaxRate:
+		return fmt.Errorf("udping: rate %g: from 0 to %d probes a second", cfg.Rate, MaxRate)
+	case cfg.Count < 0:
+		return fmt.Errorf("udping: count %d", cfg.Count)
+	}
+	for _, s := range cfg.Sizes {
+		if s < HeaderSize || s > MaxDatagram {
+			return fmt.Errorf("udping: size %d: from %d to %d bytes", s, HeaderSize, MaxDatagram)
+		}
+	}
+	cfg.Sizes = slices.Clone(cfg.Sizes)
+	return p.apply(op{add: &target{name: name, cfg: cfg, index: -1}})
+}
+
+// Remove stops probing target; its probes still out give no result.
+func (p *Prober) Remove(name string) { p.apply(op{remove: name}) }
+
+func (p *Prober) apply(o op) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return errors.New("udping: the prober is closed")
+	}
+	if o.add != nil {
+		n := 0
+		for _, q := range p.ops {
+			if q.add != nil {
+				n++
+			}
+		}
+		if len(p.targets)+n >= p.cfg.MaxTargets {
+			return fmt.Errorf("udping: %d targets, the prober's limit", p.cfg.MaxTargets)
+		}
+	}
+	p.ops = append(p.ops, o)
+	if p.wake != nil {
+		p.wake()
+	}
+	return nil
+}
+
+// Stats returns the prober's counters.
+func (p *Prober) Stats() ProberStats {
+	s := &p.stats
+	return ProberStats{Sent: s.sent.Load(), Echoes: s.echoes.Load(), Reports: s.reports.Load(), Timeouts: s.timeouts.Load(),
+		EchoLost: s.echoLost.Load(), Malformed: s.malformed.Load(), Foreign: s.foreign.Load(), Duplicates: s.duplicates.Load(),
+		Throttled: s.throttled.Load(), ResultsDropped: s.resultsDropped.Load(), Resolves: s.resolves.Load(),
+		ResolveErrors: s.resolveErrors.Load(), SendErrors: s.sendErrors.Load(), Restarts: s.restarts.Load()}
+}
+
+// Run probes until ctx ends, then closes the results channel. A queue
+// pair that fails is made again (and every target asked again: the
+// responders knew the old one); when that fails, Run returns the error.
+func (p *Prober) Run(ctx context.Context) error {
+	p.mu.Lock()
+	if p.running || p.closed {
+		p.mu.Unlock()
+		return errors.New("udping: the prober runs already, or is closed")
+	}
+	p.running = true
+	p.mu.Unlock()
+	defer close(p.results)
+	rctx, stopResolving := context.WithCancel(ctx)
+	defer stopResolving()
+	p.runCtx = rctx
+	for {
+		p.takeOps(rctx)
+		now := time.Now()
+		p.expire(now)
+		p.sendDue(rctx, now)
+		deadline := p.nextWake(now)
+		p.mu.Lock()
+		wctx, cancel := context.WithCancel(ctx)
+		p.wake = cancel
+		if len(p.ops) > 0 {
+			cancel()
+		}
+		p.mu.Unlock()
+		wcs, err := p.ep.wait(wctx, deadline)
+		p.mu.Lock()
+		p.wake = nil
+		p.mu.Unlock()
+		cancel()
+		if ctx.Err() != nil {
+			return nil
+		}
+		if errors.Is(err, context.Canceled) {
+			continue // woken: an op came
+		}
+		if err == nil {
+			err = p.handle(wcs, time.Now())
+		}
+		if err != nil {
+			if rerr := p.restart(rctx); rerr != nil {
+				return fmt.Errorf("udping: the prober's queue pair failed (%v) and could not be made again: %w", err, rerr)
+			}
+		}
+	}
+}
+
+// takeOps applies what Add, Remove and resolutions asked.
+func (p *Prober) takeOps(ctx context.Context) {
+	p.mu.Lock()
+	ops := p.ops
+	p.ops = nil
+	p.mu.Unlock()
+	for _, o := range ops {
+		switch {
+		case o.add != nil:
+			if old := p.targets[o.add.name]; old != nil {
+				p.drop(old)
+			}
+			t := o.add
+			p.targets[t.name] = t
+			p.startResolve(ctx, t)
+		case o.remove != "":
+			if t := p.targets[o.remove]; t != nil {
+				p.drop(t)
+			}
+		case o.resolved != nil:
+			p.resolved(o.resolved)
+		}
+	}
+}
+
+// drop forgets a target: its probes out, its schedule, its address
+// handle (once no send uses it).
+func (p *Prober) drop(t *target) {
+	t.removed = true
+	delete(p.targets, t.name)
+	if t.index >= 0 {
+		heap.Remove(&p.due, t.index)
+	}
+	for id, pd := range p.pending {
+		if pd.t == t {
+			pd.done = true
+			delete(p.pending, id)
+		}
+	}
+	p.release(t.ah)
+	t.ah = nil
+}
+
+// release retires an address handle: destroyed now or when its last send
+// completes.
+func (p *Prober) release(h *heldAH) {
+	if h == nil {
+		return
+	}
+	h.retired = true
+	if h.users == 0 {
+		p.destroyAH(h)
+	}
+}
+
+// hold keeps track of an address handle until destroyAH.
+func (p *Prober) hold(ah uverbs.AH) *heldAH {
+	h := &heldAH{ah: ah}
+	p.held[h] = true
+	return h
+}
+
+func (p *Prober) destroyAH(h *heldAH) {
+	if p.held[h] {
+		delete(p.held, h)
+		p.cfg.Local.Context.DestroyAH(h.ah)
+	}
+}
+
+// sendDone is a send slot's send completed (or will never): its address
+// handle is destroyed once retired and unused.
+func (p *Prober) sendDone(slot int) {
+	if slot < 0 || slot >= len(p.slots) || p.slots[slot] == nil {
+		return
+	}
+	h := p.slots[slot]
+	p.slots[slot] = nil
+	if h.users--; h.retired && h.users == 0 {
+		p.destroyAH(h)
+	}
+}
+
+// startResolve asks the target's responder for its address in the
+// background, at most maxResolving at once.
+func (p *Prober) startResolve(ctx context.Context, t *target) {
+	if t.resolving {
+		return
+	}
+	t.resolving = true
+	p.stats.resolves.Add(1)
+	ep := p.ep
+	local := ep.address()
+	name := t.name
+	go func() {
+		select {
+		case p.resolve <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		defer func() { <-p.resolve }()
+		rctx, cancel := context.WithTimeout(ctx, p.cfg.ResolveTimeout)
+		addr, err := p.cfg.Resolve(rctx, name, local)
+		cancel()
+		r := &resolution{name: name, addr: addr, err: err}
+		if err == nil {
+			if err = addr.Validate(); err != nil {
+				r.err = fmt.Errorf("the responder's address: %w", err)
+			} else if r.ah, err = ep.ah(addr.GID); err != nil {
+				r.err = fmt.Errorf("an address handle to %s: %w", addr.GID, err)
+			}
+		}
+		if p.apply(op{resolved: r}) != nil && r.err == nil {
+			p.cfg.Local.Context.DestroyAH(r.ah) // closed meanwhile
+		}
+	}()
+}
+
+// resolved takes a resolution: the target is probed at the address from
+// now on (a new address handle), or the failure is a result and asked
+// again later.
+func (p *Prober) resolved(r *resolution) {
+	t := p.targets[r.name]
+	if t == nil || !t.resolving {
+		if r.err == nil {
+			p.cfg.Local.Context.DestroyAH(r.ah)
+		}
+		return
+	}
+	t.resolving = false
+	now := time.Now()
+	if r.err != nil {
+		p.stats.resolveErrors.Add(1)
+		t.failures++
+		t.retryAt = now.Add(min(time.Second<<min(t.failures-1, 5), maxResolveBackoff))
+		p.emit(Result{Target: t.name, Outcome: OutcomeResolve, Sent: now, Err: r.err, Timestamps: p.source})
+		if t.ah == nil {
+			t.next = t.retryAt
+			p.schedule(t)
+		}
+		return
+	}
+	t.failures, t.misses = 0, 0
+	p.release(t.ah)
+	t.addr, t.ah = r.addr, p.hold(r.ah)
+	t.mtu = min(p.cfg.Local.MTU.Bytes(), r.addr.MTU.Bytes())
+	t.sizes = probeSizes(t.cfg.Sizes, t.mtu)
+	if t.next.IsZero() || t.index < 0 {
+		t.next = now
+	}
+	p.schedule(t)
+}
+
+// probeSizes are the sizes a target's probes cycle through at path MTU
+// mtu: the configured ones, or DefaultSizes up to the MTU and the MTU.
+func probeSizes(configured []int, mtu int) []int {
+	if configured != nil {
+		return configured
+	}
+	var sizes []int
+	for _, s := range DefaultSizes {
+		if s < mtu {
+			sizes = append(sizes, s)
+		}
+	}
+	return append(sizes, mtu)
+}
+
+func (p *Prober) schedule(t *target) {
+	if t.removed {
+		return
+	}
+	if t.index >= 0 {
+		heap.Fix(&p.due, t.index)
+		return
+	}
+	heap.Push(&p.due, t)
+}
+
+// sendDue sends the probes that are due, as far as the rate bound and the
+// send slots allow; targets waiting for a new resolution are asked again.
+func (p *Prober) sendDue(ctx context.Context, now time.Time) {
+	for p.due.Len() > 0 {
+		t := p.due[0]
+		if t.next.After(now) {
+			return
+		}
+		if t.ah == nil { // not resolved: time to ask again
+			heap.Pop(&p.due)
+			p.startResolve(ctx, t)
+			continue
+		}
+		if p.bucket.until(now) > 0 || len(p.ep.freeSends) == 0 {
+			p.stats.throttled.Add(1)
+			return
+		}
+		p.probe(t, now)
+		if t.cfg.Count > 0 && t.seq >= uint64(t.cfg.Count) {
+			heap.Pop(&p.due)
+			continue
+		}
+		interval := time.Duration(float64(time.Second) / t.cfg.Rate)
+		t.next = t.next.Add(interval)
+		if t.next.Before(now.Add(-interval)) {
+			t.next = now.Add(interval) // far behind: no burst to catch up
+		}
+		heap.Fix(&p.due, 0)
+	}
+}
+
+// probe sends t's next probe.
+func (p *Prober) probe(t *target, now time.Time) {
+	t.seq++
+	size := t.sizes[t.sizeAt%len(t.sizes)]
+	t.sizeAt++
+	if size > t.mtu {
+		p.emit(Result{Target: t.name, Seq: t.seq, Size: size, Sent: now, Responder: t.addr, Outcome: OutcomeTooLarge,
+			Timestamps: p.source, Err: fmt.Errorf("a probe of %d bytes over the path MTU of %d", size, t.mtu)})
+		return
+	}
+	p.bucket.take(now)
+	slot, out, _ := p.ep.sendBuf(size)
+	p.nextID++
+	id := p.nextID
+	clear(out[HeaderSize:])
+	PutHeader(out, Header{Kind: KindProbe, Session: p.session, ID: id})
+	h := t.ah
+	h.users++
+	p.slots[slot] = h
+	if err := p.ep.send(slot, size, &h.ah, t.addr); err != nil {
+		h.users--
+		p.slots[slot] = nil
+		p.stats.sendErrors.Add(1)
+		p.emit(Result{Target: t.name, Seq: t.seq, Size: size, Sent: now, Responder: t.addr, Outcome: OutcomeSendError,
+			Timestamps: p.source, Err: err})
+		return
+	}
+	sent := time.Now() // T1: the send is on its way (rxe sends in the doorbell)
+	p.stats.sent.Add(1)
+	pd := &pending{t: t, id: id, seq: t.seq, size: size, addr: t.addr, sent: sent, expiresAt: sent.Add(p.cfg.Timeout)}
+	p.pending[id] = pd
+	p.order = append(p.order, pd)
+}
+
+// nextWake is when Run must look again: the next probe due, the next
+// expiry, a retry.
+func (p *Prober) nextWake(now time.Time) time.Time {
+	wake := now.Add(time.Minute)
+	if p.due.Len() > 0 {
+		next := p.due[0].next
+		if d := p.bucket.until(now); d > 0 && p.due[0].ah != nil {
+			next = maxTime(next, now.Add(d))
+		}
+		wake = minTime(wake, next)
+	}
+	for _, pd := range p.order {
+		if !pd.done {
+			wake = minTime(wake, pd.expiresAt)
+			break
+		}
+	}
+	return wake
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// expire gives the results of the probes whose time is up.
+func (p *Prober) expire(now time.Time) {
+	i := 0
+	for ; i < len(p.order); i++ {
+		pd := p.order[i]
+		if pd.done {
+			continue
+		}
+		if pd.expiresAt.After(now) {
+			break
+		}
+		p.finish(pd)
+	}
+	p.order = p.order[i:]
+}
+
+// finish gives a probe's result with what came.
+func (p *Prober) finish(pd *pending) {
+	pd.done = true
+	delete(p.pending, pd.id)
+	r := Result{Target: pd.t.name, Seq: pd.seq, Size: pd.size, Sent: pd.sent, Responder: pd.addr, Timestamps: p.source}
+	switch {
+	case pd.gotEcho:
+		r.Outcome, r.RTT, r.Delay, r.DelayKnown = OutcomeReply, pd.rtt, pd.delay, pd.gotReport
+	case pd.gotReport:
+		r.Outcome = OutcomeEchoLost
+		p.stats.echoLost.Add(1)
+	default:
+		r.Outcome = OutcomeTimeout
+		p.stats.timeouts.Add(1)
+	}
+	t := pd.t
+	if !t.removed {
+		if r.Outcome == OutcomeTimeout {
+			t.misses++
+			if t.misses >= p.cfg.RefreshAfter && !t.resolving {
+				t.misses = 0
+				p.startResolve(p.runCtx, t)
+			}
+		} else {
+			t.misses = 0
+		}
+	}
+	p.emit(r)
+}
+
+func (p *Prober) emit(r Result) {
+	select {
+	case p.results <- r:
+	default:
+		p.stats.resultsDropped.Add(1)
+	}
+}
+
+// handle takes a batch of completions that came by now.
+func (p *Prober) handle(wcs []uverbs.WC, now time.Time) error {
+	var failed error
+	for _, wc := range wcs {
+		if wc.WRID&sendFlag != 0 {
+			slot := int(wc.WRID &^ sendFlag)
+			p.sendDone(slot)
+			p.ep.sent(slot)
+			if wc.Status != uverbs.WCSuccess {
+				p.stats.sendErrors.Add(1)
+				failed = &completionError{wc}
+			}
+			continue
+		}
+		if wc.Status != uverbs.WCSuccess {
+			failed = &completionError{wc}
+			continue
+		}
+		slot := int(wc.WRID)
+		if b, ok := p.ep.received(slot, wc.ByteLen); ok {
+			p.reply(b, wc.SrcQP, now)
+		} else {
+			p.stats.malformed.Add(1)
+		}
+		if err := p.ep.postRecv(slot); err != nil {
+			failed = err
+		}
+	}
+	return failed
+}
+
+// reply takes an echo or a report: it must answer a probe of this
+// session still awaited, from the queue pair and GID that probe went to,
+// as long as the probe (an echo) or a header (a report).
+func (p *Prober) reply(b []byte, srcQP uint32, now time.Time) {
+	g, err := uverbs.ParseGRH(b)
+	if err != nil {
+		p.stats.malformed.Add(1)
+		return
+	}
+	h, err := ParseHeader(b[uverbs.GRHSize:])
+	if err != nil || h.Kind == KindProbe {
+		p.stats.malformed.Add(1)
+		return
+	}
+	pd := p.pending[h.ID]
+	if h.Session != p.session || pd == nil || srcQP != pd.addr.QPN || gid.GID(g.SGID) != pd.addr.GID {
+		p.stats.foreign.Add(1)
+		return
+	}
+	switch h.Kind {
+	case KindEcho:
+		if pd.gotEcho {
+			p.stats.duplicates.Add(1)
+			return
+		}
+		if h.Length != pd.size {
+			p.stats.malformed.Add(1)
+			return
+		}
+		pd.gotEcho, pd.rtt = true, now.Sub(pd.sent)
+		p.stats.echoes.Add(1)
+	case KindReport:
+		if pd.gotReport {
+			p.stats.duplicates.Add(1)
+			return
+		}
+		pd.gotReport, pd.delay = true, h.Delay
+		p.stats.reports.Add(1)
+	}
+	if pd.gotEcho && pd.gotReport {
+		p.finish(pd)
+	}
+}
+
+// restart makes the queue pair again and asks every target again.
+func (p *Prober) restart(ctx context.Context) error {
+	p.stats.restarts.Add(1)
+	for _, pd := range p.pending {
+		pd.done = true
+	}
+	clear(p.pending)
+	p.order = nil
+	for i := range p.slots {
+		p.sendDone(i)
+	}
+	p.ep.close()
+	ep, err := newEndpoint(p.cfg.Local, NewQKey(), p.cfg.Receives, proberSends)
+	if err != nil {
+		return err // p.ep stays, closed: Close closes it again, harmlessly
+	}
+	p.mu.Lock()
+	p.ep = ep
+	p.mu.Unlock()
+	for _, t := range p.targets {
+		t.resolving = false
+		p.startResolve(ctx, t)
+	}
+	return nil
+}
+
+// Close releases the queue pair and the address handles. Run must have
+// returned, or not run.
+func (p *Prober) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil
+	}
+	p.closed = true
+	for h := range p.held {
+		p.destroyAH(h)
+	}
+	for _, o := range p.ops {
+		if o.resolved != nil && o.resolved.err == nil {
+			p.cfg.Local.Context.DestroyAH(o.resolved.ah)
+		}
+	}
+	p.ops = nil
+	return p.ep.close()
+}
+
+// dueHeap orders targets by their next probe.
+type dueHeap []*target
+
+func (h dueHeap) Len() int           { return len(h) }
+func (h dueHeap) Less(i, j int) bool { return h[i].next.Before(h[j].next) }
+func (h dueHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index, h[j].index = i, j
+}
+func (h *dueHeap) Push(x any) {
+	t := x.(*target)
+	t.index = len(*h)
+	*h = append(*h, t)
+}
+func (h *dueHeap) Pop() any {
+	old := *h
+	t := old[len(old)-1]
+	t.index = -1
+	*h = old[:len(old)-1]
+	return t
+}

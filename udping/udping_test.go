@@ -1,0 +1,617 @@
+package udping_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/grdma/grdma/gid"
+	"github.com/grdma/grdma/ib"
+	"github.com/grdma/grdma/udping"
+	"github.com/grdma/grdma/uverbs"
+	"github.com/grdma/grdma/uverbs/uverbstest"
+)
+
+// local opens dev and allocates a protection domain: a device port as
+// verbsprobe.Device gives it, on the fake kernel. Both go when t ends.
+func local(t *testing.T, dev *uverbstest.Device) udping.Local {
+	t.Helper()
+	c, err := dev.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pd, err := c.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.DeallocPD(pd); err != nil {
+			t.Errorf("dealloc PD (something left behind?): %v", err)
+		}
+		c.Close()
+	})
+	return udping.Local{Context: c, PD: pd, Port: 1, GIDIndex: 1, GID: gid.GID(dev.GID(1)), MTU: ib.MTU1024}
+}
+
+// mesh is a fabric with responders by name and the resolver a prober
+// asks them through (registering it, as the control channel does).
+type mesh struct {
+	t          *testing.T
+	fab        *uverbstest.Fabric
+	mu         sync.Mutex
+	responders map[string]*udping.Responder
+	resolves   atomic.Int32
+	stops      []func() // of the responders, in order
+}
+
+func newMesh(t *testing.T) *mesh {
+	return &mesh{t: t, fab: uverbstest.NewFabric(), responders: map[string]*udping.Responder{}}
+}
+
+// responder starts a responder named name on a new device (or dev).
+func (m *mesh) responder(name string, dev *uverbstest.Device, cfg udping.ResponderConfig) (*udping.Responder, *uverbstest.Device) {
+	m.t.Helper()
+	if dev == nil {
+		dev = m.fab.NewDevice(uverbstest.Config{})
+	}
+	cfg.Local = local(m.t, dev)
+	r, err := udping.NewResponder(cfg)
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	stop := func() {
+		cancel()
+		if err := <-done; err != nil {
+			m.t.Errorf("responder %s: %v", name, err)
+		}
+		if err := r.Close(); err != nil {
+			m.t.Errorf("closing responder %s: %v", name, err)
+		}
+	}
+	var once sync.Once
+	m.t.Cleanup(func() { once.Do(stop) })
+	m.mu.Lock()
+	m.responders[name] = r
+	m.mu.Unlock()
+	m.stops = append(m.stops, func() { once.Do(stop) })
+	return r, dev
+}
+
+func (m *mesh) resolve(_ context.Context, target string, local udping.Address) (udping.Address, error) {
+	m.resolves.Add(1)
+	m.mu.Lock()
+	r := m.responders[target]
+	m.mu.Unlock()
+	if r == nil {
+		return udping.Address{}, fmt.Errorf("no responder at %s", target)
+	}
+	if err := r.Register(local); err != nil {
+		return udping.Address{}, err
+	}
+	return r.Address(), nil
+}
+
+// prober starts a prober on a new device; its results go to the channel
+// returned.
+func (m *mesh) prober(cfg udping.ProberConfig) (*udping.Prober, <-chan udping.Result, *uverbstest.Device) {
+	m.t.Helper()
+	dev := m.fab.NewDevice(uverbstest.Config{})
+	cfg.Local = local(m.t, dev)
+	if cfg.Resolve == nil {
+		cfg.Resolve = m.resolve
+	}
+	p, err := udping.NewProber(cfg)
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	m.t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			m.t.Errorf("prober: %v", err)
+		}
+		if err := p.Close(); err != nil {
+			m.t.Errorf("closing the prober: %v", err)
+		}
+	})
+	return p, p.Results(), dev
+}
+
+// collect takes n results, failing after d.
+func collect(t *testing.T, results <-chan udping.Result, n int, d time.Duration) []udping.Result {
+	return collectP(t, nil, results, n, d)
+}
+
+func collectP(t *testing.T, p *udping.Prober, results <-chan udping.Result, n int, d time.Duration) []udping.Result {
+	t.Helper()
+	var got []udping.Result
+	deadline := time.After(d)
+	for len(got) < n {
+		select {
+		case r, ok := <-results:
+			if !ok {
+				t.Fatalf("results closed after %d of %d", len(got), n)
+			}
+			got = append(got, r)
+		case <-deadline:
+			if p != nil {
+				t.Logf("prober stats %+v", p.Stats())
+			}
+			t.Fatalf("%d of %d results within %v: %+v", len(got), n, d, got)
+		}
+	}
+	return got
+}
+
+// A prober pings one responder: every probe answered, with the
+// responder's delay, in sequence, its size cycling 64, 512 and 1024 (the
+// path MTU).
+func TestPing(t *testing.T) {
+	m := newMesh(t)
+	r, _ := m.responder("b", nil, udping.ResponderConfig{})
+	p, results, _ := m.prober(udping.ProberConfig{})
+	if err := p.Add("b", udping.TargetConfig{Rate: 50, Count: 7}); err != nil {
+		t.Fatal(err)
+	}
+	got := collectP(t, p, results, 7, 10*time.Second)
+	t.Logf("prober %+v", p.Stats())
+	sizes := []int{64, 512, 1024, 64, 512, 1024, 64}
+	for i, res := range got {
+		if res.Outcome != udping.OutcomeReply || !res.DelayKnown || res.Seq != uint64(i+1) || res.Size != sizes[i] ||
+			res.Target != "b" || res.Responder != r.Address() || res.Timestamps != udping.Software {
+			t.Errorf("result %d: %+v", i, res)
+		}
+		if res.RTT <= 0 || res.Delay < 0 || res.Network() != max(res.RTT-res.Delay, 0) {
+			t.Errorf("result %d: RTT %v, delay %v, network %v", i, res.RTT, res.Delay, res.Network())
+		}
+	}
+	// The last report's completion may come after the prober had it.
+	for deadline := time.Now().Add(5 * time.Second); r.Stats().Reports < 7 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	if s := r.Stats(); s.Probes != 7 || s.Reports != 7 || s.Peers != 1 || s.Unregistered+s.Malformed+s.Throttled+s.Busy != 0 {
+		t.Errorf("responder %+v", s)
+	}
+	if s := p.Stats(); s.Sent != 7 || s.Echoes != 7 || s.Reports != 7 || s.Timeouts+s.Malformed+s.Foreign != 0 {
+		t.Errorf("prober %+v", s)
+	}
+}
+
+// Loss: the fabric drops datagrams over 512 bytes towards the responder
+// (timeouts of the 1024-byte probes), then only on the way back (the
+// 1024-byte echoes: the report still comes, so the echo was lost).
+func TestPingSizeDependentLoss(t *testing.T) {
+	m := newMesh(t)
+	_, rdev := m.responder("b", nil, udping.ResponderConfig{})
+	p, results, _ := m.prober(udping.ProberConfig{Timeout: 300 * time.Millisecond})
+	var toResponder atomic.Bool
+	toResponder.Store(true)
+	m.fab.Impair(func(pk uverbstest.Packet) uverbstest.Impairment {
+		if pk.Length > 512 && (pk.To == rdev) == toResponder.Load() {
+			return uverbstest.Impairment{Drop: true}
+		}
+		return uverbstest.Impairment{}
+	})
+	if err := p.Add("b", udping.TargetConfig{Rate: 20, Count: 6}); err != nil {
+		t.Fatal(err)
+	}
+	for _, res := range collect(t, results, 6, 10*time.Second) {
+		want := udping.OutcomeReply
+		if res.Size == 1024 {
+			want = udping.OutcomeTimeout
+		}
+		if res.Outcome != want {
+			t.Errorf("towards the responder: seq %d, %d bytes: %s, want %s", res.Seq, res.Size, res.Outcome, want)
+		}
+	}
+	toResponder.Store(false)
+	p.Remove("b")
+	if err := p.Add("b", udping.TargetConfig{Rate: 20, Count: 3}); err != nil {
+		t.Fatal(err)
+	}
+	for _, res := range collect(t, results, 3, 10*time.Second) {
+		want := udping.OutcomeReply
+		if res.Size == 1024 {
+			want = udping.OutcomeEchoLost
+		}
+		if res.Outcome != want {
+			t.Errorf("on the way back: seq %d, %d bytes: %s, want %s", res.Seq, res.Size, res.Outcome, want)
+		}
+	}
+}
+
+// Reordering: the echoes come late, after their reports; a result still
+// has both.
+func TestPingReordered(t *testing.T) {
+	m := newMesh(t)
+	_, rdev := m.responder("b", nil, udping.ResponderConfig{})
+	p, results, _ := m.prober(udping.ProberConfig{})
+	m.fab.Impair(func(pk uverbstest.Packet) uverbstest.Impairment {
+		if pk.From == rdev && pk.Length > udping.HeaderSize {
+			return uverbstest.Impairment{Delay: 30 * time.Millisecond}
+		}
+		return uverbstest.Impairment{}
+	})
+	if err := p.Add("b", udping.TargetConfig{Rate: 20, Count: 3, Sizes: []int{100}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, res := range collect(t, results, 3, 10*time.Second) {
+		if res.Outcome != udping.OutcomeReply || !res.DelayKnown || res.RTT < 30*time.Millisecond {
+			t.Errorf("%+v", res)
+		}
+	}
+}
+
+// The responder restarts: its probes go unanswered, the prober asks the
+// control channel again after RefreshAfter of them, and the new queue
+// pair answers.
+func TestPingResponderRestarts(t *testing.T) {
+	m := newMesh(t)
+	old, rdev := m.responder("b", nil, udping.ResponderConfig{})
+	p, results, _ := m.prober(udping.ProberConfig{Timeout: 100 * time.Millisecond, RefreshAfter: 2})
+	if err := p.Add("b", udping.TargetConfig{Rate: 20}); err != nil {
+		t.Fatal(err)
+	}
+	first := collect(t, results, 1, 10*time.Second)[0]
+	if first.Outcome != udping.OutcomeReply {
+		t.Fatalf("%+v", first)
+	}
+	m.stops[0]()
+	renewed, _ := m.responder("b", rdev, udping.ResponderConfig{})
+	if renewed.Address() == old.Address() {
+		t.Fatal("the new responder has the old address")
+	}
+	timeouts := 0
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		res := collect(t, results, 1, 10*time.Second)[0]
+		if res.Outcome == udping.OutcomeReply && res.Responder == renewed.Address() {
+			if timeouts < 1 || m.resolves.Load() < 2 {
+				t.Errorf("answered again after %d timeouts, %d resolutions", timeouts, m.resolves.Load())
+			}
+			return
+		}
+		if res.Outcome == udping.OutcomeTimeout {
+			timeouts++
+		}
+	}
+	t.Fatalf("no answer from the new responder; %d timeouts, stats %+v", timeouts, p.Stats())
+}
+
+// A target that has no responder is a resolve result, asked again later;
+// removing it stops that.
+func TestPingNoResponder(t *testing.T) {
+	m := newMesh(t)
+	p, results, _ := m.prober(udping.ProberConfig{})
+	if err := p.Add("nowhere", udping.TargetConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	res := collect(t, results, 1, 10*time.Second)[0]
+	if res.Outcome != udping.OutcomeResolve || res.Err == nil || res.Target != "nowhere" {
+		t.Fatalf("%+v", res)
+	}
+	p.Remove("nowhere")
+}
+
+// Several targets at once, added and removed while the prober runs, and
+// the bound on probes a second for them all.
+func TestPingManyTargets(t *testing.T) {
+	m := newMesh(t)
+	for _, n := range []string{"b", "c", "d"} {
+		m.responder(n, nil, udping.ResponderConfig{})
+	}
+	p, results, _ := m.prober(udping.ProberConfig{MaxRate: 30})
+	for _, n := range []string{"b", "c", "d"} {
+		if err := p.Add(n, udping.TargetConfig{Rate: 100}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	got := collect(t, results, 75, 20*time.Second)
+	elapsed := time.Since(start)
+	by := map[string]int{}
+	for _, r := range got {
+		if r.Outcome != udping.OutcomeReply {
+			t.Errorf("%+v", r)
+		}
+		by[r.Target]++
+	}
+	if len(by) != 3 {
+		t.Errorf("results by target %v", by)
+	}
+	// 75 probes at 30 a second, a second's worth saved up: 1.5 s.
+	if elapsed < time.Second {
+		t.Errorf("75 probes in %v at 30 a second", elapsed)
+	}
+	if p.Stats().Throttled == 0 {
+		t.Error("nothing throttled")
+	}
+	p.Remove("c")
+	time.Sleep(200 * time.Millisecond) // what was in flight
+	for len(results) > 0 {
+		<-results
+	}
+	for _, r := range collect(t, results, 10, 10*time.Second) {
+		if r.Target == "c" {
+			t.Errorf("a result of a removed target: %+v", r)
+		}
+	}
+}
+
+// The prober's checks of its arguments.
+func TestAddRefuses(t *testing.T) {
+	m := newMesh(t)
+	p, _, _ := m.prober(udping.ProberConfig{MaxTargets: 1})
+	for name, c := range map[string]udping.TargetConfig{
+		"rate":  {Rate: -1},
+		"size":  {Sizes: []int{39}},
+		"huge":  {Sizes: []int{4097}},
+		"count": {Count: -1},
+	} {
+		if err := p.Add("x", c); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	if err := p.Add("", udping.TargetConfig{}); err == nil {
+		t.Error("no name: accepted")
+	}
+	if err := p.Add("x", udping.TargetConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Add("y", udping.TargetConfig{}); err == nil {
+		t.Error("beyond MaxTargets: accepted")
+	}
+	if _, err := udping.NewProber(udping.ProberConfig{Local: udping.Local{}, Resolve: m.resolve}); err == nil {
+		t.Error("a prober without a device: made")
+	}
+	if _, err := udping.NewProber(udping.ProberConfig{}); err == nil || !errors.Is(err, err) {
+		t.Error("a prober without a resolver: made")
+	}
+}
+
+// The responder's limits: registrations up to MaxPeers, and forgotten
+// after PeerTTL of silence (the prober then registers again).
+func TestResponderLimits(t *testing.T) {
+	m := newMesh(t)
+	r, _ := m.responder("b", nil, udping.ResponderConfig{MaxPeers: 1, PeerTTL: 50 * time.Millisecond})
+	a := udping.Address{GID: gid.GID{0xfe, 0x80, 15: 1}, QPN: 0x99, QKey: 7, MTU: ib.MTU1024}
+	if err := r.Register(a); err != nil {
+		t.Fatal(err)
+	}
+	b := a
+	b.QPN++
+	if err := r.Register(b); err == nil {
+		t.Error("a second peer over MaxPeers 1: registered")
+	}
+	for _, bad := range []udping.Address{{}, {GID: a.GID, QPN: 1, QKey: 7, MTU: ib.MTU1024}, {GID: a.GID, QPN: 5, QKey: 0x80000000, MTU: ib.MTU1024},
+		{GID: a.GID, QPN: 5, QKey: 1, MTU: 9}} {
+		if err := r.Register(bad); err == nil {
+			t.Errorf("%+v: registered", bad)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for r.Stats().Peers > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := r.Register(b); err != nil {
+		t.Errorf("after the first one's TTL: %v", err)
+	}
+}
+
+// rawUD is a UD queue pair a test sends arbitrary datagrams from: a
+// hostile peer.
+type rawUD struct {
+	t   *testing.T
+	c   *uverbs.Context
+	pd  uverbs.PD
+	cq  *uverbs.RxeCQ
+	qp  *uverbs.RxeQP
+	buf []byte
+	mr  uverbs.MR
+	dev *uverbstest.Device
+}
+
+func newRawUD(t *testing.T, dev *uverbstest.Device, qkey uint32) *rawUD {
+	t.Helper()
+	l := local(t, dev)
+	u := &rawUD{t: t, c: l.Context, pd: l.PD, dev: dev}
+	var err error
+	if u.cq, err = u.c.CreateRxeCQ(64); err != nil {
+		t.Fatal(err)
+	}
+	cq := u.cq.CQ()
+	if u.qp, err = u.c.CreateRxeQP(uverbs.QPInit{PD: u.pd, SendCQ: cq, RecvCQ: cq, Type: ib.QPTypeUD, SignalAll: true,
+		Cap: uverbs.QPCap{MaxSendWR: 32, MaxRecvWR: 32, MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if u.buf, err = uverbs.AllocBuffer(64 << 10); err != nil {
+		t.Fatal(err)
+	}
+	if u.mr, err = u.c.RegMR(u.pd, u.buf, uverbs.AccessLocalWrite); err != nil {
+		t.Fatal(err)
+	}
+	if err := u.c.ConnectUD(u.qp.QP(), 1, qkey, 0); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		u.qp.Destroy()
+		u.cq.Destroy()
+		u.c.DeregMR(u.mr)
+		uverbs.FreeBuffer(u.buf)
+	})
+	return u
+}
+
+func (u *rawUD) address() udping.Address {
+	return udping.Address{GID: gid.GID(u.dev.GID(1)), QPN: u.qp.QP().QPN, QKey: 5, MTU: ib.MTU1024}
+}
+
+// send sends datagram b to a, and waits for its send to complete.
+func (u *rawUD) send(a udping.Address, b []byte) {
+	u.t.Helper()
+	ah, err := u.c.CreateRxeAH(u.pd, uverbs.AHAttr{GRH: uverbs.GlobalRoute{DGID: a.GID, SGIDIndex: 1, HopLimit: 64}, IsGlobal: 1, PortNum: 1})
+	if err != nil {
+		u.t.Fatal(err)
+	}
+	defer u.c.DestroyAH(ah)
+	copy(u.buf, b)
+	if err := u.qp.PostSend(uverbs.SendWR{ID: 1, Opcode: uverbs.WRSend, SGL: []uverbs.SGE{{Addr: u.mr.Addr, Length: uint32(len(b)), LKey: u.mr.LKey}},
+		AH: &ah, RemoteQPN: a.QPN, RemoteQKey: a.QKey}); err != nil {
+		u.t.Fatal(err)
+	}
+	wcs := make([]uverbs.WC, 1)
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+		if u.cq.Poll(wcs) == 1 {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	u.t.Fatal("the send did not complete")
+}
+
+// A hostile peer sends the responder everything but a registered
+// prober's probe: none is answered, each is counted, and the responder
+// still answers its prober after.
+func TestResponderHostile(t *testing.T) {
+	m := newMesh(t)
+	r, _ := m.responder("b", nil, udping.ResponderConfig{})
+	evil := newRawUD(t, m.fab.NewDevice(uverbstest.Config{}), 5)
+	to := r.Address()
+	probe := func(h udping.Header) []byte { return udping.AppendDatagram(nil, h) }
+	valid := probe(udping.Header{Kind: udping.KindProbe, Length: 64, Session: 1, ID: 1})
+	evil.send(to, valid) // not registered
+	if err := r.Register(evil.address()); err != nil {
+		t.Fatal(err)
+	}
+	bad := [][]byte{
+		nil,
+		[]byte("hello"),
+		make([]byte, 64),
+		probe(udping.Header{Kind: udping.KindEcho, Length: 64, Session: 1, ID: 1}),
+		probe(udping.Header{Kind: udping.KindReport, Length: 40, Delay: time.Second}),
+		probe(udping.Header{Kind: 9, Length: 64}),
+		append(valid[:len(valid):len(valid)], 0), // longer than it says
+	}
+	wrongVersion := append([]byte(nil), valid...)
+	wrongVersion[4] = 2
+	reserved := append([]byte(nil), valid...)
+	reserved[39] = 1
+	bad = append(bad, wrongVersion, reserved)
+	for _, b := range bad {
+		evil.send(to, b)
+	}
+	wrongKey := to
+	wrongKey.QKey++
+	evil.send(wrongKey, valid) // the kernel drops it
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		s := r.Stats()
+		if s.Unregistered == 1 && s.Malformed == uint64(len(bad)) {
+			if s.Probes != 0 {
+				t.Errorf("answered: %+v", s)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("stats %+v, want 1 unregistered and %d malformed", s, len(bad))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// Still answering.
+	p, results, _ := m.prober(udping.ProberConfig{})
+	if err := p.Add("b", udping.TargetConfig{Rate: 50, Count: 2}); err != nil {
+		t.Fatal(err)
+	}
+	for _, res := range collect(t, results, 2, 10*time.Second) {
+		if res.Outcome != udping.OutcomeReply {
+			t.Errorf("%+v", res)
+		}
+	}
+}
+
+// recv waits for a datagram, returning the sender's GID and queue pair
+// and the datagram.
+func (u *rawUD) recv() (gid.GID, uint32, []byte) {
+	u.t.Helper()
+	const at = 16 << 10
+	if err := u.qp.PostRecv(uverbs.RecvWR{ID: 2, SGL: []uverbs.SGE{{Addr: u.mr.Addr + at, Length: uverbs.GRHSize + 4096, LKey: u.mr.LKey}}}); err != nil {
+		u.t.Fatal(err)
+	}
+	wcs := make([]uverbs.WC, 1)
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+		if u.cq.Poll(wcs) == 1 {
+			w := wcs[0]
+			if w.Opcode != uverbs.WCRecv || w.Status != uverbs.WCSuccess {
+				continue
+			}
+			b := u.buf[at : at+int(w.ByteLen)]
+			g, err := uverbs.ParseGRH(b)
+			if err != nil {
+				u.t.Fatal(err)
+			}
+			return gid.GID(g.SGID), w.SrcQP, append([]byte(nil), b[uverbs.GRHSize:]...)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	u.t.Fatal("nothing received")
+	return gid.GID{}, 0, nil
+}
+
+// A hostile responder answers the prober's probes with everything but
+// the right replies before the right ones: the prober takes only those,
+// counts the rest, and reports the delay the true report gave.
+func TestProberHostile(t *testing.T) {
+	m := newMesh(t)
+	evil := newRawUD(t, m.fab.NewDevice(uverbstest.Config{}), 5)
+	other := newRawUD(t, m.fab.NewDevice(uverbstest.Config{}), 5)
+	asked := make(chan udping.Address, 1)
+	resolve := func(_ context.Context, _ string, local udping.Address) (udping.Address, error) {
+		asked <- local
+		return evil.address(), nil
+	}
+	p, results, _ := m.prober(udping.ProberConfig{Resolve: resolve})
+	if err := p.Add("evil", udping.TargetConfig{Count: 1, Sizes: []int{100}}); err != nil {
+		t.Fatal(err)
+	}
+	prober := <-asked
+	_, _, probe := evil.recv()
+	h, err := udping.ParseHeader(probe)
+	if err != nil || h.Kind != udping.KindProbe || h.Length != 100 {
+		t.Fatalf("the probe: %+v, %v", h, err)
+	}
+	reply := func(k udping.Kind, n int, session, id uint64, delay time.Duration) []byte {
+		return udping.AppendDatagram(nil, udping.Header{Kind: k, Length: n, Session: session, ID: id, Delay: delay})
+	}
+	echo := reply(udping.KindEcho, 100, h.Session, h.ID, 0)
+	report := reply(udping.KindReport, udping.HeaderSize, h.Session, h.ID, 7*time.Millisecond)
+	for _, b := range [][]byte{
+		[]byte("garbage"),
+		reply(udping.KindEcho, 100, h.Session+1, h.ID, 0),  // another session
+		reply(udping.KindEcho, 100, h.Session, h.ID+1, 0),  // a probe never sent
+		reply(udping.KindEcho, 64, h.Session, h.ID, 0),     // not the probe's size
+		reply(udping.KindProbe, 100, h.Session, h.ID, 0),   // a probe
+		reply(udping.KindReport, 64, h.Session, h.ID, 0),   // a report is a header
+	} {
+		evil.send(prober, b)
+	}
+	other.send(prober, echo) // from another queue pair
+	evil.send(prober, report)
+	evil.send(prober, report) // twice
+	evil.send(prober, echo)
+	res := collect(t, results, 1, 10*time.Second)[0]
+	if res.Outcome != udping.OutcomeReply || res.Delay != 7*time.Millisecond || !res.DelayKnown {
+		t.Errorf("%+v", res)
+	}
+	s := p.Stats()
+	if s.Malformed != 4 || s.Foreign != 3 || s.Duplicates != 1 {
+		t.Errorf("stats %+v: want 4 malformed, 3 foreign, 1 duplicate", s)
+	}
+}
