@@ -27,11 +27,15 @@ const DefaultListenAddress = ":10041"
 // DefaultTelemetryPath is the path metrics are served on.
 const DefaultTelemetryPath = "/metrics"
 
-// NewRegistry returns a registry with c, the Go runtime and process
-// collectors (go_*, process_*: memory, file descriptors) and nothing else.
+// NewRegistry returns a registry with c (unless nil), the Go runtime and
+// process collectors (go_*, process_*: memory, file descriptors) and
+// nothing else.
 func NewRegistry(c prometheus.Collector) (*prometheus.Registry, error) {
 	reg := prometheus.NewRegistry()
 	for _, col := range []prometheus.Collector{c, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
+		if col == nil {
+			continue
+		}
 		if err := reg.Register(col); err != nil {
 			return nil, err
 		}

@@ -1,11 +1,11 @@
 // Package pingmesh probes a set of peers continuously and exports what it
 // measured to Prometheus: the exporter's --collector.pingmesh. The
 // targets come from a file in Prometheus' file_sd format (targets and
-// labels such as rack, tor and rail), re-read when it changes; each
-// target is probed at a rate (Config.Rate), the whole mesh within a bound
-// (Config.MaxRate), through a Pinger: the UD ping of one queue pair to
-// every target, which reports the network round trip with the
-// responder's own delay taken out.
+// labels such as rack, tor and rail), re-read when it changes, and are
+// handed to a UD prober (package udping: one queue pair to every target,
+// each at Config.Rate, all within a bound, sizes cycling 64/512/1024 and
+// the path MTU), whose results the collector aggregates: the network
+// round trip with the responder's own delay taken out, the delay, losses.
 //
 // Per target it exports probes sent and lost by size, the time of the
 // last answer, losses in a row and whether the responder answers; RTT
@@ -20,21 +20,27 @@
 package pingmesh
 
 import (
-	"container/heap"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
-	"math"
-	"math/rand/v2"
 	"slices"
 	"strconv"
 	"sync"
 	"time"
 
+	"github.com/grdma/grdma/udping"
 	"github.com/prometheus/client_golang/prometheus"
 )
+
+// Prober is what the collector probes through: udping.Prober, which
+// schedules each target's probes and streams their results (Run is the
+// caller's to start), or a fake in tests.
+type Prober interface {
+	Add(target string, cfg udping.TargetConfig) error
+	Remove(target string)
+	Results() <-chan udping.Result
+}
 
 // Config says how to probe.
 type Config struct {
@@ -45,10 +51,10 @@ type Config struct {
 	// probed less often.
 	MaxRate float64
 	// Timeout is how long a probe waits for its answer before it is
-	// lost (DefaultTimeout).
+	// lost (DefaultTimeout): the prober's, given here for Validate.
 	Timeout time.Duration
-	// Sizes are the payload sizes probes cycle through; 0 is the path
-	// MTU (DefaultSizes).
+	// Sizes are the payload sizes probes cycle through; nil is
+	// udping.DefaultSizes and the path MTU.
 	Sizes []int
 	// MaxTargetSeries is how many targets get their own RTT and delay
 	// histograms and error counters (DefaultMaxTargetSeries; negative:
@@ -73,9 +79,9 @@ type Config struct {
 }
 
 // Defaults. One probe a second to each target and a 1 s timeout find a
-// black hole (3 probes lost in a row) in about 3 s; 500 probes a second
-// in all keep a node's share of the mesh small (R-Pingmesh probes
-// same-ToR peers at 10/s and others at 1/s).
+// black hole (5 probes lost in a row, the alert's threshold) in about
+// 6 s; 500 probes a second in all keep a node's share of the mesh small
+// (R-Pingmesh probes same-ToR peers at 10/s and others at 1/s).
 const (
 	DefaultRate            = 1.0
 	DefaultMaxRate         = 500.0
@@ -85,18 +91,12 @@ const (
 	DefaultReloadInterval  = 5 * time.Second
 )
 
-// DefaultSizes: small probes miss loss that only hits packets over 1 KiB
-// (Alibaba, Aegis, NSDI 2025), so probes cycle through 64 B, 512 B, 1 KiB
-// and the path MTU.
-var DefaultSizes = []int{64, 512, 1024, 0}
-
 // Limits of a Config.
 const (
 	MaxRatePerTarget = 1000.0
 	MaxTotalRate     = 100_000.0
 	MaxTimeout       = time.Minute
 	maxSizes         = 16
-	MaxSize          = 1 << 16
 )
 
 // WithDefaults fills in the zero fields.
@@ -109,9 +109,6 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Timeout == 0 {
 		c.Timeout = DefaultTimeout
-	}
-	if c.Sizes == nil {
-		c.Sizes = DefaultSizes
 	}
 	if c.MaxTargetSeries == 0 {
 		c.MaxTargetSeries = DefaultMaxTargetSeries
@@ -143,8 +140,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("max rate %v: more than 0 and at most %v probes a second in all", c.MaxRate, MaxTotalRate)
 	case c.Timeout <= 0 || c.Timeout > MaxTimeout:
 		return fmt.Errorf("timeout %v: more than 0 and at most %v", c.Timeout, MaxTimeout)
-	case len(c.Sizes) == 0 || len(c.Sizes) > maxSizes:
-		return fmt.Errorf("%d sizes: from 1 to %d", len(c.Sizes), maxSizes)
+	case len(c.Sizes) > maxSizes:
+		return fmt.Errorf("%d sizes: at most %d", len(c.Sizes), maxSizes)
 	case c.ReloadInterval <= 0:
 		return fmt.Errorf("reload interval %v: more than 0", c.ReloadInterval)
 	case !labelName.MatchString(c.AggregateBy) || len(c.AggregateBy) > 2 && c.AggregateBy[:2] == "__":
@@ -153,8 +150,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("histogram buckets must be increasing")
 	}
 	for _, s := range c.Sizes {
-		if s < 0 || s > MaxSize {
-			return fmt.Errorf("size %d: from 1 to %d bytes, or 0 for the path MTU", s, MaxSize)
+		if s < udping.HeaderSize || s > udping.MaxDatagram {
+			return fmt.Errorf("size %d: from %d to %d bytes (and at most the path MTU)", s, udping.HeaderSize, udping.MaxDatagram)
 		}
 	}
 	return nil
@@ -176,45 +173,39 @@ func (c Config) Interval(n int) time.Duration {
 // node's scrape (the README's figures at 1,000 targets).
 func (c Config) Series(n, groups, sizes int) int {
 	hist := len(c.Buckets) + 3 // buckets, +Inf, _sum, _count
-	perTarget := 2*sizes + 3   // sent and lost by size, last success, consecutive lost, responder up
+	perTarget := 2*sizes + 4   // sent and lost by size, echo lost, last success, lost in a row, responder up
 	detail := 2*hist + len(ErrorKinds)
-	const fixed = 7 // targets, interval, skipped, file errors, ok and loaded, timestamps info
+	// targets, interval, results ignored, file errors, ok and loaded,
+	// timestamps info, the prober's 10 events
+	const fixed = 17
 	if n <= c.MaxTargetSeries {
 		return n*(perTarget+detail) + fixed
 	}
 	return n*perTarget + groups*detail + fixed
 }
 
-// Mesh is the pingmesh collector: it probes the targets of a targets
-// file through a Pinger (Run) and is a prometheus.Collector of what it
-// measured.
+// Mesh is the pingmesh collector: it gives the targets of a targets
+// file to a Prober, aggregates its results (Run) and is a
+// prometheus.Collector of them.
 type Mesh struct {
 	cfg    Config
-	pinger Pinger
+	prober Prober
 	file   *TargetsFile
 
 	mu       sync.Mutex
-	targets  map[string]*targetState // by HostPort
+	targets  map[string]*targetState // by address as the file writes it
 	names    []string                // file labels of the targets, sorted
 	interval time.Duration
-	queue    dueQueue
-	skipped  float64
-	source   string // "hardware", "software": of the last answer
-	inflight chan struct{}
-	changed  chan struct{} // the schedule changed (a reload)
+	source   udping.TimestampSource // of the last answer
+	dropped  float64                // results of targets no longer probed
 }
 
 // targetState is what the collector keeps of one target.
 type targetState struct {
-	t        Target
-	hostPort string
-	gone     bool // dropped from the file: answers still in flight are ignored
-
-	next    time.Time
-	index   int // in the due queue
-	sizeIdx int
+	t Target
 
 	sent, lost  map[int]float64 // by size
+	echoLost    float64
 	errs        map[ErrorKind]float64
 	lastSuccess time.Time
 	consecutive int
@@ -224,171 +215,79 @@ type targetState struct {
 
 // New returns a collector of the targets in file, probed through p.
 // cfg is completed with its defaults; Validate it first.
-func New(cfg Config, p Pinger, file *TargetsFile) *Mesh {
+func New(cfg Config, p Prober, file *TargetsFile) *Mesh {
 	cfg = cfg.WithDefaults()
-	return &Mesh{
-		cfg: cfg, pinger: p, file: file,
-		targets:  map[string]*targetState{},
-		inflight: make(chan struct{}, int(math.Ceil(cfg.MaxRate*cfg.Timeout.Seconds()))+16),
-		changed:  make(chan struct{}, 1),
-		interval: cfg.Interval(0),
-	}
+	return &Mesh{cfg: cfg, prober: p, file: file, targets: map[string]*targetState{}, interval: cfg.Interval(0)}
 }
 
-// Run reads the targets file, probes its targets until ctx ends and
-// re-reads the file every Config.ReloadInterval. It returns once the
-// probes in flight have ended.
+// Run reads the targets file and gives its targets to the prober,
+// re-reads it every Config.ReloadInterval, and records the prober's
+// results until ctx ends or the results channel closes.
 func (m *Mesh) Run(ctx context.Context) {
-	var wg sync.WaitGroup
-	defer wg.Wait()
 	m.Reload()
 	reload := time.NewTicker(m.cfg.ReloadInterval)
 	defer reload.Stop()
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
+	results := m.prober.Results()
 	for {
-		m.mu.Lock()
-		wait := time.Hour
-		if len(m.queue) > 0 {
-			wait = m.queue[0].next.Sub(m.cfg.Now())
-		}
-		m.mu.Unlock()
-		timer.Reset(max(wait, 0))
 		select {
 		case <-ctx.Done():
 			return
 		case <-reload.C:
 			m.Reload()
-		case <-m.changed:
-		case <-timer.C:
-			for _, d := range m.due() {
-				select {
-				case m.inflight <- struct{}{}:
-				default:
-					m.mu.Lock()
-					m.skipped++
-					m.mu.Unlock()
-					continue
-				}
-				wg.Go(func() {
-					defer func() { <-m.inflight }()
-					m.probe(ctx, d.ts, d.size)
-				})
+		case r, ok := <-results:
+			if !ok {
+				return
 			}
+			m.record(r)
 		}
 	}
-}
-
-// due is one probe to send now.
-type due struct {
-	ts   *targetState
-	size int
-}
-
-// due pops the targets whose probe is due, schedules their next one and
-// returns what to send.
-func (m *Mesh) due() []due {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	now := m.cfg.Now()
-	var out []due
-	for len(m.queue) > 0 && !m.queue[0].next.After(now) {
-		ts := m.queue[0]
-		out = append(out, due{ts, m.nextSize(ts)})
-		ts.next = ts.next.Add(m.interval)
-		if ts.next.Before(now) { // behind (a stopped clock, a loaded host): skip, do not burst
-			ts.next = now.Add(m.interval)
-		}
-		heap.Fix(&m.queue, 0)
-	}
-	return out
-}
-
-// nextSize is the next size in the target's cycle: sizes at or above
-// the path MTU (when the pinger knows it) are probed once, as the MTU.
-func (m *Mesh) nextSize(ts *targetState) int {
-	sizes := m.cfg.Sizes
-	if pm, ok := m.pinger.(PathMTUer); ok {
-		if mtu, known := pm.PathMTU(ts.hostPort); known && mtu > 0 {
-			var eff []int
-			atMTU := false
-			for _, s := range sizes {
-				switch {
-				case s > 0 && s < mtu:
-					eff = append(eff, s)
-				case !atMTU:
-					eff = append(eff, 0)
-					atMTU = true
-				}
-			}
-			sizes = eff
-		}
-	}
-	s := sizes[ts.sizeIdx%len(sizes)]
-	ts.sizeIdx++
-	return s
-}
-
-// probe sends one probe and records its outcome.
-func (m *Mesh) probe(ctx context.Context, ts *targetState, size int) {
-	pctx, cancel := context.WithTimeout(ctx, m.cfg.Timeout)
-	r, err := m.pinger.Ping(pctx, ts.hostPort, size)
-	cancel()
-	if ctx.Err() != nil {
-		return // stopping: not the target's fault
-	}
-	if errors.Is(err, context.DeadlineExceeded) && r.Sent {
-		err = fmt.Errorf("%w: %w", ErrLost, err)
-	}
-	m.record(ts, size, r, err)
 }
 
 // record counts a probe's outcome.
-func (m *Mesh) record(ts *targetState, size int, r Reply, err error) {
+func (m *Mesh) record(r udping.Result) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if ts.gone {
+	ts := m.targets[r.Target]
+	if ts == nil {
+		m.dropped++ // removed from the file while its probe was out
 		return
 	}
-	if r.Sent && r.Size > 0 {
-		size = r.Size
-	}
-	switch {
-	case err == nil:
-		ts.sent[size]++
-		ts.rtt.observe(m.cfg.Buckets, r.RTT.Seconds())
-		ts.delay.observe(m.cfg.Buckets, r.ResponderDelay.Seconds())
+	switch r.Outcome {
+	case udping.OutcomeReply:
+		ts.sent[r.Size]++
+		ts.rtt.observe(m.cfg.Buckets, r.Network().Seconds())
+		if r.DelayKnown {
+			ts.delay.observe(m.cfg.Buckets, r.Delay.Seconds())
+		}
 		ts.lastSuccess = m.cfg.Now()
 		ts.consecutive = 0
 		ts.responder = 1
-		m.source = "software"
-		if r.Hardware {
-			m.source = "hardware"
+		m.source = r.Timestamps
+	case udping.OutcomeTimeout, udping.OutcomeEchoLost:
+		ts.sent[r.Size]++
+		ts.lost[r.Size]++
+		if r.Outcome == udping.OutcomeEchoLost {
+			ts.echoLost++
 		}
-	case errors.Is(err, ErrLost):
-		ts.sent[size]++
-		ts.lost[size]++
 		ts.consecutive++
-		ts.responder = 1 // its address was known: the control channel answered
+		ts.responder = 1 // its address was had: the control channel answered
 	default:
-		k := Kind(err)
-		ts.errs[k]++
-		if r.Sent {
-			ts.sent[size]++
-			ts.lost[size]++
-			ts.consecutive++
+		k := KindLocal // too large, a send that failed: this side
+		if r.Outcome == udping.OutcomeResolve {
+			k = Kind(r.Err)
 		}
+		ts.errs[k]++
 		switch k {
 		case KindResolve, KindNoResponder, KindRefused:
 			ts.responder = 0
 		}
-		m.cfg.Logger.Debug("probe failed", "target", ts.hostPort, "kind", string(k), "err", err)
+		m.cfg.Logger.Debug("probe failed", "target", r.Target, "outcome", string(r.Outcome), "kind", string(k), "err", r.Err)
 	}
 }
 
 // Reload re-reads the targets file if it changed and applies it: targets
-// that stay keep their counters, new ones start, those gone stop. A file
-// that cannot be read keeps the targets in use.
+// that stay keep their counters, new ones are added to the prober, those
+// gone removed. A file that cannot be read keeps the targets in use.
 func (m *Mesh) Reload() {
 	changed, err := m.file.Reload()
 	if err != nil {
@@ -410,49 +309,39 @@ func (m *Mesh) Reload() {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	now := m.cfg.Now()
-	m.interval = m.cfg.Interval(len(targets))
 	keep := map[string]*targetState{}
 	names := map[string]bool{}
-	added := 0
+	added, failed := 0, 0
+	tc := udping.TargetConfig{Rate: m.cfg.Rate, Sizes: m.cfg.Sizes}
 	for _, t := range targets {
-		hp := t.HostPort()
-		ts := m.targets[hp]
+		ts := m.targets[t.Address]
 		if ts == nil {
-			ts = &targetState{hostPort: hp, sent: map[int]float64{}, lost: map[int]float64{}, errs: map[ErrorKind]float64{},
+			// The prober is asked by host:port; results come back by the
+			// name it was given, so the file's address is the key.
+			if err := m.prober.Add(t.Address, tc); err != nil {
+				m.cfg.Logger.Warn("target not added", "target", t.Address, "err", err)
+				failed++
+				continue
+			}
+			ts = &targetState{sent: map[int]float64{}, lost: map[int]float64{}, errs: map[ErrorKind]float64{},
 				responder: -1, rtt: newHistogram(len(m.cfg.Buckets)), delay: newHistogram(len(m.cfg.Buckets))}
 			added++
 		}
 		ts.t = t
-		keep[hp] = ts
+		keep[t.Address] = ts
 		for k := range t.Labels {
 			names[k] = true
 		}
 	}
-	for hp, ts := range m.targets {
-		if keep[hp] == nil {
-			ts.gone = true
+	for a := range m.targets {
+		if keep[a] == nil {
+			m.prober.Remove(a)
 		}
 	}
 	m.targets = keep
 	m.names = slices.Sorted(maps.Keys(names))
-	// The queue is rebuilt: each target keeps its phase, new ones are
-	// spread over one interval so that the mesh does not probe in bursts.
-	m.queue = m.queue[:0]
-	for _, ts := range m.targets {
-		if ts.next.IsZero() { // new
-			ts.next = now.Add(time.Duration(rand.Int64N(int64(m.interval) + 1)))
-		} else if ts.next.Sub(now) > m.interval {
-			ts.next = now.Add(m.interval)
-		}
-		m.queue = append(m.queue, ts)
-	}
-	heap.Init(&m.queue)
-	m.cfg.Logger.Info("targets loaded", "file", m.file.Path, "targets", len(m.targets), "added", added, "interval", m.interval)
-	select {
-	case m.changed <- struct{}{}:
-	default:
-	}
+	m.interval = m.cfg.Interval(len(keep))
+	m.cfg.Logger.Info("targets loaded", "file", m.file.Path, "targets", len(keep), "added", added, "not_added", failed, "interval", m.interval)
 }
 
 // Describe sends nothing: the label names come from the targets file,
@@ -473,7 +362,7 @@ func (m *Mesh) Collect(ch chan<- prometheus.Metric) {
 		return f.Desc(extra...)
 	}
 	dRTT, dDelay, dSent, dLost := d(famRTT), d(famDelay), d(famSent), d(famLost)
-	dLast, dCons, dUp, dErr := d(famLastSuccess), d(famConsecutive), d(famResponderUp), d(famErrors)
+	dLast, dCons, dUp, dErr, dEcho := d(famLastSuccess), d(famConsecutive), d(famResponderUp), d(famErrors), d(famEchoLost)
 	values := func(ts *targetState) []string {
 		v := make([]string, len(m.names))
 		for i, n := range m.names {
@@ -483,16 +372,12 @@ func (m *Mesh) Collect(ch chan<- prometheus.Metric) {
 	}
 	perTarget := len(m.targets) <= m.cfg.MaxTargetSeries
 	groups := map[string]*targetState{}
-	for _, key := range slices.Sorted(maps.Keys(m.targets)) {
-		ts := m.targets[key]
-		hp := ts.t.Address // as the file has it: unique, since host:port is
+	for _, hp := range slices.Sorted(maps.Keys(m.targets)) {
+		ts := m.targets[hp]
 		lv := values(ts)
 		with := func(first ...string) []string { return append(first, lv...) }
 		for _, size := range slices.Sorted(maps.Keys(ts.sent)) {
 			s := strconv.Itoa(size)
-			if size == 0 {
-				s = "mtu"
-			}
 			ch <- prometheus.MustNewConstMetric(dSent, prometheus.CounterValue, ts.sent[size], with(hp, s)...)
 			ch <- prometheus.MustNewConstMetric(dLost, prometheus.CounterValue, ts.lost[size], with(hp, s)...)
 		}
@@ -502,6 +387,7 @@ func (m *Mesh) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(dLast, prometheus.GaugeValue, last, with(hp)...)
 		ch <- prometheus.MustNewConstMetric(dCons, prometheus.GaugeValue, float64(ts.consecutive), with(hp)...)
+		ch <- prometheus.MustNewConstMetric(dEcho, prometheus.CounterValue, ts.echoLost, with(hp)...)
 		if ts.responder >= 0 {
 			ch <- prometheus.MustNewConstMetric(dUp, prometheus.GaugeValue, float64(ts.responder), with(hp)...)
 		}
@@ -543,7 +429,18 @@ func (m *Mesh) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(famTargets.Desc(), prometheus.GaugeValue, float64(len(m.targets)))
 	ch <- prometheus.MustNewConstMetric(famInterval.Desc(), prometheus.GaugeValue, m.interval.Seconds())
-	ch <- prometheus.MustNewConstMetric(famSkipped.Desc(), prometheus.CounterValue, m.skipped)
+	ch <- prometheus.MustNewConstMetric(famDropped.Desc(), prometheus.CounterValue, m.dropped)
+	if st, ok := m.prober.(interface{ Stats() udping.ProberStats }); ok {
+		s := st.Stats()
+		for _, e := range []struct {
+			name string
+			v    uint64
+		}{{"sent", s.Sent}, {"throttled", s.Throttled}, {"results_dropped", s.ResultsDropped}, {"malformed", s.Malformed},
+			{"foreign", s.Foreign}, {"duplicates", s.Duplicates}, {"resolves", s.Resolves}, {"resolve_errors", s.ResolveErrors},
+			{"send_errors", s.SendErrors}, {"restarts", s.Restarts}} {
+			ch <- prometheus.MustNewConstMetric(famProber.Desc(), prometheus.CounterValue, float64(e.v), e.name)
+		}
+	}
 	st := m.file.Status()
 	ch <- prometheus.MustNewConstMetric(famFileErrors.Desc(), prometheus.CounterValue, st.Errors)
 	ok := 0.0
@@ -555,23 +452,6 @@ func (m *Mesh) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(famFileLoaded.Desc(), prometheus.GaugeValue, float64(st.LoadedAt.UnixMilli())/1000)
 	}
 	if m.source != "" {
-		ch <- prometheus.MustNewConstMetric(famTimestamps.Desc(), prometheus.GaugeValue, 1, m.source)
+		ch <- prometheus.MustNewConstMetric(famTimestamps.Desc(), prometheus.GaugeValue, 1, string(m.source))
 	}
-}
-
-// dueQueue orders targets by their next probe.
-type dueQueue []*targetState
-
-func (q dueQueue) Len() int           { return len(q) }
-func (q dueQueue) Less(i, j int) bool { return q[i].next.Before(q[j].next) }
-func (q dueQueue) Swap(i, j int) {
-	q[i], q[j] = q[j], q[i]
-	q[i].index, q[j].index = i, j
-}
-func (q *dueQueue) Push(x any) { ts := x.(*targetState); ts.index = len(*q); *q = append(*q, ts) }
-func (q *dueQueue) Pop() any {
-	old := *q
-	ts := old[len(old)-1]
-	*q = old[:len(old)-1]
-	return ts
 }

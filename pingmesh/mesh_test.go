@@ -4,66 +4,82 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/grdma/grdma/udping"
+	"github.com/grdma/grdma/verbsprobe"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 )
 
-// fakePinger answers each target as its behaviour says; it counts calls.
-type fakePinger struct {
-	mu    sync.Mutex
-	calls map[string][]int // sizes asked, by target
-	reply func(target string, size int) (Reply, error)
-	mtu   map[string]int
+// fakeProber records what the collector asks; tests send its results.
+type fakeProber struct {
+	mu      sync.Mutex
+	added   map[string]udping.TargetConfig
+	removed []string
+	results chan udping.Result
+	stats   udping.ProberStats
 }
 
-func (p *fakePinger) Ping(ctx context.Context, target string, size int) (Reply, error) {
+func newFakeProber() *fakeProber {
+	return &fakeProber{added: map[string]udping.TargetConfig{}, results: make(chan udping.Result)}
+}
+
+func (p *fakeProber) Add(target string, cfg udping.TargetConfig) error {
 	p.mu.Lock()
-	if p.calls == nil {
-		p.calls = map[string][]int{}
+	defer p.mu.Unlock()
+	if target == "full" {
+		return errors.New("udping: 1 targets, the prober's limit")
 	}
-	p.calls[target] = append(p.calls[target], size)
-	p.mu.Unlock()
-	return p.reply(target, size)
+	p.added[target] = cfg
+	return nil
 }
 
-func (p *fakePinger) PathMTU(target string) (int, bool) {
+func (p *fakeProber) Remove(target string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	mtu, ok := p.mtu[target]
-	return mtu, ok
+	delete(p.added, target)
+	p.removed = append(p.removed, target)
 }
 
-func (p *fakePinger) count(target string) int {
+func (p *fakeProber) Results() <-chan udping.Result { return p.results }
+
+func (p *fakeProber) Stats() udping.ProberStats { return p.stats }
+
+func (p *fakeProber) targets() []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return len(p.calls[target])
+	return slices.Sorted(maps.Keys(p.added))
 }
 
-func (p *fakePinger) total() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	n := 0
-	for _, c := range p.calls {
-		n += len(c)
-	}
-	return n
-}
-
-// kindErr is a pinger error that says its kind.
+// kindErr is an error that says its kind.
 type kindErr ErrorKind
 
 func (k kindErr) Error() string            { return "fake " + string(k) }
 func (k kindErr) PingErrorKind() ErrorKind { return ErrorKind(k) }
+
+func reply(target string, size int, rtt time.Duration) udping.Result {
+	return udping.Result{Target: target, Size: size, Outcome: udping.OutcomeReply, RTT: rtt + 3*time.Microsecond,
+		Delay: 3 * time.Microsecond, DelayKnown: true, Timestamps: udping.Software}
+}
+
+func lost(target string, size int, o udping.Outcome) udping.Result {
+	return udping.Result{Target: target, Size: size, Outcome: o, Err: errors.New("no reply within the timeout")}
+}
+
+func unresolved(target string, err error) udping.Result {
+	return udping.Result{Target: target, Outcome: udping.OutcomeResolve, Err: fmt.Errorf("asking %s for its UD ping address: %w", target, err)}
+}
 
 func writeTargets(t *testing.T, body string) *TargetsFile {
 	t.Helper()
@@ -144,21 +160,20 @@ func TestRecord(t *testing.T) {
   labels: {rail: "3"}
 `)
 	now := time.Unix(1_700_000_000, 0)
-	m := New(Config{Now: func() time.Time { return now }}, &fakePinger{}, f)
+	p := newFakeProber()
+	p.stats = udping.ProberStats{Sent: 7, Throttled: 2}
+	m := New(Config{Now: func() time.Time { return now }}, p, f)
 	m.Reload()
-	ts := func(a string) *targetState { return m.targets[(Target{Address: a}).HostPort()] }
-	ok := func(size int, rtt time.Duration) Reply {
-		return Reply{Size: size, Sent: true, RTT: rtt, ResponderDelay: 3 * time.Microsecond}
-	}
-	m.record(ts("good"), 64, ok(64, 20*time.Microsecond), nil)
-	m.record(ts("good"), 0, ok(1024, 30*time.Microsecond), nil)
-	m.record(ts("lossy"), 64, ok(64, 20*time.Microsecond), nil)
-	m.record(ts("lossy"), 1024, Reply{Size: 1024, Sent: true}, ErrLost)
-	m.record(ts("lossy"), 1024, Reply{Size: 1024, Sent: true}, fmt.Errorf("%w: deadline", ErrLost))
-	m.record(ts("down:18600"), 64, Reply{}, &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED})
-	m.record(ts("nxdomain"), 64, Reply{}, &net.DNSError{Err: "no such host", Name: "nxdomain", IsNotFound: true})
-	m.record(ts("busy"), 64, Reply{}, kindErr(KindRefused))
-	m.record(ts("broken"), 64, Reply{Size: 64, Sent: true}, kindErr(KindLocal))
+	m.record(reply("good", 64, 20*time.Microsecond))
+	m.record(reply("good", 1024, 30*time.Microsecond))
+	m.record(reply("lossy", 64, 20*time.Microsecond))
+	m.record(lost("lossy", 1024, udping.OutcomeTimeout))
+	m.record(lost("lossy", 1024, udping.OutcomeEchoLost))
+	m.record(unresolved("down:18600", &DialError{KindNoResponder, &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}}))
+	m.record(unresolved("nxdomain", &net.DNSError{Err: "no such host", Name: "nxdomain", IsNotFound: true}))
+	m.record(unresolved("busy", &verbsprobe.RemoteFailure{Step: "accept", Message: "refused: peers"}))
+	m.record(udping.Result{Target: "broken", Size: 4096, Outcome: udping.OutcomeTooLarge, Err: errors.New("a probe of 4096 bytes over the path MTU of 1024")})
+	m.record(reply("gone", 64, time.Millisecond)) // not in the file
 	fams := gather(t, m)
 
 	lbl := func(target string, kv ...string) map[string]string {
@@ -182,6 +197,7 @@ func TestRecord(t *testing.T) {
 		{"grdma_pingmesh_responder_up", lbl("good"), 1},
 		{"grdma_pingmesh_sent_total", lbl("lossy", "size", "1024"), 2},
 		{"grdma_pingmesh_lost_total", lbl("lossy", "size", "1024"), 2},
+		{"grdma_pingmesh_echo_lost_total", lbl("lossy"), 1},
 		{"grdma_pingmesh_lost_total", lbl("lossy", "size", "64"), 0},
 		{"grdma_pingmesh_consecutive_lost", lbl("lossy"), 2},
 		{"grdma_pingmesh_responder_up", lbl("lossy"), 1},
@@ -193,10 +209,11 @@ func TestRecord(t *testing.T) {
 		{"grdma_pingmesh_errors_total", lbl("busy", "kind", "refused"), 1},
 		{"grdma_pingmesh_responder_up", lbl("busy"), 0},
 		{"grdma_pingmesh_errors_total", lbl("broken", "kind", "local"), 1},
-		{"grdma_pingmesh_lost_total", lbl("broken", "size", "64"), 1},
 		{"grdma_pingmesh_consecutive_lost", lbl("other", "target_rail", "3", "target_rack", ""), 0},
 		{"grdma_pingmesh_targets", nil, 7},
 		{"grdma_pingmesh_probe_interval_seconds", nil, 1},
+		{"grdma_pingmesh_results_ignored_total", nil, 1},
+		{"grdma_pingmesh_prober_events_total", map[string]string{"event": "throttled"}, 2},
 		{"grdma_pingmesh_targets_file_errors_total", nil, 0},
 		{"grdma_pingmesh_targets_file_last_reload_successful", nil, 1},
 		{"grdma_pingmesh_timestamps_info", map[string]string{"source": "software"}, 1},
@@ -205,10 +222,13 @@ func TestRecord(t *testing.T) {
 			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
 		}
 	}
-	if s := series(fams["grdma_pingmesh_responder_up"], lbl("other")); len(s) != 0 {
-		t.Errorf("responder_up of a target never probed: %v, want none", s)
+	for _, name := range []string{"grdma_pingmesh_responder_up", "grdma_pingmesh_sent_total"} {
+		if s := series(fams[name], lbl("other")); len(s) != 0 {
+			t.Errorf("%s of a target with no result yet: %v, want none", name, s)
+		}
 	}
-	// Buckets: 20 µs and 30 µs fall in (16, 32] µs.
+	// The network RTT (20 µs: the 3 µs delay taken out) and 30 µs fall
+	// in (16, 32] µs.
 	h := series(fams["grdma_pingmesh_rtt_seconds"], lbl("good"))[0].Histogram
 	for _, b := range h.GetBucket() {
 		want := uint64(0)
@@ -219,7 +239,7 @@ func TestRecord(t *testing.T) {
 			t.Errorf("bucket le=%g: %d, want %d", b.GetUpperBound(), b.GetCumulativeCount(), want)
 		}
 	}
-	m.record(ts("lossy"), 64, ok(64, time.Millisecond), nil)
+	m.record(reply("lossy", 64, time.Millisecond))
 	if got := value(t, gather(t, m), "grdma_pingmesh_consecutive_lost", lbl("lossy")); got != 0 {
 		t.Errorf("consecutive lost after an answer: %v", got)
 	}
@@ -237,12 +257,12 @@ func TestAggregationBeyondLimit(t *testing.T) {
 	b.WriteString("- targets: [lonely]\n") // no tor
 	f := writeTargets(t, b.String())
 	cfg := Config{MaxTargetSeries: 5}
-	m := New(cfg, &fakePinger{}, f)
+	m := New(cfg, newFakeProber(), f)
 	m.Reload()
-	for hp, ts := range m.targets {
-		m.record(ts, 64, Reply{Size: 64, Sent: true, RTT: 100 * time.Microsecond}, nil)
-		if hp == "h1:18515" {
-			m.record(ts, 64, Reply{}, kindErr(KindOther))
+	for a := range m.targets {
+		m.record(reply(a, 64, 100*time.Microsecond))
+		if a == "h1" {
+			m.record(unresolved(a, errors.New("what")))
 		}
 	}
 	fams := gather(t, m)
@@ -280,139 +300,43 @@ func TestAggregationBeyondLimit(t *testing.T) {
 	}
 }
 
-// TestRunProbesAndSizes: Run probes every target at about its rate,
-// cycling sizes (those at or above the path MTU once, as the MTU), and
-// its counters match what the pinger saw.
-func TestRunProbesAndSizes(t *testing.T) {
-	f := writeTargets(t, "- targets: [a, b, c]\n")
-	p := &fakePinger{mtu: map[string]int{"a:18515": 1024}, reply: func(target string, size int) (Reply, error) {
-		if size == 0 {
-			size = 1024
-		}
-		return Reply{Size: size, Sent: true, RTT: 50 * time.Microsecond}, nil
-	}}
-	m := New(Config{Rate: 50, Sizes: []int{64, 512, 1024, 4096, 0}}, p, f)
+// TestRun: Run gives the file's targets to the prober with the rate and
+// sizes, records its results, follows the file's changes (and skips this
+// node), and returns when the results channel closes.
+func TestRun(t *testing.T) {
+	f := writeTargets(t, "- targets: [a, b, self]\n")
+	p := newFakeProber()
+	m := New(Config{Rate: 5, Sizes: []int{64, 256}, ReloadInterval: 20 * time.Millisecond,
+		Skip: func(tg Target) bool { return tg.Address == "self" }}, p, f)
 	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	done := make(chan struct{})
 	go func() { m.Run(ctx); close(done) }()
+	p.results <- reply("a", 64, time.Millisecond) // taken once Run reads the file
+	if got := fmt.Sprint(p.targets()); got != "[a b]" {
+		t.Errorf("targets given to the prober: %s", got)
+	}
+	if c := p.added["a"]; c.Rate != 5 || fmt.Sprint(c.Sizes) != "[64 256]" {
+		t.Errorf("target config %+v", c)
+	}
+	os.WriteFile(f.Path+".new", []byte("- targets: [b, c]\n"), 0o644)
+	os.Rename(f.Path+".new", f.Path)
 	deadline := time.Now().Add(30 * time.Second)
-	for p.count("a:18515") < 9 || p.count("b:18515") < 9 || p.count("c:18515") < 9 {
+	for fmt.Sprint(p.targets()) != "[b c]" {
 		if time.Now().After(deadline) {
-			t.Fatalf("after 30 s at 50/s: %v", p.calls)
+			t.Fatalf("after the file changed: %v", p.targets())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	cancel()
-	<-done
-	p.mu.Lock()
-	a, b := p.calls["a:18515"][:6], p.calls["b:18515"][:5]
-	p.mu.Unlock()
-	if fmt.Sprint(a) != "[64 512 0 64 512 0]" {
-		t.Errorf("sizes to a (path MTU 1024): %v, want 64 512 0 repeating", a)
+	if fmt.Sprint(p.removed) != "[a]" {
+		t.Errorf("removed %v", p.removed)
 	}
-	if fmt.Sprint(b) != "[64 512 1024 4096 0]" {
-		t.Errorf("sizes to b (MTU unknown): %v, want the configured cycle", b)
-	}
-	fams := gather(t, m)
-	for _, target := range []string{"a", "b", "c"} {
-		var sent float64
-		for _, s := range series(fams["grdma_pingmesh_sent_total"], map[string]string{"target": target}) {
-			sent += s.Counter.GetValue()
-		}
-		if int(sent) != p.count(target+":18515") {
-			t.Errorf("%s: sent %v, pinger saw %d", target, sent, p.count(target))
-		}
-	}
-	if s := series(fams["grdma_pingmesh_sent_total"], map[string]string{"target": "a", "size": "4096"}); len(s) != 0 {
-		t.Errorf("a was sent 4096-byte probes above its MTU: %v", s)
-	}
-}
-
-// TestRunRateBound: the total rate stays within MaxRate however many
-// targets there are (checked as an upper bound: a loaded machine only
-// sends fewer).
-func TestRunRateBound(t *testing.T) {
-	var b strings.Builder
-	b.WriteString("- targets: [")
-	for i := range 40 {
-		fmt.Fprintf(&b, "h%d,", i)
-	}
-	b.WriteString("]\n")
-	f := writeTargets(t, b.String())
-	p := &fakePinger{reply: func(string, int) (Reply, error) { return Reply{Size: 64, Sent: true}, nil }}
-	m := New(Config{Rate: 100, MaxRate: 80}, p, f)
-	ctx, cancel := context.WithCancel(context.Background())
-	start := time.Now()
-	done := make(chan struct{})
-	go func() { m.Run(ctx); close(done) }()
-	time.Sleep(1500 * time.Millisecond)
-	cancel()
-	<-done
-	elapsed := time.Since(start).Seconds()
-	if got := m.interval; got != 500*time.Millisecond {
-		t.Errorf("interval %v, want 40 targets / 80 per second = 500ms", got)
-	}
-	if n := p.total(); float64(n) > 80*elapsed+40 {
-		t.Errorf("%d probes in %.2f s: more than 80/s (and one per target)", n, elapsed)
-	}
-	if p.total() == 0 {
-		t.Error("no probe sent")
-	}
-}
-
-// TestRunLostAndSkipped: a pinger that never answers makes losses at its
-// timeout (ctx deadline with Sent), and probes past the in-flight bound
-// are skipped and counted, not queued.
-func TestRunLostAndSkipped(t *testing.T) {
-	f := writeTargets(t, "- targets: [hole]\n")
-	block := make(chan struct{})
-	p := &fakePinger{}
-	p.reply = func(string, int) (Reply, error) {
-		<-block
-		return Reply{Size: 64, Sent: true}, context.DeadlineExceeded
-	}
-	m := New(Config{Rate: 200, MaxRate: 200, Timeout: 50 * time.Millisecond}, p, f)
-	// The in-flight bound, 200/s × 50 ms + 16, fills while nothing answers.
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { m.Run(ctx); close(done) }()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		m.mu.Lock()
-		skipped := m.skipped
-		m.mu.Unlock()
-		if skipped > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no probe skipped with every one blocked")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	// Every slot is taken (a goroutine may hold one a moment before it
-	// calls Ping), and no more.
-	for p.total() < cap(m.inflight) && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if n := p.total(); n != cap(m.inflight) {
-		t.Errorf("%d probes in flight, want the bound %d", n, cap(m.inflight))
-	}
-	close(block)
-	deadline = time.Now().Add(30 * time.Second)
-	for value(t, gather(t, m), "grdma_pingmesh_lost_total", map[string]string{"target": "hole"}) < 3 {
-		if time.Now().After(deadline) {
-			t.Fatal("no losses recorded")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	cancel()
+	p.results <- reply("c", 64, time.Millisecond)
+	close(p.results)
 	<-done
 	fams := gather(t, m)
-	if v := value(t, fams, "grdma_pingmesh_consecutive_lost", map[string]string{"target": "hole"}); v < 3 {
-		t.Errorf("consecutive lost %v", v)
-	}
-	if v := value(t, fams, "grdma_pingmesh_skipped_total", nil); v < 1 {
-		t.Errorf("skipped %v", v)
+	if v := value(t, fams, "grdma_pingmesh_sent_total", map[string]string{"target": "c"}); v != 1 {
+		t.Errorf("c sent %v", v)
 	}
 }
 
@@ -421,10 +345,10 @@ func TestRunLostAndSkipped(t *testing.T) {
 // malformed file changes nothing and is counted.
 func TestReloadKeepsCounters(t *testing.T) {
 	f := writeTargets(t, "- targets: [a, b]\n  labels: {tor: t1}\n")
-	m := New(Config{}, &fakePinger{}, f)
+	p := newFakeProber()
+	m := New(Config{}, p, f)
 	m.Reload()
-	m.record(m.targets["a:18515"], 64, Reply{Size: 64, Sent: true}, nil)
-	old := m.targets["b:18515"]
+	m.record(reply("a", 64, time.Millisecond))
 	replace := func(body string) {
 		t.Helper()
 		tmp := f.Path + ".new"
@@ -437,7 +361,7 @@ func TestReloadKeepsCounters(t *testing.T) {
 	replace("- targets: [a, c]\n  labels: {tor: t2, rail: '1'}\n")
 	m.cfg.Skip = func(t Target) bool { return t.Address == "self" }
 	replace("- targets: [a, c, self]\n  labels: {tor: t2, rail: '1'}\n")
-	m.record(old, 64, Reply{Size: 64, Sent: true}, nil) // an answer in flight for b: ignored
+	m.record(reply("b", 64, time.Millisecond)) // an answer in flight for b: ignored
 	fams := gather(t, m)
 	if v := value(t, fams, "grdma_pingmesh_sent_total", map[string]string{"target": "a", "target_tor": "t2", "target_rail": "1"}); v != 1 {
 		t.Errorf("a after the reload: sent %v, want its 1 with the new labels", v)
@@ -450,6 +374,9 @@ func TestReloadKeepsCounters(t *testing.T) {
 	}
 	if s := series(fams["grdma_pingmesh_consecutive_lost"], map[string]string{"target": "self"}); len(s) != 0 {
 		t.Errorf("this node itself probed: %v", s)
+	}
+	if got := fmt.Sprint(p.targets()); got != "[a c]" {
+		t.Errorf("the prober's targets: %s", got)
 	}
 	replace("- targets: [a, c\n")
 	fams = gather(t, m)
@@ -468,9 +395,9 @@ func TestReloadKeepsCounters(t *testing.T) {
 // units, help) as Prometheus' promtool check metrics would.
 func TestCollectorLint(t *testing.T) {
 	f := writeTargets(t, "- targets: [a]\n  labels: {tor: t1}\n")
-	m := New(Config{}, &fakePinger{}, f)
+	m := New(Config{}, newFakeProber(), f)
 	m.Reload()
-	m.record(m.targets["a:18515"], 64, Reply{Size: 64, Sent: true, RTT: time.Millisecond}, nil)
+	m.record(reply("a", 64, time.Millisecond))
 	problems, err := testutil.CollectAndLint(m)
 	if err != nil {
 		t.Fatal(err)
@@ -491,7 +418,7 @@ func TestConfig(t *testing.T) {
 		}
 	}
 	for _, bad := range []Config{
-		{Rate: -1}, {Rate: 2000}, {MaxRate: 1e9}, {Timeout: time.Hour}, {Sizes: []int{-1}}, {Sizes: []int{1 << 20}},
+		{Rate: -1}, {Rate: 2000}, {MaxRate: 1e9}, {Timeout: time.Hour}, {Sizes: []int{8}}, {Sizes: []int{1 << 20}},
 		{AggregateBy: "1x"}, {AggregateBy: "__meta"}, {Buckets: []float64{2, 1}},
 	} {
 		b := bad
@@ -506,16 +433,35 @@ func TestConfig(t *testing.T) {
 
 func TestKind(t *testing.T) {
 	for err, want := range map[error]ErrorKind{
-		&net.DNSError{Err: "no such host"}:                                KindResolve,
-		&net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}:               KindNoResponder,
-		fmt.Errorf("x: %w", syscall.EHOSTUNREACH):                         KindNoResponder,
-		context.DeadlineExceeded:                                          KindNoResponder,
-		fmt.Errorf("wrapped: %w", kindErr(KindRefused)):                   KindRefused,
-		errors.New("something"):                                           KindOther,
-		fmt.Errorf("%w and %w", kindErr(KindLocal), syscall.ECONNREFUSED): KindLocal,
+		&net.DNSError{Err: "no such host"}:                                              KindResolve,
+		&net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}:                             KindNoResponder,
+		fmt.Errorf("x: %w", syscall.EHOSTUNREACH):                                       KindNoResponder,
+		context.DeadlineExceeded:                                                        KindNoResponder,
+		fmt.Errorf("wrapped: %w", kindErr(KindRefused)):                                 KindRefused,
+		&verbsprobe.RemoteFailure{Step: "accept", Message: "x"}:                         KindRefused,
+		errors.New("the responder asks for its shared secret"):                          KindRefused,
+		errors.New("something"):                                                         KindOther,
+		fmt.Errorf("asking x: %w", &DialError{KindResolve, errors.New("no such host")}): KindResolve,
 	} {
 		if got := Kind(err); got != want {
 			t.Errorf("Kind(%v) = %s, want %s", err, got, want)
 		}
+	}
+}
+
+// TestDial: a refused connection is a DialError that verbsprobe does not
+// retry (it does not unwrap to ECONNREFUSED); a name that does not
+// resolve is KindResolve.
+func TestDial(t *testing.T) {
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := ln.Addr().String()
+	ln.Close()
+	_, err := Dial(nil)(context.Background(), "tcp", addr)
+	if Kind(err) != KindNoResponder || errors.Is(err, syscall.ECONNREFUSED) {
+		t.Errorf("refused: %v (kind %s)", err, Kind(err))
+	}
+	_, err = Dial(nil)(context.Background(), "tcp", "no-such-host.invalid:1")
+	if Kind(err) != KindResolve {
+		t.Errorf("unresolvable: %v (kind %s)", err, Kind(err))
 	}
 }

@@ -33,14 +33,20 @@ var (
 		"1 while the target's responder answers on its control port (the prober holds its UD address), 0 after that failed (no responder, refused, name not resolved); absent before the first probe.",
 		"target")
 	famErrors = exporter.NewFamily("grdma_pingmesh_errors_total", prometheus.CounterValue,
-		"Probes that could not be sent or answered for a reason other than a loss, by kind (resolve, no_responder, refused, local, other); labelled as grdma_pingmesh_rtt_seconds.",
+		"Probes that could not be sent, by kind (resolve, no_responder, refused: the target's control channel, asked for its UD address; local: this side), labelled as grdma_pingmesh_rtt_seconds.",
 		"target", "kind")
 	famTargets = exporter.NewFamily("grdma_pingmesh_targets", prometheus.GaugeValue,
 		"Targets probed (from the last good reading of the targets file).")
 	famInterval = exporter.NewFamily("grdma_pingmesh_probe_interval_seconds", prometheus.GaugeValue,
-		"Time between two probes to one target: 1/--pingmesh.rate, longer when --pingmesh.max-rate over the targets asks for it.")
-	famSkipped = exporter.NewFamily("grdma_pingmesh_skipped_total", prometheus.CounterValue,
-		"Probes not sent because too many were in flight (answers slower than the timeout).")
+		"Time between two probes to one target: 1/--pingmesh.rate, longer when --pingmesh.max-rate over the targets holds them back.")
+	famEchoLost = exporter.NewFamily("grdma_pingmesh_echo_lost_total", prometheus.CounterValue,
+		"Lost probes whose echo was lost on the way back (the responder's report of it came): part of grdma_pingmesh_lost_total.",
+		"target")
+	famProber = exporter.NewFamily("grdma_pingmesh_prober_events_total", prometheus.CounterValue,
+		"What the UD prober counted, by event: sent, throttled (held back by --pingmesh.max-rate), results_dropped (not read in time), malformed, foreign and duplicate datagrams, resolves, resolve_errors, send_errors, restarts (its queue pair made again).",
+		"event")
+	famDropped = exporter.NewFamily("grdma_pingmesh_results_ignored_total", prometheus.CounterValue,
+		"Results of targets no longer in the targets file (probes out when it changed).")
 	famFileErrors = exporter.NewFamily("grdma_pingmesh_targets_file_errors_total", prometheus.CounterValue,
 		"Readings of the targets file that failed (missing, unreadable, malformed); the targets of the last good reading stay in use.")
 	famFileOK = exporter.NewFamily("grdma_pingmesh_targets_file_last_reload_successful", prometheus.GaugeValue,
@@ -55,8 +61,8 @@ var (
 // Families lists the collector's metric families, for the README's
 // pingmesh metrics table.
 var Families = []*exporter.Family{
-	famRTT, famDelay, famSent, famLost, famLastSuccess, famConsecutive, famResponderUp, famErrors,
-	famTargets, famInterval, famSkipped, famFileErrors, famFileOK, famFileLoaded, famTimestamps,
+	famRTT, famDelay, famSent, famLost, famEchoLost, famLastSuccess, famConsecutive, famResponderUp, famErrors,
+	famTargets, famInterval, famProber, famDropped, famFileErrors, famFileOK, famFileLoaded, famTimestamps,
 }
 
 // DefaultBuckets are the bounds of the RTT and delay histograms: powers

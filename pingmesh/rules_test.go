@@ -1,6 +1,7 @@
 package pingmesh
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/grdma/grdma/udping"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -43,26 +45,25 @@ func simRack(n string) string {
 	return "r2"
 }
 
-// simProbe is the fault timeline: the reply of a probe from src to dst of
-// size at time at.
-func simProbe(src, dst string, size int, at time.Duration) (Reply, error) {
-	ok := Reply{Size: size, Sent: true, RTT: 900 * time.Microsecond, ResponderDelay: 20 * time.Microsecond}
-	lost := Reply{Size: size, Sent: true}
+// simProbe is the fault timeline: the result of a probe from src to dst
+// of size at time at.
+func simProbe(src, dst string, size int, at time.Duration) udping.Result {
+	ok := reply(dst, size, 900*time.Microsecond)
 	in := func(from, to time.Duration) bool { return at >= from && at < to }
 	either := func(n string) bool { return src == n || dst == n }
 	switch {
 	case in(4*time.Minute, 7*time.Minute) && either("n4"): // DropRoCE on n4
-		return lost, ErrLost
+		return lost(dst, size, udping.OutcomeTimeout)
 	case in(10*time.Minute, 14*time.Minute) && either("n3"): // netem delay 20ms on n3
 		ok.RTT += 20 * time.Millisecond
 	case in(17*time.Minute, 20*time.Minute) && (src == "n1" && dst == "n2" || src == "n2" && dst == "n1") && size >= 1024: // DropLarger
-		return lost, ErrLost
+		return lost(dst, size, udping.OutcomeTimeout)
 	case in(23*time.Minute, 26*time.Minute) && dst == "n2": // n2's responder stopped
-		return Reply{}, kindErr(KindNoResponder)
+		return unresolved(dst, &DialError{KindNoResponder, errors.New("connection refused")})
 	case at == 2*time.Minute && src == "n1" && dst == "n2": // one slow answer on a healthy mesh
 		ok.RTT = 100 * time.Millisecond
 	}
-	return ok, nil
+	return ok
 }
 
 // rulesFamilies are the families the rules use: only their series go
@@ -86,7 +87,7 @@ func simulate(t *testing.T) map[string][]float64 {
 		path := filepath.Join(dir, src+".yml")
 		os.WriteFile(path, []byte(b.String()), 0o644)
 		m := New(Config{Now: func() time.Time { return clock }, Skip: func(tg Target) bool { return tg.Address == src }},
-			&fakePinger{}, &TargetsFile{Path: path})
+			newFakeProber(), &TargetsFile{Path: path})
 		m.Reload()
 		meshes[src] = m
 	}
@@ -99,16 +100,14 @@ func simulate(t *testing.T) map[string][]float64 {
 		for _, src := range simNodes {
 			m := meshes[src]
 			for _, dst := range simNodes {
-				ts := m.targets[dst+":18515"]
-				if ts == nil {
+				if m.targets[dst] == nil {
 					continue
 				}
 				for i := range 5 { // 1/s between two scrapes
 					probeN++
 					size := sizes[probeN%len(sizes)]
 					clock = time.Unix(0, 0).Add(at + time.Duration(i)*time.Second)
-					r, err := simProbe(src, dst, size, at+time.Duration(i)*time.Second)
-					m.record(ts, size, r, err)
+					m.record(simProbe(src, dst, size, at+time.Duration(i)*time.Second))
 				}
 			}
 			clock = time.Unix(0, 0).Add(at + simStep)

@@ -37,7 +37,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/grdma/grdma/pingmesh"
 	"github.com/grdma/grdma/sysfs"
 	"github.com/grdma/grdma/verbsprobe"
 	"github.com/prometheus/client_golang/prometheus"
@@ -51,7 +50,7 @@ type Options struct {
 	Sysfs sysfs.FS
 	// Pinger is the exporter's UD prober; nil leaves ud_ping out (a
 	// modules file that uses it is refused).
-	Pinger pingmesh.Pinger
+	Pinger UDPinger
 	// TimeoutOffset is taken from Prometheus' scrape timeout so that the
 	// answer arrives before Prometheus gives up (DefaultTimeoutOffset,
 	// blackbox_exporter's --timeout-offset).

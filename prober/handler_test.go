@@ -2,6 +2,7 @@ package prober
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/grdma/grdma/pingmesh"
+	"github.com/grdma/grdma/udping"
 	"github.com/grdma/grdma/uverbs"
 	"github.com/grdma/grdma/uverbs/uverbstest"
 	"github.com/grdma/grdma/verbsprobe"
@@ -422,21 +424,22 @@ type fakePinger struct {
 	sizes      []int
 }
 
-func (p *fakePinger) Ping(ctx context.Context, target string, size int) (pingmesh.Reply, error) {
+func (p *fakePinger) Ping(ctx context.Context, target string, size int) (udping.Result, error) {
 	p.mu.Lock()
 	p.sizes = append(p.sizes, size)
 	p.mu.Unlock()
 	switch {
 	case p.down[target]:
-		return pingmesh.Reply{}, &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}
+		err := fmt.Errorf("asking %s: %w", target, &pingmesh.DialError{Kind: pingmesh.KindNoResponder, Err: syscall.ECONNREFUSED})
+		return udping.Result{Target: target, Outcome: udping.OutcomeResolve, Err: err}, err
 	case p.lost[target]:
-		<-ctx.Done()
-		return pingmesh.Reply{Size: 64, Sent: true}, fmt.Errorf("%w: %w", pingmesh.ErrLost, ctx.Err())
+		return udping.Result{Target: target, Size: 64, Outcome: udping.OutcomeTimeout}, errors.New("no reply within the timeout")
 	}
 	if size == 0 {
 		size = 1024
 	}
-	return pingmesh.Reply{Size: size, Sent: true, RTT: time.Duration(size) * time.Microsecond, ResponderDelay: 2 * time.Microsecond}, nil
+	return udping.Result{Target: target, Size: size, Outcome: udping.OutcomeReply, RTT: time.Duration(size+2) * time.Microsecond,
+		Delay: 2 * time.Microsecond, DelayKnown: true}, nil
 }
 
 // TestProbeUDPing: the ud_ping module through a pinger: answers, a black

@@ -13,6 +13,7 @@ import (
 
 	"github.com/grdma/grdma/gid"
 	"github.com/grdma/grdma/ib"
+	"github.com/grdma/grdma/pingmesh"
 	"github.com/grdma/grdma/sysfs"
 	"github.com/grdma/grdma/verbsprobe"
 	"github.com/prometheus/client_golang/prometheus"
@@ -170,14 +171,6 @@ func routeSource(dst netip.Addr) (netip.Addr, error) {
 	return c.LocalAddr().(*net.UDPAddr).AddrPort().Addr().Unmap(), nil
 }
 
-// dialError is a failed connection to the responder. It does not unwrap
-// to its errno: verbsprobe retries a refused connection until its
-// timeout (a listener about to start), but a probe reports at once that
-// nothing listens.
-type dialError struct{ err error }
-
-func (e *dialError) Error() string { return e.err.Error() }
-
 // probeRC runs the module's test against the target's responder.
 func probeRC(ctx context.Context, p *probe) *Failure {
 	rc := p.module.RC
@@ -194,18 +187,16 @@ func probeRC(ctx context.Context, p *probe) *Failure {
 	if f != nil {
 		return f
 	}
-	dial := p.h.opts.Dial
-	if dial == nil {
-		dial = (&net.Dialer{}).DialContext
-	}
+	// A refused connection fails the probe at once (pingmesh.Dial), not
+	// after verbsprobe's retries.
+	dial := pingmesh.Dial(p.h.opts.Dial)
 	var dialed atomic.Bool
 	noRetry := func(ctx context.Context, network, a string) (net.Conn, error) {
 		c, err := dial(ctx, network, a)
-		if err != nil {
-			return nil, &dialError{err}
+		if err == nil {
+			dialed.Store(true)
 		}
-		dialed.Store(true)
-		return c, nil
+		return c, err
 	}
 	remaining := DefaultTimeout
 	if dl, ok := ctx.Deadline(); ok {
@@ -245,7 +236,7 @@ func classify(ctx context.Context, res *verbsprobe.Result, dialed bool) *Failure
 	}
 	err := error(s.Err)
 	var remote *verbsprobe.RemoteFailure
-	var de *dialError
+	var de *pingmesh.DialError
 	switch {
 	case verbsprobe.IsBusy(err):
 		return fail(ReasonBusy, s.Name, err)

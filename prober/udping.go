@@ -8,14 +8,21 @@ import (
 	"time"
 
 	"github.com/grdma/grdma/pingmesh"
+	"github.com/grdma/grdma/udping"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// probeUDPing sends the module's UD pings to the target's responder
-// through the exporter's pinger (the queue pair the pingmesh uses), one
-// at a time, Interval apart or when the previous was answered or lost
-// (after pingmesh.DefaultTimeout): it succeeds when at least one was
-// answered.
+// UDPinger is the exporter's UD prober (udping.Prober, the queue pair
+// the pingmesh probes through): Ping sends one probe of size bytes (0:
+// the path MTU) to target (host:port of its responder) and returns its
+// result, once answered, lost or failed.
+type UDPinger interface {
+	Ping(ctx context.Context, target string, size int) (udping.Result, error)
+}
+
+// probeUDPing sends the module's UD pings to the target's responder, one
+// at a time, Interval apart or when the previous was answered or lost: it
+// succeeds when at least one was answered.
 func probeUDPing(ctx context.Context, p *probe) *Failure {
 	u := p.module.UDPing
 	count, interval, sizes := u.Count, time.Duration(u.Interval), u.Sizes
@@ -26,7 +33,7 @@ func probeUDPing(ctx context.Context, p *probe) *Failure {
 		interval = DefaultUDPingInterval
 	}
 	if len(sizes) == 0 {
-		sizes = pingmesh.DefaultSizes
+		sizes = append(slices.Clone(udping.DefaultSizes), 0)
 	}
 	port := u.TargetPort
 	if port == 0 {
@@ -52,23 +59,23 @@ func probeUDPing(ctx context.Context, p *probe) *Failure {
 		if ctx.Err() != nil {
 			break
 		}
-		// A ping is lost after the pingmesh's timeout, the probe's end at
-		// the latest.
-		pctx, cancel := context.WithTimeout(ctx, pingmesh.DefaultTimeout)
-		r, err := p.h.opts.Pinger.Ping(pctx, target, sizes[i%len(sizes)])
-		cancel()
-		if r.Sent {
+		r, err := p.h.opts.Pinger.Ping(ctx, target, sizes[i%len(sizes)])
+		switch r.Outcome {
+		case udping.OutcomeReply:
 			sent++
-		}
-		switch {
-		case err == nil:
-			rtts = append(rtts, r.RTT)
-			delays = append(delays, r.ResponderDelay)
-		case r.Sent:
+			rtts = append(rtts, r.Network())
+			if r.DelayKnown {
+				delays = append(delays, r.Delay)
+			}
+		case udping.OutcomeTimeout, udping.OutcomeEchoLost:
+			sent++
 			lost++
 		default:
+			if err == nil {
+				err = r.Err
+			}
 			lastErr = err
-			p.log.Info("ping not sent", "size", sizes[i%len(sizes)], "err", err)
+			p.log.Info("ping not sent", "size", sizes[i%len(sizes)], "outcome", string(r.Outcome), "err", err)
 		}
 	}
 	m := p.metrics
@@ -76,7 +83,9 @@ func probeUDPing(ctx context.Context, p *probe) *Failure {
 	m.add(famUDLost, float64(lost))
 	if len(rtts) > 0 {
 		m.addMetric(summary(famUDRTT.Desc(), rtts))
-		m.addMetric(summary(famUDDelay.Desc(), delays))
+		if len(delays) > 0 {
+			m.addMetric(summary(famUDDelay.Desc(), delays))
+		}
 		return nil
 	}
 	switch {

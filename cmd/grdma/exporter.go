@@ -14,7 +14,9 @@ import (
 	"time"
 
 	"github.com/grdma/grdma/exporter"
+	"github.com/grdma/grdma/pingmesh"
 	"github.com/grdma/grdma/prober"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 )
 
@@ -24,6 +26,7 @@ type exporterOptions struct {
 	listen        []string
 	telemetryPath string
 	configFile    string
+	devices       bool
 	checks        bool
 	checkInterval time.Duration
 	maxRequests   int
@@ -31,6 +34,8 @@ type exporterOptions struct {
 	probeConfig        string
 	probeTimeoutOffset time.Duration
 	probeMaxConcurrent int
+
+	mesh pingmeshOptions
 }
 
 func (a *app) exporterCommand() *cobra.Command {
@@ -94,12 +99,29 @@ answered 400. debug=true answers with the probe's log. /probe is behind the
 same --web.config.file as /metrics. The probes need the uverbs devices and
 locked memory, as grdma probe does.
 
-Exit status: 0 stopped by a signal, 1 it could not listen or serve, 2 bad
-flags, web configuration file or modules file.`,
+--collector.pingmesh probes the nodes of --pingmesh.targets (Prometheus'
+file_sd format: targets and labels such as rack, tor, rail; re-read when it
+changes, a malformed file keeping the last good targets and counted) from one
+UD queue pair on --pingmesh.device, each at --pingmesh.rate probes a second
+(default 1), all within --pingmesh.max-rate (500), sizes cycling 64, 512, 1024
+bytes and the path MTU, against each node's responder (grdma probe DEV serve,
+which gives its UD address over TCP). It exports per target: probes sent and
+lost by size, the last answer's time, losses in a row, whether the responder
+answers, and up to --pingmesh.max-target-series targets (100) RTT and
+responder-delay histograms and errors by kind (beyond, summed by the label
+--pingmesh.aggregate-by, default tor). The target's labels are exported
+prefixed target_ (target_rack, ...). This node itself is left out. With it,
+/probe also has the module ud_ping. deploy/prometheus/grdma-pingmesh.yml
+alerts on it.
+
+Exit status: 0 stopped by a signal, 1 it could not listen or serve (or the
+pingmesh's queue pair failed for good), 2 bad flags, web configuration file,
+modules file or pingmesh settings.`,
 		Example: `  grdma exporter
   grdma exporter --web.listen-address=127.0.0.1:10041 --collector.check
   grdma exporter --web.config.file=/etc/grdma/web.yml
   grdma exporter --probe.config.file=/etc/grdma/probe.yml
+  grdma exporter --collector.pingmesh --pingmesh.targets=/etc/grdma/mesh.yml --pingmesh.device=rxe0
   curl 'http://localhost:10041/probe?module=rc_lat&target=node2'`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := newArgv(args, "grdma exporter --help").Done(); err != nil {
@@ -113,12 +135,16 @@ flags, web configuration file or modules file.`,
 	f.StringVar(&o.telemetryPath, "web.telemetry-path", exporter.DefaultTelemetryPath, "serve metrics on `PATH`")
 	f.StringVar(&o.configFile, "web.config.file", "", "TLS and basic auth from `FILE` (exporter-toolkit web configuration)")
 	f.IntVar(&o.maxRequests, "web.max-requests", exporter.DefaultMaxRequests, "serve at most `N` scrapes at once, answer more with 503 (0: no limit)")
+	f.BoolVar(&o.devices, "collector.devices", true, "export the RDMA devices and ports (false: only /probe and the pingmesh, for a second exporter that holds the uverbs devices)")
 	f.BoolVar(&o.checks, "collector.check", false, "also export the devices and ports health checks (grdma_check_status)")
 	f.DurationVar(&o.checkInterval, "collector.check.interval", exporter.DefaultCheckInterval, "run the checks at most once per `DURATION`")
 	f.StringVar(&o.probeConfig, "probe.config.file", "", "/probe modules from `FILE` (YAML), over the built-in rc_lat, rc_bw, rc_connect")
 	f.DurationVar(&o.probeTimeoutOffset, "probe.timeout-offset", prober.DefaultTimeoutOffset, "take `DURATION` from Prometheus' scrape timeout for a probe's time")
 	f.IntVar(&o.probeMaxConcurrent, "probe.max-concurrent", prober.DefaultMaxConcurrent, "run at most `N` probes at once (bandwidth tests: one)")
+	o.mesh.flags(f)
 	_ = cmd.MarkFlagFilename("web.config.file", "yml", "yaml")
+	_ = cmd.MarkFlagFilename("pingmesh.targets", "json", "yml", "yaml")
+	_ = cmd.MarkFlagFilename("pingmesh.key-file")
 	_ = cmd.MarkFlagFilename("probe.config.file", "yml", "yaml")
 	return cmd
 }
@@ -130,6 +156,9 @@ func (a *app) exporter(cmd *cobra.Command, o *exporterOptions) error {
 	}
 	if cmd.Flags().Changed("collector.check.interval") && !o.checks {
 		return usagef(help, "--collector.check.interval goes with --collector.check")
+	}
+	if o.checks && !o.devices {
+		return usagef(help, "--collector.check reads the devices: it goes with --collector.devices")
 	}
 	if o.maxRequests < 0 {
 		return usagef(help, "--web.max-requests must be 0 (no limit) or more, not %d", o.maxRequests)
@@ -144,6 +173,10 @@ func (a *app) exporter(cmd *cobra.Command, o *exporterOptions) error {
 	if err != nil {
 		return usagef(help, "%v", err)
 	}
+	meshCfg, meshKey, err := o.mesh.check(cmd.Flags().Changed, help)
+	if err != nil {
+		return err
+	}
 	so := exporter.ServerOptions{ListenAddresses: o.listen, TelemetryPath: o.telemetryPath, ConfigFile: o.configFile,
 		Logger: slog.New(slog.NewTextHandler(a.stderr, nil))}
 	if err := exporter.CheckServerOptions(so); err != nil {
@@ -153,13 +186,29 @@ func (a *app) exporter(cmd *cobra.Command, o *exporterOptions) error {
 	if err != nil {
 		return err
 	}
-	col := exporter.New(exporter.Options{Sysfs: sys, Dial: a.newClient, Checks: o.checks, CheckInterval: o.checkInterval})
+	var col prometheus.Collector
+	if o.devices {
+		col = exporter.New(exporter.Options{Sysfs: sys, Dial: a.newClient, Checks: o.checks, CheckInterval: o.checkInterval})
+	}
 	reg, err := exporter.NewRegistry(col)
 	if err != nil {
 		return err
 	}
-	probes, err := prober.NewHandler(probeCfg, prober.Options{Sysfs: sys, TimeoutOffset: o.probeTimeoutOffset,
-		MaxConcurrent: o.probeMaxConcurrent, Logger: so.Logger})
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var mesh *pingmesh.Pingmesh
+	popts := prober.Options{Sysfs: sys, TimeoutOffset: o.probeTimeoutOffset, MaxConcurrent: o.probeMaxConcurrent, Logger: so.Logger}
+	if o.mesh.enabled {
+		if mesh, err = startPingmesh(ctx, sys, &o.mesh, meshCfg, meshKey, so.Logger); err != nil {
+			return err
+		}
+		defer mesh.Close()
+		if err := reg.Register(mesh.Mesh); err != nil {
+			return err
+		}
+		popts.Pinger = udPinger(mesh)
+	}
+	probes, err := prober.NewHandler(probeCfg, popts)
 	if err != nil {
 		return usagef(help, "%v", err)
 	}
@@ -177,11 +226,30 @@ func (a *app) exporter(cmd *cobra.Command, o *exporterOptions) error {
 			so.Logger.Info("listening", "address", ad.String(), "telemetry_path", o.telemetryPath)
 		}
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	go reloadOnHangup(ctx, so.Logger, o.probeConfig, probes)
-	if err := exporter.Serve(ctx, h, so); err != nil {
-		return err
+	// The pingmesh's prober failing for good (its queue pair could not be
+	// made again) stops the exporter: its supervisor restarts it.
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	meshErr := make(chan error, 1)
+	if mesh != nil {
+		go func() {
+			err := mesh.Run(sctx)
+			meshErr <- err
+			if err != nil {
+				cancel()
+			}
+		}()
+	}
+	serr := exporter.Serve(sctx, h, so)
+	cancel()
+	if mesh != nil {
+		if err := <-meshErr; err != nil {
+			return fmt.Errorf("--collector.pingmesh: %w", err)
+		}
+	}
+	if serr != nil {
+		return serr
 	}
 	so.Logger.Info("stopped")
 	return nil

@@ -35,6 +35,14 @@ func TestExporterUsage(t *testing.T) {
 		{[]string{"--probe.config.file=" + filepath.Join(dir, "missing.yml")}, "missing.yml"},
 		{[]string{"--probe.max-concurrent=0"}, "--probe.max-concurrent must be from 1 to 256, not 0"},
 		{[]string{"--probe.timeout-offset=-1s"}, "--probe.timeout-offset must not be negative"},
+		{[]string{"--collector.devices=false", "--collector.check"}, "--collector.check reads the devices"},
+		{[]string{"--pingmesh.targets=/x.yml"}, "--pingmesh.targets goes with --collector.pingmesh"},
+		{[]string{"--collector.pingmesh"}, "--collector.pingmesh needs --pingmesh.targets FILE"},
+		{[]string{"--collector.pingmesh", "--pingmesh.targets=/etc/hosts"}, "a file_sd file is .json, .yml or .yaml"},
+		{[]string{"--collector.pingmesh", "--pingmesh.targets=/m.yml", "--pingmesh.rate=0"}, "--pingmesh.rate 0: more than 0"},
+		{[]string{"--collector.pingmesh", "--pingmesh.targets=/m.yml", "--pingmesh.sizes=8"}, "size 8: from"},
+		{[]string{"--collector.pingmesh", "--pingmesh.targets=/m.yml", "--pingmesh.aggregate-by=__x"}, "aggregation label"},
+		{[]string{"--collector.pingmesh", "--pingmesh.targets=/m.yml", "--pingmesh.key-file=" + filepath.Join(dir, "nokey")}, "--pingmesh.key-file"},
 		{[]string{"-n", "blue"}, "-n blue reaches RDMA netlink only"},
 	} {
 		_, stderr, code := runGrdma(t, standardKernel("6.12"), append([]string{"exporter"}, c.args...)...)
