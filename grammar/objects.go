@@ -178,7 +178,7 @@ var Probe = &Syntax{Pos: []Positional{{Value: devPort}}, Keywords: []Keyword{
 	{"bw", []Value{words("write", "send", "read")}},
 	{"lat", []Value{words("write", "send", "read")}},
 	{"pingpong", nil},
-	{"size", []Value{free}},
+	{"size", []Value{{Kind: Free, Words: []string{"cycle"}}}}, // BYTES, or ping's cycle
 	{"iters", []Value{free}},
 	{"duration", []Value{free}},
 	{"timeout", []Value{free}},
@@ -189,6 +189,9 @@ var Probe = &Syntax{Pos: []Positional{{Value: devPort}}, Keywords: []Keyword{
 	{"peer-memory", []Value{free}},
 	{"grace", []Value{free}},
 	{"auth", []Value{free}},
+	{"ud-pingpong", nil},
+	{"ping", nil},
+	{"interval", []Value{free}},
 }}
 
 // objects are the grammars by object name. monitor takes no words and

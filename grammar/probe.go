@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/grdma/grdma/cmdline"
+	"github.com/grdma/grdma/udping"
 	"github.com/grdma/grdma/verbsprobe"
 )
 
@@ -36,7 +37,16 @@ type ProbeRequest struct {
 	// verbsprobe.LoadKey: a listener's or responder's, or the one its
 	// client proves.
 	Auth string
+	// Ping: UD pings of PeerAddr's responder ("ping"): Count probes (0:
+	// until interrupted), one every Interval, of PingSize bytes (0:
+	// cycling through udping's sizes and the path MTU).
+	Ping     bool
+	Interval time.Duration
+	PingSize int
 }
+
+// DefaultPingInterval is ping's: a probe a second.
+const DefaultPingInterval = time.Second
 
 // TwoHost reports whether the request is a probe between two hosts.
 func (r ProbeRequest) TwoHost() bool { return r.Listen || r.Serve || r.PeerAddr != "" }
@@ -52,10 +62,11 @@ var ProbeKeywords = Probe.KeywordNames()
 // abbreviated as rdma abbreviates them) into a ProbeRequest:
 //
 //	DEV[/PORT] [gid-index N] [traffic] [count N]
-//	DEV[/PORT] [gid-index N] listen [[ADDR]:PORT] [pingpong] [size BYTES] [iters N] [timeout D] [from HOST[/PREFIX]...] [auth FILE]
+//	DEV[/PORT] [gid-index N] listen [[ADDR]:PORT] [pingpong | ud-pingpong] [size BYTES] [iters N] [timeout D] [from HOST[/PREFIX]...] [auth FILE]
 //	DEV[/PORT] [gid-index N] serve [[ADDR]:PORT] [size BYTES] [duration D] [peers N] [memory BYTES] [peer-memory BYTES]
 //	        [pingpong] [iters N] [timeout D] [grace D] [from HOST[/PREFIX]...] [auth FILE]
-//	DEV[/PORT] [gid-index N] peer HOST[:PORT] [traffic | bw [OP] | lat [OP] | pingpong] [size BYTES] [iters N] [duration D] [timeout D] [auth FILE]
+//	DEV[/PORT] [gid-index N] peer HOST[:PORT] [traffic | bw [OP] | lat [OP] | pingpong | ud-pingpong] [size BYTES] [iters N] [duration D] [timeout D] [auth FILE]
+//	DEV[/PORT] [gid-index N] peer HOST[:PORT] ping [count N] [interval D] [size BYTES|cycle] [timeout D] [auth FILE]
 //
 // Words that are wrong or do not go together are a *cmdline.UsageError
 // naming the problem, and nothing is returned.
@@ -86,16 +97,63 @@ func ParseProbe(words []string) (ProbeRequest, error) {
 	if req.Test.Kind == verbsprobe.TestTraffic && !req.TwoHost() {
 		req.Options.Traffic = true // this host alone
 	}
+	if req.Ping || seen["interval"] || req.PingSize < 0 {
+		if err := req.checkPing(seen); err != nil {
+			return ProbeRequest{}, err
+		}
+		return req, nil
+	}
 	if err := req.check(seen); err != nil {
 		return ProbeRequest{}, err
 	}
 	return req, nil
 }
 
+// checkPing checks the words of a UD ping and sets its defaults: count 0
+// (until interrupted) unless given, interval DefaultPingInterval, sizes
+// cycling unless size is given.
+func (req *ProbeRequest) checkPing(seen map[string]bool) error {
+	switch {
+	case !req.Ping && seen["interval"]:
+		return cmdline.Usagef("", "interval is a ping's: probe DEV peer HOST ping interval D")
+	case !req.Ping:
+		return cmdline.Usagef("", "size cycle is a ping's: probe DEV peer HOST ping size cycle")
+	case req.Listen || req.Serve:
+		return cmdline.Usagef("", "ping pings a responder: probe DEV peer HOST ping (the responder is probe DEV serve)")
+	case req.PeerAddr == "":
+		return cmdline.Usagef("", "ping needs a peer: probe DEV peer HOST ping")
+	case req.Test.Kind != "":
+		return cmdline.Usagef("", "ping and %s: one test at a time", req.Test.Kind)
+	case seen["from"]:
+		return cmdline.Usagef("", "from restricts who may connect to a listener: give it to probe DEV listen or serve")
+	}
+	for _, kw := range []string{"iters", "duration", "peers", "memory", "peer-memory", "grace"} {
+		if seen[kw] {
+			return cmdline.Usagef("", "ping takes count N and interval D, not %s", kw)
+		}
+	}
+	if !seen["count"] {
+		req.Count = 0
+	}
+	if req.Interval == 0 {
+		req.Interval = DefaultPingInterval
+	}
+	if req.PingSize < 0 {
+		req.PingSize = 0
+	} else if seen["size"] {
+		if req.Test.Size < udping.HeaderSize || req.Test.Size > udping.MaxDatagram {
+			return cmdline.Usagef("", "size %d: a UD ping probe is from %d to %d bytes (at most the path MTU), or cycle", req.Test.Size,
+				udping.HeaderSize, udping.MaxDatagram)
+		}
+		req.PingSize, req.Test.Size = req.Test.Size, 0
+	}
+	return nil
+}
+
 // parseKeyword reads keyword kw and its values.
 func (req *ProbeRequest) parseKeyword(args *cmdline.Args, kw string) (err error) {
 	switch kw {
-	case "traffic", "bw", "lat", "pingpong":
+	case "traffic", "bw", "lat", "pingpong", "ud-pingpong":
 		if req.Test.Kind != "" {
 			return cmdline.Usagef("", "%s and %s: one test at a time", req.Test.Kind, kw)
 		}
@@ -137,7 +195,16 @@ func (req *ProbeRequest) parseKeyword(args *cmdline.Args, kw string) (err error)
 			return cmdline.Usagef("", "peer: %v", err)
 		}
 	case "size":
+		if !args.Empty() && args.Words[0] == "cycle" {
+			args.Next()
+			req.PingSize = -1 // cycle: checked to be a ping's, then 0
+			return nil
+		}
 		req.Test.Size, err = args.Number("size", 1, verbsprobe.MaxTestSize)
+	case "ping":
+		req.Ping = true
+	case "interval":
+		req.Interval, err = args.Duration("interval", time.Hour)
 	case "iters":
 		req.Test.Iters, err = args.Number("iters", 1, verbsprobe.MaxTestIters)
 	case "duration":
@@ -189,7 +256,7 @@ func (req *ProbeRequest) check(seen map[string]bool) error {
 	}
 	switch {
 	case !req.TwoHost():
-		for _, kw := range []string{"bw", "lat", "pingpong", "size", "iters", "duration", "timeout"} {
+		for _, kw := range []string{"bw", "lat", "pingpong", "ud-pingpong", "size", "iters", "duration", "timeout"} {
 			if seen[kw] {
 				return cmdline.Usagef("", "%s needs a peer: probe DEV listen on one host, probe DEV peer HOST %s on the other", kw, kw)
 			}
@@ -197,7 +264,7 @@ func (req *ProbeRequest) check(seen map[string]bool) error {
 		return nil
 	case seen["count"]:
 		return cmdline.Usagef("", "count repeats a probe of this host alone; between hosts use iters or duration")
-	case req.Listen && req.Test.Kind != "" && req.Test.Kind != verbsprobe.TestPingpong:
+	case req.Listen && req.Test.Kind != "" && req.Test.Kind != verbsprobe.TestPingpong && req.Test.Kind != verbsprobe.TestUDPingpong:
 		return cmdline.Usagef("", "listen serves the test its peer asks for: give %s to probe ... peer HOST", req.Test.Kind)
 	case seen["iters"] && seen["duration"]:
 		return cmdline.Usagef("", "iters or duration, not both")
@@ -206,7 +273,11 @@ func (req *ProbeRequest) check(seen map[string]bool) error {
 	}
 	test := req.Test.WithDefaults()
 	if req.Listen {
-		test = verbsprobe.Test{Kind: verbsprobe.TestPingpong, Size: req.Test.Size, Iters: req.Test.Iters}.WithDefaults()
+		kind := verbsprobe.TestPingpong
+		if req.Test.Kind == verbsprobe.TestUDPingpong {
+			kind = verbsprobe.TestUDPingpong
+		}
+		test = verbsprobe.Test{Kind: kind, Size: req.Test.Size, Iters: req.Test.Iters}.WithDefaults()
 	}
 	if err := test.Validate(); err != nil {
 		return cmdline.Usagef("", "%v", err)
@@ -241,6 +312,8 @@ func (req *ProbeRequest) checkServe(seen map[string]bool) error {
 	switch {
 	case seen["count"]:
 		return cmdline.Usagef("", "count repeats a probe of this host alone; a responder serves until stopped")
+	case req.Test.Kind == verbsprobe.TestUDPingpong:
+		return cmdline.Usagef("", "serve answers ibv_rc_pingpong clients, whose address an ibv_ud_pingpong client's looks like: give ud-pingpong to probe DEV listen")
 	case req.Test.Kind != "" && req.Test.Kind != verbsprobe.TestPingpong:
 		return cmdline.Usagef("", "serve serves the test each peer asks for: give %s to probe ... peer HOST", req.Test.Kind)
 	}

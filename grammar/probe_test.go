@@ -108,3 +108,52 @@ func TestParseProbeServe(t *testing.T) {
 		t.Errorf("ParseProbe(rxe0 se) = %+v, %v", req, err)
 	}
 }
+
+// UD: ud-pingpong against ibv_ud_pingpong (peer) or for its client
+// (listen), and ping with its count, interval and sizes.
+func TestParseProbeUD(t *testing.T) {
+	req, err := grammar.ParseProbe(strings.Fields("rxe0 peer h ud-pingpong iters 10 size 512"))
+	if err != nil || req.Test != (verbsprobe.Test{Kind: verbsprobe.TestUDPingpong, Iters: 10, Size: 512}) || req.PeerAddr != "h:18515" {
+		t.Errorf("ud-pingpong: %+v, %v", req, err)
+	}
+	req, err = grammar.ParseProbe(strings.Fields("rxe0 listen ud-pingpong"))
+	if err != nil || !req.Listen || req.Test.Kind != verbsprobe.TestUDPingpong {
+		t.Errorf("listen ud-pingpong: %+v, %v", req, err)
+	}
+	req, err = grammar.ParseProbe(strings.Fields("rxe0 peer h ping"))
+	if err != nil || !req.Ping || req.Count != 0 || req.Interval != time.Second || req.PingSize != 0 || req.Test.Kind != "" {
+		t.Errorf("ping: %+v, %v", req, err)
+	}
+	req, err = grammar.ParseProbe(strings.Fields("rxe0 peer h:7 ping count 5 interval 200ms size 512 timeout 3s"))
+	if err != nil || req.Count != 5 || req.Interval != 200*time.Millisecond || req.PingSize != 512 || req.Test.Size != 0 ||
+		req.Timeout != 3*time.Second || req.PeerAddr != "h:7" {
+		t.Errorf("ping count 5 ...: %+v, %v", req, err)
+	}
+	req, err = grammar.ParseProbe(strings.Fields("rxe0 peer h ping size cycle"))
+	if err != nil || req.PingSize != 0 {
+		t.Errorf("ping size cycle: %+v, %v", req, err)
+	}
+	for line, want := range map[string]string{
+		"rxe0 ping":                           "ping needs a peer",
+		"rxe0 listen ping":                    "ping pings a responder",
+		"rxe0 serve ping":                     "ping pings a responder",
+		"rxe0 peer h ping bw":                 "ping and bw: one test at a time",
+		"rxe0 peer h ping iters 3":            "ping takes count N and interval D, not iters",
+		"rxe0 peer h ping size 20":            "a UD ping probe is from 40 to 4096 bytes",
+		"rxe0 peer h ping size 5000":          "a UD ping probe is from 40 to 4096 bytes",
+		"rxe0 peer h interval 1s":             "interval is a ping's",
+		"rxe0 peer h bw size cycle":           "size cycle is a ping's",
+		"rxe0 peer h ping interval 0s":        "interval must be a duration",
+		"rxe0 serve ud-pingpong":              "give ud-pingpong to probe DEV listen",
+		"rxe0 ud-pingpong":                    "ud-pingpong needs a peer",
+		"rxe0 peer h ud-pingpong duration 1s": "ud-pingpong takes no operation or duration",
+		"rxe0 peer h ud-pingpong size 5000":   "a datagram is at most 4096 bytes",
+		"rxe0 peer h ping from 10.0.0.0/8":    "from restricts who may connect",
+	} {
+		_, err := grammar.ParseProbe(strings.Fields(line))
+		var ue *cmdline.UsageError
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want a usage error with %q", line, err, want)
+		}
+	}
+}

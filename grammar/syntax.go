@@ -54,7 +54,8 @@ type Keyword struct {
 type Value struct {
 	Kind ValueKind
 	// Words are the values a Words value takes (a comma list such as
-	// type,pid is one word).
+	// type,pid is one word); for a Free value, the words it takes besides
+	// free text (size BYTES|cycle), which completion offers.
 	Words []string
 }
 

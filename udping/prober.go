@@ -33,6 +33,7 @@ type Prober struct {
 	wake    context.CancelFunc
 	closed  bool
 	running bool
+	stopped bool // Run returned: no more ops
 
 	// Only Run's goroutine.
 	targets map[string]*target
@@ -42,9 +43,11 @@ type Prober struct {
 	nextID  uint64
 	slots   []*heldAH // the address handle each send slot's send uses
 	bucket  bucket
+	waiting []*waiter     // Pings of resolved targets waiting for a token or a send slot
 	resolve chan struct{} // resolutions running at once
 	held    map[*heldAH]bool
 	runCtx  context.Context
+	swept   time.Time // forgetUnused's last sweep
 
 	stats proberCounters
 }
@@ -162,12 +165,34 @@ const (
 	OutcomeSendError Outcome = "send_error"
 )
 
+// Errors of a Result, for errors.Is: a probe sent and not answered, its
+// echo lost, a size over the path MTU. A resolution that failed is a
+// *ResolveError, wrapping the Resolver's error.
+var (
+	ErrTimeout  = errors.New("no reply within the timeout")
+	ErrEchoLost = errors.New("the echo was lost: the responder's report came")
+	ErrTooLarge = errors.New("the probe is larger than the path MTU")
+)
+
+// ResolveError means a target's responder address could not be had.
+type ResolveError struct {
+	Target string
+	Err    error
+}
+
+func (e *ResolveError) Error() string {
+	return fmt.Sprintf("asking %s for its UD ping address: %v", e.Target, e.Err)
+}
+func (e *ResolveError) Unwrap() error { return e.Err }
+
 // Result is one probe's outcome.
 type Result struct {
 	Target string
 	// Seq numbers the target's probes from 1 (0 for a failed resolution).
 	Seq  uint64
 	Size int // the probe's bytes
+	// Sent is when the probe left; zero when none did (OutcomeResolve,
+	// OutcomeTooLarge, OutcomeSendError).
 	Sent time.Time
 	// Responder is the address probed.
 	Responder Address
@@ -181,7 +206,9 @@ type Result struct {
 	DelayKnown bool
 	// Timestamps says where the times come from.
 	Timestamps TimestampSource
-	Err        error
+	// Err is nil for OutcomeReply, else why: ErrTimeout, ErrEchoLost,
+	// ErrTooLarge, a *ResolveError, a send's error.
+	Err error
 }
 
 // Network is the network's round trip: RTT without the responder's
@@ -238,7 +265,25 @@ type target struct {
 	resolving bool
 	failures  int
 	retryAt   time.Time
+	// onDemand: made by Ping, not scheduled; dropped when unused for
+	// onDemandTTL. waiters are the Pings waiting for its address.
+	onDemand bool
+	waiters  []*waiter
+	used     time.Time
 }
+
+// waiter is a Ping (or PathMTU) waiting for its result.
+type waiter struct {
+	ctx     context.Context
+	target  string
+	size    int  // 0: the path MTU
+	pathMTU bool // PathMTU: the address is all it waits for
+	ch      chan Result
+}
+
+// onDemandTTL is how long a target made by Ping (its address, its
+// address handle) is kept unused.
+const onDemandTTL = 10 * time.Minute
 
 // heldAH is an address handle and the sends using it: it is destroyed
 // only when none is in flight (rxe fails a send whose handle is gone).
@@ -261,6 +306,7 @@ type pending struct {
 	gotReport bool
 	done      bool
 	expiresAt time.Time
+	waiter    *waiter // a Ping's, which takes the result instead of Results
 }
 
 // op is a change Run applies: a target added or removed, a resolution
@@ -269,6 +315,7 @@ type op struct {
 	add      *target
 	remove   string
 	resolved *resolution
+	ping     *waiter
 }
 
 type resolution struct {
@@ -303,6 +350,9 @@ func (p *Prober) Address() Address {
 	return p.ep.address()
 }
 
+// Timestamps says where the prober's times come from.
+func (p *Prober) Timestamps() TimestampSource { return p.source }
+
 // Results is the stream of results; it is closed when Run returns.
 func (p *Prober) Results() <-chan Result { return p.results }
 
@@ -335,8 +385,8 @@ func (p *Prober) Remove(name string) { p.apply(op{remove: name}) }
 func (p *Prober) apply(o op) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed {
-		return errors.New("udping: the prober is closed")
+	if p.closed || p.stopped {
+		return errors.New("udping: the prober is closed, or stopped")
 	}
 	if o.add != nil {
 		n := 0
@@ -377,6 +427,7 @@ func (p *Prober) Run(ctx context.Context) error {
 	p.running = true
 	p.mu.Unlock()
 	defer close(p.results)
+	defer p.stop()
 	rctx, stopResolving := context.WithCancel(ctx)
 	defer stopResolving()
 	p.runCtx = rctx
@@ -415,6 +466,39 @@ func (p *Prober) Run(ctx context.Context) error {
 	}
 }
 
+// stop ends Run: what waits is told, and nothing more is taken.
+func (p *Prober) stop() {
+	p.mu.Lock()
+	p.stopped = true
+	ops := p.ops
+	p.ops = nil
+	p.mu.Unlock()
+	gone := errors.New("udping: the prober stopped")
+	for _, o := range ops {
+		if o.ping != nil {
+			o.ping.ch <- Result{Target: o.ping.target, Timestamps: p.source, Err: gone}
+		}
+		if o.resolved != nil && o.resolved.err == nil {
+			p.cfg.Local.Context.DestroyAH(o.resolved.ah)
+		}
+	}
+	for _, t := range p.targets {
+		for _, w := range t.waiters {
+			w.ch <- Result{Target: t.name, Timestamps: p.source, Err: gone}
+		}
+		t.waiters = nil
+	}
+	for _, w := range p.waiting {
+		p.result(w, Result{Target: w.target, Timestamps: p.source, Err: gone})
+	}
+	p.waiting = nil
+	for _, pd := range p.pending {
+		if pd.waiter != nil {
+			p.result(pd.waiter, Result{Target: pd.t.name, Seq: pd.seq, Size: pd.size, Timestamps: p.source, Err: gone})
+		}
+	}
+}
+
 // takeOps applies what Add, Remove and resolutions asked.
 func (p *Prober) takeOps(ctx context.Context) {
 	p.mu.Lock()
@@ -424,25 +508,140 @@ func (p *Prober) takeOps(ctx context.Context) {
 	for _, o := range ops {
 		switch {
 		case o.add != nil:
-			if old := p.targets[o.add.name]; old != nil {
+			t := o.add
+			if old := p.targets[t.name]; old != nil {
+				if old.onDemand && old.ah != nil { // what Ping learnt serves
+					t.addr, t.ah, t.mtu = old.addr, old.ah, old.mtu
+					old.ah = nil
+				}
+				t.waiters, old.waiters = old.waiters, nil
 				p.drop(old)
 			}
-			t := o.add
 			p.targets[t.name] = t
-			p.startResolve(ctx, t)
+			if t.ah == nil {
+				p.startResolve(ctx, t)
+				break
+			}
+			t.sizes, t.next = Sizes(t.cfg.Sizes, t.mtu), time.Now()
+			p.schedule(t)
 		case o.remove != "":
 			if t := p.targets[o.remove]; t != nil {
 				p.drop(t)
 			}
 		case o.resolved != nil:
 			p.resolved(o.resolved)
+		case o.ping != nil:
+			p.takePing(ctx, o.ping)
 		}
+	}
+}
+
+// Ping sends one probe of size bytes (0: the path MTU) to target and
+// waits for its result, within ctx and the prober's Timeout. The target's
+// address is asked for once and kept (a target of Add shares it); a
+// target only Pinged is forgotten after 10 minutes unused. Many Pings may
+// run at once, from any goroutines; the result does not go to Results.
+// Run must be running. The error is the result's Err, or ctx's.
+func (p *Prober) Ping(ctx context.Context, target string, size int) (Result, error) {
+	if size != 0 && (size < HeaderSize || size > MaxDatagram) {
+		err := fmt.Errorf("udping: size %d: from %d to %d bytes, or 0 for the path MTU", size, HeaderSize, MaxDatagram)
+		return Result{Target: target, Size: size, Outcome: OutcomeTooLarge, Timestamps: p.source, Err: err}, err
+	}
+	return p.wait(ctx, &waiter{ctx: ctx, target: target, size: size, ch: make(chan Result, 1)})
+}
+
+// PathMTU returns the path MTU to target's responder, asking for its
+// address if it is not known yet (as Ping does).
+func (p *Prober) PathMTU(ctx context.Context, target string) (int, error) {
+	r, err := p.wait(ctx, &waiter{ctx: ctx, target: target, pathMTU: true, ch: make(chan Result, 1)})
+	return r.Size, err
+}
+
+// Lookup returns the address of target's responder and the path MTU to
+// it, asking for them if they are not known yet (as Ping does).
+func (p *Prober) Lookup(ctx context.Context, target string) (Address, int, error) {
+	r, err := p.wait(ctx, &waiter{ctx: ctx, target: target, pathMTU: true, ch: make(chan Result, 1)})
+	return r.Responder, r.Size, err
+}
+
+func (p *Prober) wait(ctx context.Context, w *waiter) (Result, error) {
+	if w.target == "" {
+		return Result{}, errors.New("udping: a target needs a name")
+	}
+	if err := p.apply(op{ping: w}); err != nil {
+		return Result{Target: w.target}, err
+	}
+	select {
+	case r := <-w.ch:
+		return r, r.Err
+	case <-ctx.Done():
+		return Result{Target: w.target, Size: w.size, Timestamps: p.source}, ctx.Err()
+	}
+}
+
+// takePing starts a Ping: its target's address is asked for first if need
+// be.
+func (p *Prober) takePing(ctx context.Context, w *waiter) {
+	t := p.targets[w.target]
+	if t == nil {
+		if len(p.targets) >= p.cfg.MaxTargets {
+			w.ch <- Result{Target: w.target, Timestamps: p.source,
+				Err: fmt.Errorf("udping: %d targets, the prober's limit", p.cfg.MaxTargets)}
+			return
+		}
+		t = &target{name: w.target, index: -1, onDemand: true}
+		p.targets[t.name] = t
+	}
+	t.used = time.Now()
+	if t.ah == nil {
+		t.waiters = append(t.waiters, w)
+		p.startResolve(ctx, t)
+		return
+	}
+	p.serve(t, w)
+}
+
+// serve answers a waiter of a resolved target: its path MTU, or a probe
+// (once a token and a send slot are free).
+func (p *Prober) serve(t *target, w *waiter) {
+	if w.pathMTU {
+		w.ch <- Result{Target: t.name, Size: t.mtu, Responder: t.addr, Timestamps: p.source}
+		return
+	}
+	p.waiting = append(p.waiting, w)
+}
+
+// sendWaiting sends the probes of the Pings waiting, as far as tokens and
+// send slots allow; those whose context ended are dropped.
+func (p *Prober) sendWaiting(now time.Time) {
+	for len(p.waiting) > 0 {
+		w := p.waiting[0]
+		t := p.targets[w.target]
+		if w.ctx.Err() != nil || t == nil || t.ah == nil {
+			p.waiting = p.waiting[1:]
+			continue
+		}
+		if p.bucket.until(now) > 0 || len(p.ep.freeSends) == 0 {
+			p.stats.throttled.Add(1)
+			return
+		}
+		p.waiting = p.waiting[1:]
+		size := w.size
+		if size == 0 {
+			size = t.mtu
+		}
+		t.used = now
+		p.send(t, size, w, now)
 	}
 }
 
 // drop forgets a target: its probes out, its schedule, its address
 // handle (once no send uses it).
 func (p *Prober) drop(t *target) {
+	for _, w := range t.waiters {
+		w.ch <- Result{Target: t.name, Timestamps: p.source, Err: errors.New("udping: the target was removed")}
+	}
+	t.waiters = nil
 	t.removed = true
 	delete(p.targets, t.name)
 	if t.index >= 0 {
@@ -452,6 +651,8 @@ func (p *Prober) drop(t *target) {
 		if pd.t == t {
 			pd.done = true
 			delete(p.pending, id)
+			p.result(pd.waiter, Result{Target: t.name, Seq: pd.seq, Size: pd.size, Timestamps: p.source,
+				Err: errors.New("udping: the target was removed")})
 		}
 	}
 	p.release(t.ah)
@@ -549,7 +750,18 @@ func (p *Prober) resolved(r *resolution) {
 		p.stats.resolveErrors.Add(1)
 		t.failures++
 		t.retryAt = now.Add(min(time.Second<<min(t.failures-1, 5), maxResolveBackoff))
-		p.emit(Result{Target: t.name, Outcome: OutcomeResolve, Sent: now, Err: r.err, Timestamps: p.source})
+		res := Result{Target: t.name, Outcome: OutcomeResolve, Err: &ResolveError{Target: t.name, Err: r.err}, Timestamps: p.source}
+		for _, w := range t.waiters {
+			w.ch <- res
+		}
+		t.waiters = nil
+		if t.onDemand {
+			if t.ah == nil {
+				p.drop(t) // the next Ping asks again
+			}
+			return
+		}
+		p.emit(res)
 		if t.ah == nil {
 			t.next = t.retryAt
 			p.schedule(t)
@@ -560,16 +772,23 @@ func (p *Prober) resolved(r *resolution) {
 	p.release(t.ah)
 	t.addr, t.ah = r.addr, p.hold(r.ah)
 	t.mtu = min(p.cfg.Local.MTU.Bytes(), r.addr.MTU.Bytes())
-	t.sizes = probeSizes(t.cfg.Sizes, t.mtu)
+	t.sizes = Sizes(t.cfg.Sizes, t.mtu)
+	for _, w := range t.waiters {
+		p.serve(t, w)
+	}
+	t.waiters = nil
+	if t.onDemand {
+		return
+	}
 	if t.next.IsZero() || t.index < 0 {
 		t.next = now
 	}
 	p.schedule(t)
 }
 
-// probeSizes are the sizes a target's probes cycle through at path MTU
-// mtu: the configured ones, or DefaultSizes up to the MTU and the MTU.
-func probeSizes(configured []int, mtu int) []int {
+// Sizes are the sizes a target's probes cycle through at path MTU mtu:
+// the configured ones, or DefaultSizes below the MTU and the MTU.
+func Sizes(configured []int, mtu int) []int {
 	if configured != nil {
 		return configured
 	}
@@ -596,6 +815,8 @@ func (p *Prober) schedule(t *target) {
 // sendDue sends the probes that are due, as far as the rate bound and the
 // send slots allow; targets waiting for a new resolution are asked again.
 func (p *Prober) sendDue(ctx context.Context, now time.Time) {
+	p.sendWaiting(now)
+	p.forgetUnused(now)
 	for p.due.Len() > 0 {
 		t := p.due[0]
 		if t.next.After(now) {
@@ -624,14 +845,20 @@ func (p *Prober) sendDue(ctx context.Context, now time.Time) {
 	}
 }
 
-// probe sends t's next probe.
+// probe sends t's next scheduled probe.
 func (p *Prober) probe(t *target, now time.Time) {
-	t.seq++
 	size := t.sizes[t.sizeAt%len(t.sizes)]
 	t.sizeAt++
+	p.send(t, size, nil, now)
+}
+
+// send sends a probe of size bytes to t, for a Ping's waiter w or (nil)
+// the Results stream.
+func (p *Prober) send(t *target, size int, w *waiter, now time.Time) {
+	t.seq++
 	if size > t.mtu {
-		p.emit(Result{Target: t.name, Seq: t.seq, Size: size, Sent: now, Responder: t.addr, Outcome: OutcomeTooLarge,
-			Timestamps: p.source, Err: fmt.Errorf("a probe of %d bytes over the path MTU of %d", size, t.mtu)})
+		p.result(w, Result{Target: t.name, Seq: t.seq, Size: size, Responder: t.addr, Outcome: OutcomeTooLarge,
+			Timestamps: p.source, Err: fmt.Errorf("%w: %d bytes, the path MTU %d", ErrTooLarge, size, t.mtu)})
 		return
 	}
 	p.bucket.take(now)
@@ -647,21 +874,43 @@ func (p *Prober) probe(t *target, now time.Time) {
 		h.users--
 		p.slots[slot] = nil
 		p.stats.sendErrors.Add(1)
-		p.emit(Result{Target: t.name, Seq: t.seq, Size: size, Sent: now, Responder: t.addr, Outcome: OutcomeSendError,
+		p.result(w, Result{Target: t.name, Seq: t.seq, Size: size, Responder: t.addr, Outcome: OutcomeSendError,
 			Timestamps: p.source, Err: err})
 		return
 	}
 	sent := time.Now() // T1: the send is on its way (rxe sends in the doorbell)
 	p.stats.sent.Add(1)
-	pd := &pending{t: t, id: id, seq: t.seq, size: size, addr: t.addr, sent: sent, expiresAt: sent.Add(p.cfg.Timeout)}
+	pd := &pending{t: t, id: id, seq: t.seq, size: size, addr: t.addr, sent: sent, expiresAt: sent.Add(p.cfg.Timeout), waiter: w}
+	if w != nil {
+		if d, ok := w.ctx.Deadline(); ok && d.Before(pd.expiresAt) {
+			pd.expiresAt = d
+		}
+	}
 	p.pending[id] = pd
 	p.order = append(p.order, pd)
+}
+
+// forgetUnused drops the targets Ping made that have not been used for
+// onDemandTTL, with nothing waiting.
+func (p *Prober) forgetUnused(now time.Time) {
+	if now.Sub(p.swept) < time.Minute {
+		return
+	}
+	p.swept = now
+	for _, t := range p.targets {
+		if t.onDemand && len(t.waiters) == 0 && now.Sub(t.used) > onDemandTTL {
+			p.drop(t)
+		}
+	}
 }
 
 // nextWake is when Run must look again: the next probe due, the next
 // expiry, a retry.
 func (p *Prober) nextWake(now time.Time) time.Time {
 	wake := now.Add(time.Minute)
+	if len(p.waiting) > 0 {
+		wake = now.Add(max(p.bucket.until(now), time.Millisecond))
+	}
 	if p.due.Len() > 0 {
 		next := p.due[0].next
 		if d := p.bucket.until(now); d > 0 && p.due[0].ah != nil {
@@ -717,10 +966,10 @@ func (p *Prober) finish(pd *pending) {
 	case pd.gotEcho:
 		r.Outcome, r.RTT, r.Delay, r.DelayKnown = OutcomeReply, pd.rtt, pd.delay, pd.gotReport
 	case pd.gotReport:
-		r.Outcome = OutcomeEchoLost
+		r.Outcome, r.Err = OutcomeEchoLost, ErrEchoLost
 		p.stats.echoLost.Add(1)
 	default:
-		r.Outcome = OutcomeTimeout
+		r.Outcome, r.Err = OutcomeTimeout, ErrTimeout
 		p.stats.timeouts.Add(1)
 	}
 	t := pd.t
@@ -734,6 +983,22 @@ func (p *Prober) finish(pd *pending) {
 		} else {
 			t.misses = 0
 		}
+	}
+	p.result(pd.waiter, r)
+}
+
+// result gives a result to its Ping's waiter, or to Results (but for a
+// target removed: its probes give none).
+func (p *Prober) result(w *waiter, r Result) {
+	if w != nil {
+		select {
+		case w.ch <- r:
+		default:
+		}
+		return
+	}
+	if t := p.targets[r.Target]; t == nil || t.removed {
+		return
 	}
 	p.emit(r)
 }

@@ -192,7 +192,7 @@ func TestPing(t *testing.T) {
 func TestPingSizeDependentLoss(t *testing.T) {
 	m := newMesh(t)
 	_, rdev := m.responder("b", nil, udping.ResponderConfig{})
-	p, results, _ := m.prober(udping.ProberConfig{Timeout: 300 * time.Millisecond})
+	p, results, _ := m.prober(udping.ProberConfig{Timeout: time.Second})
 	var toResponder atomic.Bool
 	toResponder.Store(true)
 	m.fab.Impair(func(pk uverbstest.Packet) uverbstest.Impairment {
@@ -488,6 +488,12 @@ func TestResponderHostile(t *testing.T) {
 	probe := func(h udping.Header) []byte { return udping.AppendDatagram(nil, h) }
 	valid := probe(udping.Header{Kind: udping.KindProbe, Length: 64, Session: 1, ID: 1})
 	evil.send(to, valid) // not registered
+	for deadline := time.Now().Add(5 * time.Second); r.Stats().Unregistered == 0; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the probe of a prober not registered was not counted: %+v", r.Stats())
+		}
+		time.Sleep(time.Millisecond)
+	}
 	if err := r.Register(evil.address()); err != nil {
 		t.Fatal(err)
 	}
@@ -537,14 +543,22 @@ func TestResponderHostile(t *testing.T) {
 	}
 }
 
-// recv waits for a datagram, returning the sender's GID and queue pair
-// and the datagram.
-func (u *rawUD) recv() (gid.GID, uint32, []byte) {
+// rawRecvAt is where rawUD receives.
+const rawRecvAt = 16 << 10
+
+// expect posts a receive for the next datagram.
+func (u *rawUD) expect() {
 	u.t.Helper()
-	const at = 16 << 10
-	if err := u.qp.PostRecv(uverbs.RecvWR{ID: 2, SGL: []uverbs.SGE{{Addr: u.mr.Addr + at, Length: uverbs.GRHSize + 4096, LKey: u.mr.LKey}}}); err != nil {
+	if err := u.qp.PostRecv(uverbs.RecvWR{ID: 2, SGL: []uverbs.SGE{{Addr: u.mr.Addr + rawRecvAt, Length: uverbs.GRHSize + 4096, LKey: u.mr.LKey}}}); err != nil {
 		u.t.Fatal(err)
 	}
+}
+
+// recv waits for the datagram expect made room for, returning the
+// sender's GID and queue pair and the datagram.
+func (u *rawUD) recv() (gid.GID, uint32, []byte) {
+	u.t.Helper()
+	const at = rawRecvAt
 	wcs := make([]uverbs.WC, 1)
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
 		if u.cq.Poll(wcs) == 1 {
@@ -578,6 +592,7 @@ func TestProberHostile(t *testing.T) {
 		return evil.address(), nil
 	}
 	p, results, _ := m.prober(udping.ProberConfig{Resolve: resolve})
+	evil.expect()
 	if err := p.Add("evil", udping.TargetConfig{Count: 1, Sizes: []int{100}}); err != nil {
 		t.Fatal(err)
 	}
@@ -594,11 +609,11 @@ func TestProberHostile(t *testing.T) {
 	report := reply(udping.KindReport, udping.HeaderSize, h.Session, h.ID, 7*time.Millisecond)
 	for _, b := range [][]byte{
 		[]byte("garbage"),
-		reply(udping.KindEcho, 100, h.Session+1, h.ID, 0),  // another session
-		reply(udping.KindEcho, 100, h.Session, h.ID+1, 0),  // a probe never sent
-		reply(udping.KindEcho, 64, h.Session, h.ID, 0),     // not the probe's size
-		reply(udping.KindProbe, 100, h.Session, h.ID, 0),   // a probe
-		reply(udping.KindReport, 64, h.Session, h.ID, 0),   // a report is a header
+		reply(udping.KindEcho, 100, h.Session+1, h.ID, 0), // another session
+		reply(udping.KindEcho, 100, h.Session, h.ID+1, 0), // a probe never sent
+		reply(udping.KindEcho, 64, h.Session, h.ID, 0),    // not the probe's size
+		reply(udping.KindProbe, 100, h.Session, h.ID, 0),  // a probe
+		reply(udping.KindReport, 64, h.Session, h.ID, 0),  // a report is a header
 	} {
 		evil.send(prober, b)
 	}
@@ -613,5 +628,67 @@ func TestProberHostile(t *testing.T) {
 	s := p.Stats()
 	if s.Malformed != 4 || s.Foreign != 3 || s.Duplicates != 1 {
 		t.Errorf("stats %+v: want 4 malformed, 3 foreign, 1 duplicate", s)
+	}
+}
+
+// Ping, one probe at a time from many goroutines at once to several
+// targets: each gets its own result; a target without responder is a
+// *ResolveError, a probe lost ErrTimeout (sent), one over the path MTU
+// ErrTooLarge (not sent); PathMTU says the MTU.
+func TestPingBlocking(t *testing.T) {
+	m := newMesh(t)
+	for _, n := range []string{"b", "c", "d"} {
+		m.responder(n, nil, udping.ResponderConfig{})
+	}
+	p, results, _ := m.prober(udping.ProberConfig{Timeout: 500 * time.Millisecond})
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make(chan error, 30)
+	for i := range 30 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			target := []string{"b", "c", "d"}[i%3]
+			size := []int{0, 64, 512}[i%3]
+			r, err := p.Ping(ctx, target, size)
+			want := size
+			if size == 0 {
+				want = 1024
+			}
+			if err != nil || r.Outcome != udping.OutcomeReply || r.Target != target || r.Size != want || r.Sent.IsZero() {
+				errs <- fmt.Errorf("%s %d: %+v, %v", target, size, r, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if mtu, err := p.PathMTU(ctx, "c"); mtu != 1024 || err != nil {
+		t.Errorf("PathMTU: %d, %v", mtu, err)
+	}
+	var re *udping.ResolveError
+	if r, err := p.Ping(ctx, "nowhere", 64); !errors.As(err, &re) || r.Outcome != udping.OutcomeResolve || !r.Sent.IsZero() {
+		t.Errorf("no responder: %+v, %v", r, err)
+	}
+	if r, err := p.Ping(ctx, "b", 2048); !errors.Is(err, udping.ErrTooLarge) || !r.Sent.IsZero() {
+		t.Errorf("2048 bytes at MTU 1024: %+v, %v", r, err)
+	}
+	m.fab.Impair(func(uverbstest.Packet) uverbstest.Impairment { return uverbstest.Impairment{Drop: true} })
+	if r, err := p.Ping(ctx, "b", 64); !errors.Is(err, udping.ErrTimeout) || r.Sent.IsZero() || r.Outcome != udping.OutcomeTimeout {
+		t.Errorf("lost: %+v, %v", r, err)
+	}
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if _, err := p.Ping(short, "c", 64); !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, udping.ErrTimeout) {
+		t.Errorf("a Ping's deadline: %v", err)
+	}
+	if time.Since(start) > 400*time.Millisecond {
+		t.Errorf("a Ping with a 50 ms deadline took %v", time.Since(start))
+	}
+	if len(results) != 0 {
+		t.Errorf("Pings' results went to Results: %d", len(results))
 	}
 }

@@ -207,3 +207,23 @@ func serveUDLookup(ctx context.Context, dev *Device, arr *arrival, cfg ServeConf
 	})
 	return res
 }
+
+// NewUDProber makes a UD ping prober on dev whose targets are responders
+// (`grdma probe DEV serve`) named "HOST[:PORT]", asked for their UD ping
+// address with LookupUD under ccfg (its Timeout, Key and Dial; the Test is
+// ignored). cfg's Local and Resolve are set here.
+func NewUDProber(dev *Device, cfg udping.ProberConfig, ccfg ConnectConfig) (*udping.Prober, error) {
+	local, err := dev.UDLocal()
+	if err != nil {
+		return nil, err
+	}
+	cfg.Local = local
+	cfg.Resolve = func(ctx context.Context, target string, me udping.Address) (udping.Address, error) {
+		addr, err := PeerAddress(target)
+		if err != nil {
+			return udping.Address{}, err
+		}
+		return LookupUD(ctx, dev, addr, me, ccfg)
+	}
+	return udping.NewProber(cfg)
+}

@@ -116,7 +116,9 @@ func TestUDPingLookup(t *testing.T) {
 	pair := newFakePair()
 	ln := newPipeListener("10.10.0.2:40000")
 	sdone := make(chan *Result, 1)
-	go func() { sdone <- Serve(context.Background(), fakeOptions(pair.a), ln, ServeConfig{Timeout: time.Second}) }()
+	go func() {
+		sdone <- Serve(context.Background(), fakeOptions(pair.a), ln, ServeConfig{Timeout: time.Second})
+	}()
 	bdev, _ := OpenDevice(context.Background(), fakeOptions(pair.b))
 	defer bdev.Close()
 	_, err = LookupUD(context.Background(), bdev, "10.10.0.1:18515", udping.Address{QPN: 0x99, QKey: 3}, ConnectConfig{Dial: ln.Dial, Timeout: time.Second})

@@ -16,9 +16,10 @@ import (
 func (a *app) probeCommand() *cobra.Command {
 	return &cobra.Command{
 		Use: "probe DEV[/PORT] [gid-index N] [traffic] [count N]\n" +
-			"  probe DEV[/PORT] [gid-index N] listen [[ADDR]:PORT] [pingpong] [size BYTES] [iters N] [timeout D] [from HOST[/PREFIX]...] [auth FILE]\n" +
+			"  probe DEV[/PORT] [gid-index N] listen [[ADDR]:PORT] [pingpong | ud-pingpong] [size BYTES] [iters N] [timeout D] [from HOST[/PREFIX]...] [auth FILE]\n" +
 			"  probe DEV[/PORT] [gid-index N] serve [[ADDR]:PORT] [size BYTES] [duration D] [peers N] [memory BYTES] [peer-memory BYTES] [pingpong] [iters N] [timeout D] [grace D] [from HOST[/PREFIX]...] [auth FILE]\n" +
-			"  probe DEV[/PORT] [gid-index N] peer HOST[:PORT] [traffic | bw [write|send|read] | lat [write|send|read] | pingpong] [size BYTES] [iters N] [duration D] [timeout D] [auth FILE]",
+			"  probe DEV[/PORT] [gid-index N] peer HOST[:PORT] [traffic | bw [write|send|read] | lat [write|send|read] | pingpong | ud-pingpong] [size BYTES] [iters N] [duration D] [timeout D] [auth FILE]\n" +
+			"  probe DEV[/PORT] [gid-index N] peer HOST[:PORT] ping [count N] [interval D] [size BYTES|cycle] [timeout D] [auth FILE]",
 		Short: "Prove that a device can run an RC queue pair, and carry traffic, alone or with a peer host",
 		Long: `Run the verbs path of an RDMA device port (1 unless given) through the kernel's
 uverbs interface, without libibverbs: open the device, allocate a protection
@@ -54,8 +55,15 @@ smaller active MTU) and runs the test:
   pingpong  ibv_rc_pingpong's exchange and loop: the peer is an
             "ibv_rc_pingpong -g N" server (size 4096, iters 1000, as its
             defaults; they must equal its -s and -n)
+  ud-pingpong
+            ibv_ud_pingpong's exchange and loop over UD queue pairs and
+            address handles: the peer is an "ibv_ud_pingpong -g N" server
+            (size 1024, iters 1000, its defaults; size is the message
+            without the 40-byte GRH the receive buffer keeps in front of
+            it, at most the port's active MTU)
 The listening side also answers an ibv_rc_pingpong client ("ibv_rc_pingpong
--g N HOST"), with its own size (4096 unless given) and iters. Both sides choose their GID with
+-g N HOST"), with its own size (4096 unless given) and iters; with
+ud-pingpong, an ibv_ud_pingpong client instead (size 1024 unless given). Both sides choose their GID with
 the gid selector unless gid-index is given; ports that cannot reach each
 other (InfiniBand and Ethernet, RoCE v1 and v2, IPv4 and IPv6 GIDs) fail at
 once, naming both sides. timeout (10s) bounds the connection and every wait
@@ -81,13 +89,27 @@ to finish, and are cut off after it). Its limits, each reported in a
 refusal: peers (16) at once, memory (256 MiB) pinned by them together,
 peer-memory (4 x size) and size (16 MiB) for one, duration (1h) of a test.
 A peer over peers or memory is answered busy and asks again until its
-timeout; one over a peer's limits is refused. It prints one line per peer:
+timeout; one over a peer's limits is refused. On rxe it also answers UD
+pings (ping, and the exporter's pingmesh) on one UD queue pair for every
+prober that asked its TCP port for the queue pair's address. It prints one line per peer:
 who, the test, PASS or FAIL with the figures, the time and the memory it
 pinned (one JSON object a line with -j), and one per connection refused.
 auth FILE (at least 16 bytes, mode 600) is a shared secret: the responder
 or listener challenges each grdma client, which proves it holds the same
 file's secret (an HMAC; the secret never crosses the wire); ibv_rc_pingpong
 clients are then refused. Give the same auth FILE to probe DEV peer HOST.
+
+ping sends UD pings to the responder at HOST ("grdma probe DEV serve"
+there), one every interval (1s) until count probes or Ctrl-C, as ping
+does: one line per probe with its size, its round trip and the network's
+share of it (rtt less the responder's delay, which the responder reports
+in a second reply: R-Pingmesh's two-ACK exchange), then the loss and
+min/avg/max/mdev. The responder's UD queue pair (its number and Q_Key) is
+asked of its TCP port once, which registers this side's; sizes cycle
+through 64, 512, 1024 and the path MTU unless size is given. timeout
+(2s) bounds each probe's wait and the question. Times are software (the
+process's clock when a completion is polled; rxe has no completion
+timestamps), as the output says. Exit status 0 when a reply came.
 
 rxe (Soft-RoCE) is probed fully; mlx5 up to a queue pair in RTS (no
 traffic); other drivers up to the protection domain, then reported as not
@@ -103,6 +125,10 @@ failed (or the driver is not supported), 2 the command line was wrong.`,
   grdma -j probe rxe0 peer hosta bw write      # on host B
   grdma probe rxe0 peer 10.0.0.1:18600 lat send iters 10000
   grdma probe rxe0 peer hosta pingpong         # against ibv_rc_pingpong -g 1
+  grdma probe rxe0 peer hosta ud-pingpong      # against ibv_ud_pingpong -g 1
+  grdma probe rxe0 listen ud-pingpong          # for ibv_ud_pingpong -g 1 HOST
+  grdma probe rxe0 peer hosta ping count 10    # against probe rxe0 serve on hosta
+  grdma -j probe rxe0 peer hosta ping count 4 size 1024 interval 200ms
   grdma -j probe rxe0 serve 10.0.0.1 peers 32 from 10.0.0.0/24 auth /etc/grdma/probe.key`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 && args[0] == "help" {

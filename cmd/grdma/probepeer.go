@@ -11,6 +11,7 @@ import (
 	"github.com/grdma/grdma/grammar"
 	"github.com/grdma/grdma/output"
 	"github.com/grdma/grdma/render"
+	"github.com/grdma/grdma/udping"
 	"github.com/grdma/grdma/verbsprobe"
 )
 
@@ -26,6 +27,9 @@ func (a *app) probePeer(ctx context.Context, req grammar.ProbeRequest) error {
 	}
 	if req.Serve {
 		return a.probeServe(ctx, req, key)
+	}
+	if req.Ping {
+		return a.probePing(ctx, req, key)
 	}
 	var r *verbsprobe.Result
 	if req.Listen {
@@ -109,8 +113,26 @@ func (a *app) probeServe(ctx context.Context, req grammar.ProbeRequest, key []by
 	}
 	cfg.OnPeer = func(r *verbsprobe.Result) { line(func(p *output.Printer) { render.ServedPeer(p, r) }) }
 	cfg.OnRefused = func(r verbsprobe.Refusal) { line(func(p *output.Printer) { render.Refused(p, r) }) }
+	// UD pings are answered where grdma has the data path (rxe) and the
+	// port a GID.
+	var ud *udping.Responder
+	if _, err := dev.UDLocal(); err == nil {
+		cfg.UDPing = &udping.ResponderConfig{}
+		cfg.OnUDPing = func(r *udping.Responder) {
+			ud = r
+			a := r.Address()
+			fmt.Fprintf(os.Stderr, "grdma: probe %s answering UD pings on %s\n", dev.Name(), a)
+		}
+	} else {
+		fmt.Fprintf(os.Stderr, "grdma: probe %s: no UD ping: %v\n", dev.Name(), err)
+	}
 	if err := verbsprobe.Respond(ctx, dev, ln, cfg); err != nil {
 		return fmt.Errorf("probe %s serve: %w", dev.Name(), err)
+	}
+	if ud != nil {
+		s := ud.Stats()
+		fmt.Fprintf(os.Stderr, "grdma: probe %s: UD ping: %d probes answered, %d reports; dropped: %d unregistered, %d malformed, %d throttled, %d busy\n",
+			dev.Name(), s.Probes, s.Reports, s.Unregistered, s.Malformed, s.Throttled, s.Busy)
 	}
 	fmt.Fprintf(os.Stderr, "grdma: probe %s: stopped serving\n", dev.Name())
 	return nil

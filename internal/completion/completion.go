@@ -156,5 +156,5 @@ func (c *completer) values(v grammar.Value, done []string) []string {
 		}
 		return []string{"on", "off"}
 	}
-	return nil // free text: names, numbers
+	return v.Words // free text (names, numbers), and the words it also takes
 }
