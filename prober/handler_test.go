@@ -494,3 +494,46 @@ func TestSplitTarget(t *testing.T) {
 		}
 	}
 }
+
+// TestProbeUDPingOnFake: ud_ping through the pingmesh's real UD prober on
+// the fake kernel, against a responder with UD ping over loopback TCP,
+// and against a port where nothing listens.
+func TestProbeUDPingOnFake(t *testing.T) {
+	b := newBed(t, verbsprobe.ResponderConfig{UDPing: &udping.ResponderConfig{}})
+	targets := filepath.Join(t.TempDir(), "mesh.yml")
+	os.WriteFile(targets, []byte("[]\n"), 0o644)
+	pm, err := pingmesh.Start(context.Background(), pingmesh.Config{}, pingmesh.StartOptions{Device: fakeOpts(b.client), File: &pingmesh.TargetsFile{Path: targets}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- pm.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+		pm.Close()
+	}()
+	h, err := NewHandler(nil, Options{Pinger: pm.Prober})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := get(t, h, "module=ud_ping&target="+b.addr)
+	if v, _ := a.value("probe_success"); v != 1 {
+		t.Fatalf("ud_ping failed (%s):\n%s", a.reason(), a.body)
+	}
+	if v, _ := a.value("probe_ud_ping_sent"); v != DefaultUDPingCount {
+		t.Errorf("sent %v, want %d:\n%s", v, DefaultUDPingCount, a.body)
+	}
+	if n, _ := a.value("probe_ud_ping_rtt_seconds"); n != DefaultUDPingCount {
+		t.Errorf("%v answers:\n%s", n, a.body)
+	}
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	nobody := ln.Addr().String()
+	ln.Close()
+	if a := get(t, h, "module=ud_ping&target="+nobody); a.reason() != ReasonNoResponder {
+		t.Errorf("no responder: %s\n%s", a.reason(), a.body)
+	}
+}

@@ -206,7 +206,7 @@ func (a *app) exporter(cmd *cobra.Command, o *exporterOptions) error {
 		if err := reg.Register(mesh.Mesh); err != nil {
 			return err
 		}
-		popts.Pinger = udPinger(mesh)
+		popts.Pinger = mesh.Prober // ud_ping: single pings on the pingmesh's queue pair
 	}
 	probes, err := prober.NewHandler(probeCfg, popts)
 	if err != nil {

@@ -12,7 +12,6 @@ import (
 
 	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/pingmesh"
-	"github.com/grdma/grdma/prober"
 	"github.com/grdma/grdma/sysfs"
 	"github.com/grdma/grdma/verbsprobe"
 	"github.com/spf13/pflag"
@@ -117,15 +116,6 @@ func startPingmesh(ctx context.Context, sys sysfs.FS, o *pingmeshOptions, cfg pi
 	log.Info("pingmesh probing", "device", pm.Device(), "address", pm.Prober.Address().String(), "targets", o.targets,
 		"rate", o.rate, "max_rate", o.maxRate, "timestamps", string(pm.Source), "why", pm.SourceWhy)
 	return pm, nil
-}
-
-// udPinger is the pingmesh's prober for /probe's ud_ping, if it sends
-// single pings.
-func udPinger(pm *pingmesh.Pingmesh) prober.UDPinger {
-	if pp, ok := any(pm.Prober).(prober.UDPinger); ok {
-		return pp
-	}
-	return nil
 }
 
 // pingmeshPort is the port the pingmesh probes from: the one named, or
