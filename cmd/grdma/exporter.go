@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/grdma/grdma/exporter"
+	"github.com/grdma/grdma/internal/completion"
 	"github.com/grdma/grdma/pingmesh"
 	"github.com/grdma/grdma/prober"
 	"github.com/prometheus/client_golang/prometheus"
@@ -145,6 +146,9 @@ modules file or pingmesh settings.`,
 	_ = cmd.MarkFlagFilename("web.config.file", "yml", "yaml")
 	_ = cmd.MarkFlagFilename("pingmesh.targets", "json", "yml", "yaml")
 	_ = cmd.MarkFlagFilename("pingmesh.key-file")
+	_ = cmd.RegisterFlagCompletionFunc("pingmesh.device", func(_ *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		return completion.DevPorts(a.completionSource(), toComplete), cobra.ShellCompDirectiveNoFileComp
+	})
 	_ = cmd.MarkFlagFilename("probe.config.file", "yml", "yaml")
 	return cmd
 }

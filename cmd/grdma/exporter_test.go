@@ -51,3 +51,24 @@ func TestExporterUsage(t *testing.T) {
 		}
 	}
 }
+
+// TestExporterCompletion: the new flags complete by name, and
+// --pingmesh.device with the devices and their ports.
+func TestExporterCompletion(t *testing.T) {
+	for line, want := range map[string]string{
+		"exporter --pingmesh.device ":    "rxe0 rxe1",
+		"exporter --pingmesh.device rxe0": "rxe0 rxe0/1",
+		"exporter --pingmesh.t":          "--pingmesh.targets --pingmesh.timeout",
+		"exporter --probe.":              "--probe.config.file --probe.max-concurrent --probe.timeout-offset",
+		"exporter --collector.p":         "--collector.pingmesh",
+	} {
+		got, _ := complete(t, recordedDial("6.12"), strings.Split(line, " ")...)
+		var names []string
+		for _, g := range got {
+			names = append(names, strings.SplitN(g, "\t", 2)[0])
+		}
+		if strings.Join(names, " ") != want {
+			t.Errorf("%q: got %q, want %q", line, names, want)
+		}
+	}
+}
