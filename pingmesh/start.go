@@ -32,10 +32,10 @@ type StartOptions struct {
 	File *TargetsFile
 }
 
-// Start opens the device port, makes a UD prober on it (a target's
-// address is asked of its responder with verbsprobe.LookupUD, a refused
-// connection failing at once: Dial) and the collector over the targets
-// file. Run probes; Close releases the queue pair and the device.
+// Start opens the device port, makes a UD prober on it
+// (verbsprobe.NewUDProber: a target's address is asked of its responder,
+// a refused connection failing at once: Dial) and the collector over the
+// targets file. Run probes; Close releases the queue pair and the device.
 func Start(ctx context.Context, cfg Config, o StartOptions) (*Pingmesh, error) {
 	cfg = cfg.WithDefaults()
 	dev, res := verbsprobe.OpenDevice(ctx, o.Device)
@@ -47,12 +47,8 @@ func Start(ctx context.Context, cfg Config, o StartOptions) (*Pingmesh, error) {
 		dev.Close()
 		return nil, err
 	}
-	dial := Dial(nil)
-	resolve := func(ctx context.Context, target string, me udping.Address) (udping.Address, error) {
-		return verbsprobe.LookupUD(ctx, dev, Target{Address: target}.HostPort(), me,
-			verbsprobe.ConnectConfig{Key: o.Key, Timeout: udping.DefaultResolveTimeout, Dial: dial})
-	}
-	p, err := udping.NewProber(udping.ProberConfig{Local: local, Resolve: resolve, MaxRate: cfg.MaxRate, Timeout: cfg.Timeout})
+	p, err := verbsprobe.NewUDProber(dev, udping.ProberConfig{MaxRate: cfg.MaxRate, Timeout: cfg.Timeout},
+		verbsprobe.ConnectConfig{Key: o.Key, Timeout: udping.DefaultResolveTimeout, Dial: Dial(nil)})
 	if err != nil {
 		dev.Close()
 		return nil, err

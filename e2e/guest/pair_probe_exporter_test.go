@@ -121,7 +121,7 @@ func TestPairProbeExporter(t *testing.T) {
 		os.WriteFile(web, []byte("basic_auth_users:\n  prom: "+string(hash)+"\n"), 0o600)
 		startDaemon(t, 10041, grdma(), "exporter", "--web.listen-address="+exporterAddr, "--web.config.file="+web)
 		url := "http://" + exporterAddr + "/probe?module=rc_connect&target=" + p.PeerAddr
-		if code := httpStatus(t, url, "", ""); code != http.StatusUnauthorized {
+		if code, _ := fetch(t, url, "", ""); code != http.StatusUnauthorized {
 			t.Errorf("/probe without credentials: HTTP %d, want 401", code)
 		}
 		if body := httpGet(t, url, "prom", "secret"); !strings.Contains(body, "probe_success 1") {
@@ -139,9 +139,8 @@ func TestPairProbeExporter(t *testing.T) {
 	t.Logf("the responder served %v", n)
 }
 
-// httpGet fetches url (with basic auth if user is set) and returns the
-// body of a 200 answer; anything else fails the test.
-func httpGet(t *testing.T, url, user, password string) string {
+// fetch GETs url (with basic auth if user is set): the status and body.
+func fetch(t *testing.T, url, user, password string) (int, string) {
 	t.Helper()
 	req, _ := http.NewRequest("GET", url, nil)
 	if user != "" {
@@ -153,24 +152,17 @@ func httpGet(t *testing.T, url, user, password string) string {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: HTTP %s\n%s", url, resp.Status, b)
-	}
-	return string(b)
+	return resp.StatusCode, string(b)
 }
 
-func httpStatus(t *testing.T, url, user, password string) int {
+// httpGet is fetch of a page that must answer 200: its body.
+func httpGet(t *testing.T, url, user, password string) string {
 	t.Helper()
-	req, _ := http.NewRequest("GET", url, nil)
-	if user != "" {
-		req.SetBasicAuth(user, password)
+	code, body := fetch(t, url, user, password)
+	if code != http.StatusOK {
+		t.Fatalf("GET %s: HTTP %d\n%s", url, code, body)
 	}
-	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
-	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
-	}
-	resp.Body.Close()
-	return resp.StatusCode
+	return body
 }
 
 // grepLines keeps the lines of s that contain sub.
