@@ -11,12 +11,12 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
 
+	"github.com/grdma/grdma/verbsprobe"
 	"go.yaml.in/yaml/v2"
 )
 
@@ -35,12 +35,14 @@ type Target struct {
 // verbsprobe.DefaultPeerPort) where a target names none.
 const DefaultPort = 18515
 
-// HostPort is the target's address with its port: host:port.
+// HostPort is the target's address with its port: host:port
+// (verbsprobe.PeerAddress).
 func (t Target) HostPort() string {
-	if _, _, err := net.SplitHostPort(t.Address); err == nil {
+	hp, err := verbsprobe.PeerAddress(t.Address)
+	if err != nil {
 		return t.Address
 	}
-	return net.JoinHostPort(strings.Trim(t.Address, "[]"), strconv.Itoa(DefaultPort))
+	return hp
 }
 
 // Limits of a targets file: what the collector keeps in memory is bounded
@@ -125,31 +127,19 @@ func ParseTargets(name string, data []byte) ([]Target, error) {
 }
 
 // checkAddress accepts host, host:port, an IPv6 address alone or in
-// brackets with a port; not a URL.
+// brackets with a port (verbsprobe.PeerAddress); not a URL.
 func checkAddress(a string) error {
 	bad := func(why string) error {
 		return fmt.Errorf("target %q: %s; give host or host:port (the responder's port, %d when left out)", a, why, DefaultPort)
 	}
 	switch {
-	case a == "":
-		return bad("empty")
 	case len(a) > maxAddressLen:
 		return bad(fmt.Sprintf("longer than %d bytes", maxAddressLen))
 	case strings.ContainsAny(a, "/?#@ \t\n"):
 		return bad("not an address")
 	}
-	host := a
-	if h, p, err := net.SplitHostPort(a); err == nil {
-		n, perr := strconv.ParseUint(p, 10, 16)
-		if perr != nil || n == 0 {
-			return bad("port " + strconv.Quote(p) + " is not a port number")
-		}
-		host = h
-	} else if strings.Count(a, ":") == 1 {
-		return bad("port missing after the colon")
-	}
-	if host == "" {
-		return bad("no host")
+	if _, err := verbsprobe.PeerAddress(a); err != nil {
+		return bad(err.Error())
 	}
 	return nil
 }

@@ -20,7 +20,8 @@ import (
 )
 
 // splitTarget splits host or host:port (an IPv6 address alone or in
-// brackets with a port) into host and port, port def when absent.
+// brackets with a port: verbsprobe.PeerAddress) into host and port, port
+// def when absent.
 func splitTarget(target string, def int) (string, int, error) {
 	bad := func(why string) error {
 		return fmt.Errorf("target %q: %s; give host or host:port (the responder's port, %d when left out)", target, why, def)
@@ -28,23 +29,21 @@ func splitTarget(target string, def int) (string, int, error) {
 	if len(target) > 255 || strings.ContainsAny(target, "/?#@ \t\r\n") {
 		return "", 0, bad("not an address")
 	}
-	if h, p, err := net.SplitHostPort(target); err == nil {
-		n, err := strconv.ParseUint(p, 10, 16)
-		if err != nil || n == 0 || h == "" {
-			return "", 0, bad("not host:port")
-		}
-		return h, int(n), nil
+	hp, err := verbsprobe.PeerAddress(target)
+	if err != nil {
+		return "", 0, bad(err.Error())
 	}
-	host := strings.TrimSuffix(strings.TrimPrefix(target, "["), "]")
-	if strings.Count(host, ":") == 1 {
-		return "", 0, bad("port missing after the colon")
+	host, port, _ := net.SplitHostPort(hp)
+	n, _ := strconv.Atoi(port)
+	if _, _, err := net.SplitHostPort(target); err != nil {
+		n = def // no port given
 	}
 	if strings.Contains(host, ":") {
 		if _, err := netip.ParseAddr(host); err != nil {
 			return "", 0, bad("not an IPv6 address")
 		}
 	}
-	return host, def, nil
+	return host, n, nil
 }
 
 // resolve returns an address of host, IPv4 first (RoCE v2's usual GIDs).
