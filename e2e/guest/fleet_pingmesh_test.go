@@ -1,0 +1,252 @@
+//go:build e2eguest
+
+package guest
+
+// The pingmesh (issue 26) on four guests: each node runs the responder
+// (grdma probe DEV serve, which answers UD pings) and grdma exporter
+// --collector.pingmesh over one targets file naming the four; Debian's
+// Prometheus on node 1 scrapes the four exporters every 2 s and evaluates
+// deploy/prometheus/grdma-pingmesh.yml (its evaluation intervals
+// shortened to 1 s and 2 s; the expressions, windows and `for`s as
+// shipped). A healthy mesh fires nothing; then, one at a time, a RoCE
+// black hole on node 3, 20 ms of delay on node 2 and 1 KiB packets dropped
+// between node 1 and node 4 each show in the metrics and fire their
+// alerts naming that node or that link, and nothing else. The times from
+// a fault to the metric and to the alert are logged as FIGURE lines.
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	rules "github.com/grdma/grdma/deploy/prometheus"
+	"github.com/grdma/grdma/e2e/layout"
+)
+
+// meshExporterPort is where each node's exporter listens (all addresses:
+// node 1's Prometheus scrapes them over eth0).
+const meshExporterPort = 10041
+
+// pingmeshFleet is the running mesh: its nodes' daemons and node 1's
+// Prometheus.
+type pingmeshFleet struct {
+	f    *fleet
+	prom *daemon
+}
+
+// startPingmesh starts the responders and exporters of n nodes and
+// Prometheus on node 1, and waits until every pair has answered.
+func startPingmesh(t *testing.T, n int) *pingmeshFleet {
+	t.Helper()
+	f := withFleet(t, n)
+	var mesh strings.Builder
+	for i := 1; i <= n; i++ {
+		rack := "r1"
+		if i > n/2 {
+			rack = "r2"
+		}
+		fmt.Fprintf(&mesh, "- targets: [%s]\n  labels: {rack: %s}\n", layout.FleetName(i), rack)
+	}
+	for _, nd := range f.Nodes() {
+		nd.shell(t, fmt.Sprintf("mkdir -p /tmp/pingmesh && printf '%%s' '%s' > /tmp/pingmesh/mesh.yml", mesh.String()))
+		nd.on(t).Serve(probePort, grdma(), "-j", "probe", f.Dev, "serve")
+		nd.on(t).Serve(meshExporterPort, grdma(), "exporter", fmt.Sprintf("--web.listen-address=:%d", meshExporterPort),
+			"--collector.devices=false", "--collector.pingmesh", "--pingmesh.targets=/tmp/pingmesh/mesh.yml", "--pingmesh.device="+f.Dev)
+	}
+	dir := t.TempDir()
+	short := strings.NewReplacer("interval: 5s", "interval: 1s", "interval: 15s", "interval: 2s").Replace(rules.Pingmesh)
+	if short == rules.Pingmesh {
+		t.Fatal("the rules' evaluation intervals were not found to shorten")
+	}
+	os.WriteFile(filepath.Join(dir, "grdma-pingmesh.yml"), []byte(short), 0o644)
+	var targets []string
+	for i := 1; i <= n; i++ {
+		targets = append(targets, fmt.Sprintf("'%s:%d'", layout.FleetName(i), meshExporterPort))
+	}
+	cfg := filepath.Join(dir, "prometheus.yml")
+	os.WriteFile(cfg, []byte(`global:
+  scrape_interval: 2s
+  scrape_timeout: 2s
+  evaluation_interval: 1s
+rule_files: [grdma-pingmesh.yml]
+scrape_configs:
+  - job_name: pingmesh
+    static_configs: [{targets: [`+strings.Join(targets, ", ")+`]}]
+    relabel_configs:
+      - {source_labels: [__address__], regex: '(.+):\d+', target_label: instance}
+    metric_relabel_configs:
+      - {source_labels: [__name__], regex: 'grdma_pingmesh_.*', action: keep}
+`), 0o644)
+	pf := &pingmeshFleet{f: f}
+	pf.prom = startDaemon(t, 9090, layout.Prometheus, "--config.file="+cfg, "--storage.tsdb.path="+filepath.Join(dir, "data"),
+		"--web.listen-address="+prometheusAddr)
+	pairs := n * (n - 1)
+	q := fmt.Sprintf(`count(grdma_pingmesh_responder_up == 1 and grdma_pingmesh_consecutive_lost == 0) == %d`, pairs)
+	if _, ok := waitQuery(t, 3*time.Minute, q, nonEmpty); !ok {
+		up, _ := promQuery(`grdma_pingmesh_responder_up`)
+		errs, _ := promQuery(`grdma_pingmesh_errors_total > 0`)
+		t.Fatalf("the %d pairs never all answered: responder_up %v, errors %v\n%s", pairs, up, errs, pf.prom.output())
+	}
+	return pf
+}
+
+// firing returns the alerts firing now, as "Name{labels}" sorted.
+func firing(t *testing.T) []string {
+	t.Helper()
+	s, err := promQuery(`ALERTS{alertstate="firing"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, a := range s {
+		out = append(out, alertString(a.Metric))
+	}
+	sort.Strings(out)
+	return out
+}
+
+// alertString names an alert by the labels that say where: its name, the
+// probing node, the target, the size.
+func alertString(m map[string]string) string {
+	var parts []string
+	for _, k := range []string{"instance", "target", "size"} {
+		if v := m[k]; v != "" {
+			parts = append(parts, k+"="+v)
+		}
+	}
+	return m["alertname"] + "{" + strings.Join(parts, ",") + "}"
+}
+
+// quiet waits until no alert fires (a fault's windows emptied).
+func (pf *pingmeshFleet) quiet(t *testing.T) {
+	t.Helper()
+	if !eventually(4*time.Minute, func() bool { return len(firing(t)) == 0 }) {
+		t.Fatalf("alerts still firing 4 minutes after the fault ended: %v", firing(t))
+	}
+}
+
+// fault plants a fault, then waits for the metric (q non-empty) and for
+// each alert of want (names with their labels, as alertString) to fire;
+// every alert firing meanwhile must be one of want or allowed. It logs
+// the times from the fault to the metric and to each alert.
+func (pf *pingmeshFleet) fault(t *testing.T, name string, plant func(), metric string, want, allowed []string, limit time.Duration) {
+	t.Helper()
+	start := time.Now()
+	plant()
+	var metricAt time.Duration
+	seen := map[string]time.Duration{}
+	var stray []string
+	for deadline := start.Add(limit); ; time.Sleep(500 * time.Millisecond) {
+		if metricAt == 0 {
+			if s, err := promQuery(metric); err == nil && len(s) > 0 {
+				metricAt = time.Since(start)
+			}
+		}
+		for _, a := range firing(t) {
+			if _, ok := seen[a]; !ok {
+				seen[a] = time.Since(start)
+				if !slices.Contains(want, a) && !slices.Contains(allowed, a) && !slices.Contains(stray, a) {
+					stray = append(stray, a)
+				}
+			}
+		}
+		done := metricAt > 0
+		for _, w := range want {
+			if _, ok := seen[w]; !ok {
+				done = false
+			}
+		}
+		if done || time.Now().After(deadline) {
+			break
+		}
+	}
+	if metricAt == 0 {
+		t.Errorf("%s: %s never showed within %v", name, metric, limit)
+	} else {
+		t.Logf("FIGURE pingmesh %s: fault to metric (%s) %.1f s", name, metric, metricAt.Seconds())
+	}
+	for _, w := range want {
+		if at, ok := seen[w]; ok {
+			t.Logf("FIGURE pingmesh %s: fault to %s firing %.1f s", name, w, at.Seconds())
+		} else {
+			t.Errorf("%s: %s never fired within %v (fired: %v)", name, w, limit, seen)
+		}
+	}
+	if len(stray) > 0 {
+		t.Errorf("%s: alerts naming another node or link fired: %v", name, stray)
+	}
+}
+
+// pairAlerts is the alert name for every pair with node n, both ways.
+func pairAlerts(name string, n, size int, extra ...string) []string {
+	var out []string
+	for i := 1; i <= size; i++ {
+		if i == n {
+			continue
+		}
+		a, b := layout.FleetName(i), layout.FleetName(n)
+		out = append(out, fmt.Sprintf("%s{instance=%s,target=%s%s}", name, a, b, strings.Join(extra, "")),
+			fmt.Sprintf("%s{instance=%s,target=%s%s}", name, b, a, strings.Join(extra, "")))
+	}
+	return out
+}
+
+func TestFleetPingmesh(t *testing.T) {
+	const n = 4
+	pf := startPingmesh(t, n)
+	f := pf.f
+
+	// Healthy: nothing fires (pending included) for 90 s.
+	t.Run("Healthy", func(t *testing.T) {
+		for end := time.Now().Add(90 * time.Second); time.Now().Before(end); time.Sleep(2 * time.Second) {
+			s, err := promQuery(`ALERTS`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(s) > 0 {
+				var names []string
+				for _, a := range s {
+					names = append(names, alertString(a.Metric)+" "+a.Metric["alertstate"])
+				}
+				t.Fatalf("alerts on the healthy mesh: %v", names)
+			}
+		}
+		p99, _ := promQuery(`grdma:pingmesh_fleet_rtt_seconds:median_p99_1m`)
+		loss, _ := promQuery(`sum(increase(grdma_pingmesh_lost_total[1m])) / sum(increase(grdma_pingmesh_sent_total[1m]))`)
+		t.Logf("healthy mesh: the fleet's median RTT p99 %v, loss %v", p99, loss)
+	})
+
+	t.Run("BlackHole", func(t *testing.T) {
+		node3 := f.Node(3)
+		want := append(pairAlerts("PingmeshTargetUnreachable", 3, n),
+			"PingmeshNodeDegraded{instance=node3}", "PingmeshTargetDegraded{target=node3}")
+		pf.fault(t, "black hole (DropRoCE node3)", func() { node3.DropRoCE(t) },
+			`grdma_pingmesh_consecutive_lost{target="node3"} > 0`, want, nil, 3*time.Minute)
+	})
+	pf.quiet(t)
+
+	t.Run("Delay", func(t *testing.T) {
+		node2 := f.Node(2)
+		want := append(pairAlerts("PingmeshRTTHigh", 2, n),
+			"PingmeshNodeDegraded{instance=node2}", "PingmeshTargetDegraded{target=node2}")
+		pf.fault(t, "20 ms (netem node2)", func() { node2.Netem(t, "delay", "20ms") },
+			`grdma:pingmesh_rtt_seconds:p99_1m{target="node2"} > 0.02`, want, nil, 4*time.Minute)
+	})
+	pf.quiet(t)
+
+	t.Run("LargePacketsDropped", func(t *testing.T) {
+		node1, node4 := f.Node(1), f.Node(4)
+		want := []string{"PingmeshPacketLoss{instance=node1,target=node4,size=1024}", "PingmeshPacketLoss{instance=node4,target=node1,size=1024}"}
+		pf.fault(t, "1 KiB dropped (node1-node4)", func() { node1.DropLarger(t, node4, 1024) },
+			`grdma_pingmesh_lost_total{instance="node1",target="node4",size="1024"} > 0`, want, nil, 3*time.Minute)
+		// Small probes still pass: that is what says the size.
+		if s, _ := promQuery(`increase(grdma_pingmesh_lost_total{instance="node1",target="node4",size="64"}[1m]) > 0`); len(s) > 0 {
+			t.Errorf("64-byte probes node1 -> node4 lost too: %v", s)
+		}
+	})
+}
