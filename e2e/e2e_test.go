@@ -193,7 +193,7 @@ func TestGuest(t *testing.T) {
 // guestEnv passes the knobs the guest tests read on to them.
 func guestEnv() []string {
 	var env []string
-	for _, k := range []string{"E2E_CHURN", "E2E_EXPORTER_DEVICES", "E2E_SERVE_BENCH"} {
+	for _, k := range []string{"E2E_CHURN", "E2E_EXPORTER_DEVICES", "E2E_SERVE_BENCH", "E2E_PINGMESH_BENCH"} {
 		if v := os.Getenv(k); v != "" {
 			env = append(env, k+"="+v)
 		}
