@@ -50,11 +50,11 @@ test:
 	CGO_ENABLED=0 $(GO) test -tags $(NOPROM) ./cmd/grdma
 	@$(MAKE) --no-print-directory test-race test-arm64
 
-# The exporter under the race detector (it serves scrapes concurrently,
-# one server per listen address): needs cgo and a C compiler.
+# The exporter, /probe and the pingmesh under the race detector (they
+# serve scrapes and probes concurrently): needs cgo and a C compiler.
 test-race:
 	@if command -v $$($(GO) env CC) >/dev/null; then \
-		echo "CGO_ENABLED=1 $(GO) test -race ./exporter/..."; CGO_ENABLED=1 $(GO) test -race ./exporter/...; \
+		echo "CGO_ENABLED=1 $(GO) test -race ./exporter/... ./prober/... ./pingmesh/..."; CGO_ENABLED=1 $(GO) test -race ./exporter/... ./prober/... ./pingmesh/...; \
 	else \
 		echo "race tests SKIPPED: no C compiler ($$($(GO) env CC)) for go test -race"; \
 	fi
