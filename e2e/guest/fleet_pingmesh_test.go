@@ -38,6 +38,8 @@ const meshExporterPort = 10041
 type pingmeshFleet struct {
 	f    *fleet
 	prom *daemon
+	// The daemons of each node, for the diagnosis of a failure.
+	exporters, responders []*remoteCmd
 }
 
 // startPingmesh starts the responders and exporters of n nodes and
@@ -45,6 +47,7 @@ type pingmeshFleet struct {
 func startPingmesh(t *testing.T, n int) *pingmeshFleet {
 	t.Helper()
 	f := withFleet(t, n)
+	pf := &pingmeshFleet{f: f}
 	var mesh strings.Builder
 	for i := 1; i <= n; i++ {
 		rack := "r1"
@@ -55,9 +58,9 @@ func startPingmesh(t *testing.T, n int) *pingmeshFleet {
 	}
 	for _, nd := range f.Nodes() {
 		nd.shell(t, fmt.Sprintf("mkdir -p /tmp/pingmesh && printf '%%s' '%s' > /tmp/pingmesh/mesh.yml", mesh.String()))
-		nd.on(t).Serve(probePort, grdma(), "-j", "probe", f.Dev, "serve")
-		nd.on(t).Serve(meshExporterPort, grdma(), "exporter", fmt.Sprintf("--web.listen-address=:%d", meshExporterPort),
-			"--collector.devices=false", "--collector.pingmesh", "--pingmesh.targets=/tmp/pingmesh/mesh.yml", "--pingmesh.device="+f.Dev)
+		pf.responders = append(pf.responders, nd.on(t).Serve(probePort, grdma(), "-j", "probe", f.Dev, "serve"))
+		pf.exporters = append(pf.exporters, nd.on(t).Serve(meshExporterPort, grdma(), "exporter", fmt.Sprintf("--web.listen-address=:%d", meshExporterPort),
+			"--collector.devices=false", "--collector.pingmesh", "--pingmesh.targets=/tmp/pingmesh/mesh.yml", "--pingmesh.device="+f.Dev))
 	}
 	dir := t.TempDir()
 	short := strings.NewReplacer("interval: 5s", "interval: 1s", "interval: 15s", "interval: 2s").Replace(rules.Pingmesh)
@@ -83,7 +86,6 @@ scrape_configs:
     metric_relabel_configs:
       - {source_labels: [__name__], regex: 'grdma_pingmesh_.*', action: keep}
 `), 0o644)
-	pf := &pingmeshFleet{f: f}
 	pf.prom = startDaemon(t, 9090, layout.Prometheus, "--config.file="+cfg, "--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+prometheusAddr)
 	pairs := n * (n - 1)
@@ -91,9 +93,39 @@ scrape_configs:
 	if _, ok := waitQuery(t, 3*time.Minute, q, nonEmpty); !ok {
 		up, _ := promQuery(`grdma_pingmesh_responder_up`)
 		errs, _ := promQuery(`grdma_pingmesh_errors_total > 0`)
-		t.Fatalf("the %d pairs never all answered: responder_up %v, errors %v\n%s", pairs, up, errs, pf.prom.output())
+		pf.diagnose(t)
+		t.Fatalf("the %d pairs never all answered: responder_up %v, errors %v", pairs, up, errs)
 	}
 	return pf
+}
+
+// diagnose logs what Prometheus has and what each node's daemons said.
+func (pf *pingmeshFleet) diagnose(t *testing.T) {
+	t.Helper()
+	for _, q := range []string{`up`, `scrape_duration_seconds`, `count by (instance) (grdma_pingmesh_sent_total)`,
+		`sum by (instance, target) (increase(grdma_pingmesh_sent_total[1m]))`,
+		`sum by (instance, target, size) (increase(grdma_pingmesh_lost_total[1m])) > 0`,
+		`grdma_pingmesh_consecutive_lost > 0`, `grdma_pingmesh_errors_total > 0`, `grdma_pingmesh_prober_events_total > 0`,
+		`grdma:pingmesh_rtt_seconds:p99_1m`, `ALERTS`, `prometheus_rule_evaluation_failures_total > 0`} {
+		s, err := promQuery(q)
+		var lines []string
+		for _, x := range s {
+			lines = append(lines, fmt.Sprintf("%v %g", x.Metric, x.Value))
+		}
+		t.Logf("diagnosis: %s (%v):\n  %s", q, err, strings.Join(lines, "\n  "))
+	}
+	tail := func(s string) string {
+		l := strings.Split(strings.TrimSpace(s), "\n")
+		return strings.Join(l[max(0, len(l)-15):], "\n  ")
+	}
+	for i, e := range pf.exporters {
+		_, stderr := e.Output()
+		_, rerr := pf.responders[i].Output()
+		t.Logf("diagnosis: node%d's exporter:\n  %s\nits responder:\n  %s", i+1, tail(stderr), tail(rerr))
+		r := pf.f.Node(i+1).on(t).Run(layout.Sh, "-c", "free -k; dmesg | tail -5")
+		t.Logf("diagnosis: node%d: %s", i+1, tail(r.stdout))
+	}
+	t.Logf("diagnosis: Prometheus:\n  %s", tail(pf.prom.output()))
 }
 
 // firing returns the alerts firing now, as "Name{labels}" sorted.
@@ -181,6 +213,9 @@ func (pf *pingmeshFleet) fault(t *testing.T, name string, plant func(), metric s
 	if len(stray) > 0 {
 		t.Errorf("%s: alerts naming another node or link fired: %v", name, stray)
 	}
+	if t.Failed() {
+		pf.diagnose(t)
+	}
 }
 
 // pairAlerts is the alert name for every pair with node n, both ways.
@@ -210,6 +245,7 @@ func TestFleetPingmesh(t *testing.T) {
 		pending := map[string]bool{}
 		for end := time.Now().Add(90 * time.Second); time.Now().Before(end); time.Sleep(2 * time.Second) {
 			if f := firing(t); len(f) > 0 {
+				pf.diagnose(t)
 				t.Fatalf("alerts firing on the healthy mesh: %v", f)
 			}
 			s, _ := promQuery(`ALERTS{alertstate="pending"}`)
