@@ -7,8 +7,10 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -145,4 +147,78 @@ func TestStartOnFake(t *testing.T) {
 	if res := here.Resources(); res != (uverbstest.Resources{}) {
 		t.Errorf("the prober's device: left behind %+v", res)
 	}
+}
+
+// BenchmarkMeshOnFake: the CPU time of 1,000 probes through the whole
+// pingmesh on the host: the prober (udping on the fake kernel), the
+// collector, and ten responders answering (verbsprobe.Respond with UD
+// ping on loopback TCP) — the fake kernel's work included, so an upper
+// bound of what the prober and responders cost on a real device.
+func BenchmarkMeshOnFake(b *testing.B) {
+	fab := uverbstest.NewFabric()
+	here := fab.NewDevice(uverbstest.Config{Name: "rxe0", IPv4: netip.MustParseAddr("10.30.0.1")})
+	var targets []string
+	for i := range 10 {
+		d := fab.NewDevice(uverbstest.Config{Name: "rxe0", IPv4: netip.AddrFrom4([4]byte{10, 30, 0, byte(2 + i)})})
+		targets = append(targets, "'"+respondB(b, d)+"'")
+	}
+	path := filepath.Join(b.TempDir(), "mesh.yml")
+	os.WriteFile(path, []byte("- targets: ["+strings.Join(targets, ", ")+"]\n"), 0o644)
+	pm, err := Start(context.Background(), Config{Rate: 100, MaxRate: 2000}, StartOptions{Device: fakeDevice(here), File: &TargetsFile{Path: path}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- pm.Run(ctx) }()
+	sent := func() float64 { // under the collector's lock, not a scrape: the measure must not cost
+		pm.mu.Lock()
+		defer pm.mu.Unlock()
+		var n float64
+		for _, ts := range pm.targets {
+			for _, v := range ts.sent {
+				n += v
+			}
+		}
+		return n
+	}
+	for sent() < 100 { // every target resolved
+		time.Sleep(10 * time.Millisecond)
+	}
+	var cpu time.Duration
+	for b.Loop() {
+		start, c0 := sent(), processCPU()
+		for sent() < start+1000 {
+			time.Sleep(20 * time.Millisecond)
+		}
+		cpu += processCPU() - c0
+	}
+	b.ReportMetric(cpu.Seconds()*1000/float64(b.N), "CPU-ms/1000probes")
+	cancel()
+	<-done
+	pm.Close()
+}
+
+// respondB is respond for a benchmark.
+func respondB(b *testing.B, d *uverbstest.Device) string {
+	dev, res := verbsprobe.OpenDevice(context.Background(), fakeDevice(d))
+	if dev == nil {
+		b.Fatalf("OpenDevice: %v", res.Err())
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- verbsprobe.Respond(ctx, dev, ln, verbsprobe.ResponderConfig{UDPing: &udping.ResponderConfig{}}) }()
+	b.Cleanup(func() { cancel(); <-done; dev.Close() })
+	return ln.Addr().String()
+}
+
+// processCPU is the process's user and system time.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
