@@ -58,7 +58,7 @@ func TestFleetPingmeshBenchmark(t *testing.T) {
 		for j := range perNode[i] {
 			port := probePort + j
 			pidFile := fmt.Sprintf("/tmp/responder-%d.pid", port)
-			nd.on(t).Serve(port, layout.Sh, "-c", fmt.Sprintf("echo $$ > %s; exec %s -j probe %s serve :%d", pidFile, grdma(), f.Dev, port))
+			nd.on(t).WithTimeout(daemonLimit).Serve(port, layout.Sh, "-c", fmt.Sprintf("echo $$ > %s; exec %s -j probe %s serve :%d", pidFile, grdma(), f.Dev, port))
 			targets = append(targets, fmt.Sprintf("%s:%d", nd.Name, port))
 		}
 	}

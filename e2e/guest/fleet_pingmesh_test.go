@@ -33,6 +33,10 @@ import (
 // node 1's Prometheus scrapes them over eth0).
 const meshExporterPort = 10041
 
+// daemonLimit is how long the agents let a scenario's daemons run (their
+// default limit, a minute, is a command's).
+const daemonLimit = 30 * time.Minute
+
 // pingmeshFleet is the running mesh: its nodes' daemons and node 1's
 // Prometheus.
 type pingmeshFleet struct {
@@ -58,8 +62,8 @@ func startPingmesh(t *testing.T, n int) *pingmeshFleet {
 	}
 	for _, nd := range f.Nodes() {
 		nd.shell(t, fmt.Sprintf("mkdir -p /tmp/pingmesh && printf '%%s' '%s' > /tmp/pingmesh/mesh.yml", mesh.String()))
-		pf.responders = append(pf.responders, nd.on(t).Serve(probePort, grdma(), "-j", "probe", f.Dev, "serve"))
-		pf.exporters = append(pf.exporters, nd.on(t).Serve(meshExporterPort, grdma(), "exporter", fmt.Sprintf("--web.listen-address=:%d", meshExporterPort),
+		pf.responders = append(pf.responders, nd.on(t).WithTimeout(daemonLimit).Serve(probePort, grdma(), "-j", "probe", f.Dev, "serve"))
+		pf.exporters = append(pf.exporters, nd.on(t).WithTimeout(daemonLimit).Serve(meshExporterPort, grdma(), "exporter", fmt.Sprintf("--web.listen-address=:%d", meshExporterPort),
 			"--collector.devices=false", "--collector.pingmesh", "--pingmesh.targets=/tmp/pingmesh/mesh.yml", "--pingmesh.device="+f.Dev))
 	}
 	dir := t.TempDir()

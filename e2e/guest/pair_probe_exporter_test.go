@@ -27,7 +27,7 @@ import (
 
 func TestPairProbeExporter(t *testing.T) {
 	p := withPeer(t)
-	srv := p.ServeOnA(t, probePort, grdma(), "-j", "probe", p.Dev, "serve", "timeout", "30s")
+	srv := p.A.WithTimeout(10*time.Minute).Serve(probePort, grdma(), "-j", "probe", p.Dev, "serve", "timeout", "30s")
 	dir := t.TempDir()
 	modules := filepath.Join(dir, "probe.yml")
 	os.WriteFile(modules, []byte(`modules:
