@@ -537,3 +537,52 @@ func TestProbeUDPingOnFake(t *testing.T) {
 		t.Errorf("no responder: %s\n%s", a.reason(), a.body)
 	}
 }
+
+// TestProbeHostileTargets plays targets that are not responders: one
+// that answers garbage, one that accepts and says nothing, one that
+// sends an endless line. Each probe fails with a reason within its time,
+// nothing is left on the device, and the exporter holds no connection.
+func TestProbeHostileTargets(t *testing.T) {
+	b := newBed(t, verbsprobe.ResponderConfig{})
+	h := b.handler(t, nil, Options{})
+	serve := func(talk func(net.Conn)) string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				go func() { defer c.Close(); talk(c) }()
+			}
+		}()
+		return ln.Addr().String()
+	}
+	garbage := serve(func(c net.Conn) { c.Write([]byte("HTTP/1.1 200 OK\r\n\r\n{\"type\":\"welcome\"}\n\x00\xff")) })
+	silent := serve(func(c net.Conn) { time.Sleep(5 * time.Second) })
+	endless := serve(func(c net.Conn) {
+		buf := []byte(strings.Repeat("x", 64<<10))
+		for i := 0; i < 1000; i++ {
+			if _, err := c.Write(buf); err != nil {
+				return
+			}
+		}
+	})
+	for name, addr := range map[string]string{"garbage": garbage, "silent": silent, "endless": endless} {
+		start := time.Now()
+		a := get(t, h, "module=rc_connect&target="+addr, "X-Prometheus-Scrape-Timeout-Seconds", "2.5")
+		if v, _ := a.value("probe_success"); v != 0 || a.reason() == "" {
+			t.Errorf("%s: %s\n%s", name, a.reason(), a.body)
+		}
+		if d := time.Since(start); d > 30*time.Second { // a hang, not a slow machine
+			t.Errorf("%s: the probe took %v with 2 s of time", name, d)
+		}
+		t.Logf("%s: %s", name, a.reason())
+	}
+	b.stop()
+	noneLeft(t, b.server, b.client)
+}
