@@ -25,7 +25,8 @@ import (
 // probing the three others at 1/s (sizes 64, 512, 1024), scraped every
 // 5 s, through a healthy start with one RTT spike and a fault at a time
 // (a black hole at n4, 20 ms on n3, large packets dropped between n1 and
-// n2, n2's responder down), each healed before the next. The test file
+// n2, n2's responder down, n1's prober unable to send), each healed
+// before the next. The test file
 // is generated (UPDATE_RULES_TEST=1 go test ./pingmesh -run Rules) and
 // checked to be up to date; promtool then runs it.
 
@@ -33,7 +34,7 @@ const (
 	rulesDir      = "../deploy/prometheus"
 	rulesTestFile = "grdma-pingmesh_test.yml"
 	simStep       = 5 * time.Second
-	simEnd        = 26 * time.Minute
+	simEnd        = 30 * time.Minute
 )
 
 var simNodes = []string{"n1", "n2", "n3", "n4"}
@@ -60,6 +61,8 @@ func simProbe(src, dst string, size int, at time.Duration) udping.Result {
 		return lost(dst, size, udping.OutcomeTimeout)
 	case in(23*time.Minute, 26*time.Minute) && dst == "n2": // n2's responder stopped
 		return unresolved(dst, &DialError{KindNoResponder, errors.New("connection refused")})
+	case in(27*time.Minute, 29*time.Minute) && src == "n1": // n1's sends fail: no result, its queue pair made again
+		return udping.Result{}
 	case at == 2*time.Minute && src == "n1" && dst == "n2": // one slow answer on a healthy mesh
 		ok.RTT = 100 * time.Millisecond
 	}
@@ -68,7 +71,7 @@ func simProbe(src, dst string, size int, at time.Duration) udping.Result {
 
 // rulesFamilies are the families the rules use: only their series go
 // into the test file.
-var rulesFamilies = []string{"grdma_pingmesh_sent_total", "grdma_pingmesh_lost_total", "grdma_pingmesh_consecutive_lost",
+var rulesFamilies = []string{"grdma_pingmesh_sent_total", "grdma_pingmesh_lost_total", "grdma_pingmesh_consecutive_lost", "grdma_pingmesh_prober_events_total",
 	"grdma_pingmesh_responder_up", "grdma_pingmesh_rtt_seconds", "grdma_pingmesh_targets_file_last_reload_successful", "grdma_pingmesh_targets"}
 
 // simulate runs the four collectors on a simulated clock and returns
@@ -107,7 +110,12 @@ func simulate(t *testing.T) map[string][]float64 {
 					probeN++
 					size := sizes[probeN%len(sizes)]
 					clock = time.Unix(0, 0).Add(at + time.Duration(i)*time.Second)
-					m.record(simProbe(src, dst, size, at+time.Duration(i)*time.Second))
+					r := simProbe(src, dst, size, at+time.Duration(i)*time.Second)
+					if r.Outcome == "" {
+						m.prober.(*fakeProber).stats.Restarts++
+						continue
+					}
+					m.record(r)
 				}
 			}
 			clock = time.Unix(0, 0).Add(at + simStep)
@@ -231,7 +239,7 @@ func with(m map[string]string, kv ...string) map[string]string {
 // 1.019 ms).
 func expectations(series map[string][]float64) []expectation {
 	names := []string{"PingmeshTargetUnreachable", "PingmeshResponderDown", "PingmeshPacketLoss", "PingmeshRTTHigh",
-		"PingmeshNodeDegraded", "PingmeshTargetDegraded", "PingmeshTargetsFileBroken"}
+		"PingmeshNodeDegraded", "PingmeshTargetDegraded", "PingmeshTargetsFileBroken", "PingmeshProberFailing"}
 	fires := map[time.Duration]map[string][]alert{}
 	at := func(d time.Duration, name string, a ...alert) {
 		if fires[d] == nil {
@@ -309,6 +317,14 @@ func expectations(series map[string][]float64) []expectation {
 			"description": "The control channel of n2 (rack r1) refuses, does not answer or does not resolve: is grdma probe DEV serve (deploy/systemd/grdma-responder.service, the DaemonSet's grdma-responder) running there?",
 		}})
 	}
+	// n1's prober failing from 27m: its sends fail, nothing is lost on the
+	// network; the node and its prober are named.
+	at(28*time.Minute+45*time.Second, "PingmeshProberFailing", alert{map[string]string{"job": "pingmesh", "instance": "n1:10041", "event": "restarts", "severity": "critical"},
+		map[string]string{
+			"summary":     "n1:10041: the pingmesh's UD queue pair keeps failing",
+			"description": "The probes of n1:10041 cannot leave (their sends complete in error): look at that node's RDMA port and its firewall (UDP 4791).",
+		}})
+	at(28*time.Minute+45*time.Second, "PingmeshNodeDegraded", nodeDegraded("n1", "100%"))
 	// Every alert is checked at every time: silent before, between and
 	// after the faults (the RTT spike at 2m included).
 	times := []time.Duration{time.Minute, 2*time.Minute + 50*time.Second, 3*time.Minute + 50*time.Second, 7*time.Minute + 45*time.Second, 8*time.Minute + 30*time.Second,
@@ -342,8 +358,8 @@ func rulesTest(series map[string][]float64) string {
 # nodes probing each other at 1/s, scraped every 5 s, through a healthy
 # start (one 100 ms answer n1 -> n2 at 2m), a black hole at n4 (4m-7m),
 # 20 ms on n3 (10m-14m), packets of 1 KiB dropped between n1 and n2
-# (17m-20m) and n2's responder down (23m-26m). Only the families the rules
-# use are kept.
+# (17m-20m), n2's responder down (23m-26m) and n1's prober unable to send
+# (27m-29m). Only the families the rules use are kept.
 rule_files:
   - grdma-pingmesh.yml
 evaluation_interval: 5s

@@ -271,11 +271,24 @@ func TestFleetPingmesh(t *testing.T) {
 	})
 
 	t.Run("BlackHole", func(t *testing.T) {
+		// The others' probes to node3 are lost on the way. node3's own
+		// cannot leave: nftables refuses them at output, so its rxe
+		// completes the sends in error and its prober makes its queue pair
+		// again and again (PingmeshProberFailing); the pairs from node3
+		// degrade because they send nothing.
 		node3 := pf.f.Node(3)
-		want := append(pairAlerts("PingmeshTargetUnreachable", 3, n),
-			"PingmeshNodeDegraded{instance=node3}", "PingmeshTargetDegraded{target=node3}")
+		var want, allowed []string
+		for _, a := range pairAlerts("PingmeshTargetUnreachable", 3, n) {
+			if strings.Contains(a, "target=node3") {
+				want = append(want, a)
+			} else {
+				allowed = append(allowed, a) // a kernel that lets the sends out and loses them
+			}
+		}
+		want = append(want, "PingmeshNodeDegraded{instance=node3}", "PingmeshTargetDegraded{target=node3}",
+			"PingmeshProberFailing{instance=node3}")
 		pf.fault(t, "black hole (DropRoCE node3)", func() { node3.DropRoCE(t) },
-			`grdma_pingmesh_consecutive_lost{target="node3"} > 0`, want, nil, 3*time.Minute)
+			`grdma_pingmesh_consecutive_lost{target="node3"} > 0`, want, allowed, 3*time.Minute)
 	})
 }
 
