@@ -234,9 +234,9 @@ func with(m map[string]string, kv ...string) map[string]string {
 
 // expectations: what fires when, and the silence around it. Values in
 // annotations are what Prometheus computes: lost in a row from the
-// simulated series; a p99 whose samples lie in one bucket (lo, 2lo] is
-// lo + 0.99 lo (20.9 ms: 16.384 ms + 0.99 x 16.384 ms = 32.6 ms; 0.9 ms:
-// 1.019 ms).
+// simulated series; a quantile q of samples in one bucket (lo, 2lo] is
+// lo + q lo (20.9 ms: p99 16.384 ms + 0.99 x 16.384 ms = 32.6 ms, median
+// 24.58 ms; 0.9 ms: 1.019 ms and 768 µs).
 func expectations(series map[string][]float64) []expectation {
 	names := []string{"PingmeshTargetUnreachable", "PingmeshResponderDown", "PingmeshPacketLoss", "PingmeshRTTHigh",
 		"PingmeshNodeDegraded", "PingmeshTargetDegraded", "PingmeshTargetsFileBroken", "PingmeshProberFailing"}
@@ -293,12 +293,16 @@ func expectations(series map[string][]float64) []expectation {
 	at(7*time.Minute+45*time.Second, "PingmeshNodeDegraded", nodeDegraded("n4", "100%"))
 	at(7*time.Minute+45*time.Second, "PingmeshTargetDegraded", targetDegraded("n4", "100%"))
 	// 20 ms on n3 from 10m: every pair with n3 is slow.
+	// Its p99 and its median, each against the fleet's: 20.9 ms lies in
+	// (16.384, 32.768] ms, the healthy 0.9 ms in (0.512, 1.024] ms.
 	for _, o := range others("n3") {
 		for _, p := range [][2]string{{o, "n3"}, {"n3", o}} {
-			at(12*time.Minute+30*time.Second, "PingmeshRTTHigh", alert{with(pair(p[0], p[1]), "severity", "warning"), map[string]string{
-				"summary":     fmt.Sprintf("RTT p99 32.6ms from %s:10041 to %s, above 3x the fleet's median", p[0], p[1]),
-				"description": fmt.Sprintf("The fleet's median p99 is 1.019ms; the path %s:10041 -> %s (rack %s) is slow.", p[0], p[1], simRack(p[1])),
-			}})
+			for _, q := range []struct{ quantile, value, fleet string }{{"0.99", "32.6ms", "1.019ms"}, {"0.5", "24.58ms", "768us"}} {
+				at(12*time.Minute+30*time.Second, "PingmeshRTTHigh", alert{with(pair(p[0], p[1]), "severity", "warning", "quantile", q.quantile), map[string]string{
+					"summary":     fmt.Sprintf("RTT %s quantile %s from %s:10041 to %s, above 3x the fleet's median", q.quantile, q.value, p[0], p[1]),
+					"description": fmt.Sprintf("The fleet's median of that quantile is %s; the path %s:10041 -> %s (rack %s) is slow.", q.fleet, p[0], p[1], simRack(p[1])),
+				}})
+			}
 		}
 	}
 	at(12*time.Minute+30*time.Second, "PingmeshNodeDegraded", nodeDegraded("n3", "100%"))
