@@ -50,11 +50,13 @@ test:
 	CGO_ENABLED=0 $(GO) test -tags $(NOPROM) ./cmd/grdma
 	@$(MAKE) --no-print-directory test-race test-arm64
 
-# The exporter, /probe and the pingmesh under the race detector (they
-# serve scrapes and probes concurrently): needs cgo and a C compiler.
+# The exporter, /probe, the pingmesh and the sweep under the race
+# detector (scrapes and probes served at once, one server per listen
+# address; a sweep node's rounds, listener and partners at once): needs
+# cgo and a C compiler.
 test-race:
 	@if command -v $$($(GO) env CC) >/dev/null; then \
-		echo "CGO_ENABLED=1 $(GO) test -race ./exporter/... ./prober/... ./pingmesh/..."; CGO_ENABLED=1 $(GO) test -race ./exporter/... ./prober/... ./pingmesh/...; \
+		echo "CGO_ENABLED=1 $(GO) test -race ./exporter/... ./prober/... ./pingmesh/... ./sweep/..."; CGO_ENABLED=1 $(GO) test -race ./exporter/... ./prober/... ./pingmesh/... ./sweep/...; \
 	else \
 		echo "race tests SKIPPED: no C compiler ($$($(GO) env CC)) for go test -race"; \
 	fi

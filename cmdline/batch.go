@@ -52,11 +52,11 @@ func SplitBatchLine(line string) ([]string, error) {
 // abbreviated object means ("s" is system, "st" statistic), then grdma's
 // own objects.
 var Objects = []string{"help", "dev", "link", "resource", "system", "statistic", "monitor",
-	"check", "port", "gid", "probe", "exporter", "completion"}
+	"check", "topo", "port", "gid", "probe", "sweep", "exporter", "cm", "completion"}
 
 // valueOptions are grdma's long options that take the next word as their
 // value; -b and -n are their short forms.
-var valueOptions = []string{"--batch", "--sysfs-root", "--netns"}
+var valueOptions = []string{"--batch", "--sysfs-root", "--proc-root", "--netns"}
 
 // completeCmds are the hidden commands of cobra's shell completion
 // (cobra.ShellCompRequestCmd, ShellCompNoDescRequestCmd): the words after

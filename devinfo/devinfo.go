@@ -19,7 +19,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -28,6 +27,7 @@ import (
 	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/locator"
 	"github.com/grdma/grdma/nldev"
+	"github.com/grdma/grdma/pci"
 	"github.com/grdma/grdma/ports"
 	"github.com/grdma/grdma/sysfs"
 	"github.com/grdma/grdma/uverbs"
@@ -261,25 +261,22 @@ func (r *Reader) open(dev string, node uverbs.Node) (Verbs, error) {
 	return c, nil
 }
 
-// addBus reads the parent bus device and its driver from the device's
-// sysfs links (readlink only). A software device (rxe, siw) has none: its
-// driver is named from netlink's driver id (readDevice) or by the sysfs
-// fallback.
+// addBus reads the bus device and its driver (pci.RDMADevice, the one
+// mapping of RDMA devices to bus devices). A software device (rxe, siw)
+// has none: pci.RDMADevice places it at its netdev's function for
+// topology, but that bus device is the netdev's, not its own; its driver
+// is named from netlink's driver id (readDevice) or by the sysfs fallback.
 func (r *Reader) addBus(d *Device) error {
-	dir := "sys/class/infiniband/" + d.Name + "/device"
-	target, err := r.Sysfs.Readlink(dir)
-	switch {
-	case errors.Is(err, unix.ENOENT):
-		return nil
-	case err != nil:
+	a, err := pci.RDMADevice(r.Sysfs, d.Name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // not in this sysfs: netlink alone describes it
+	}
+	if err != nil || a.Netdev != "" || a.Name == "" {
 		return err
 	}
-	d.BusDevice = &BusDevice{Name: path.Base(target)}
-	if sub, err := r.Sysfs.Readlink(dir + "/subsystem"); err == nil {
-		d.BusDevice.Bus = path.Base(sub)
-	}
-	if drv, err := r.Sysfs.Readlink(dir + "/driver"); err == nil {
-		d.Driver = path.Base(drv)
+	d.BusDevice = &BusDevice{Bus: a.Bus, Name: a.Name}
+	if a.Driver != "" {
+		d.Driver = a.Driver
 	}
 	return nil
 }

@@ -33,6 +33,8 @@ import (
 //	E2E_GRDMA=/path          install this grdma instead of bin/grdma
 //	E2E_GUEST_GRDMA=/path    GRDMA inside the guest, e.g.
 //	                         /usr/libexec/e2e/grdma-wrong-key
+//	E2E_TOPO_RUN=CheckGDR    pattern for the PCIe topology scenarios,
+//	                         matched after TestTopo (none: no such boot)
 //	E2E_CHURN=60s            how long TestChurn churns devices
 //	E2E_TIMEOUT=12m          per guest
 //	E2E_VERBOSE=1            guest consoles to stderr
@@ -152,7 +154,7 @@ func TestGuest(t *testing.T) {
 			}
 			boots[i].r, boots[i].err = bed.RunGuestTests(ctx, &GuestTestRun{
 				Kernel: boots[i].k, Grdma: grdma, TestBinary: testBin,
-				Run: os.Getenv("E2E_RUN"), Skip: LinkedScenarios, GuestGrdma: os.Getenv("E2E_GUEST_GRDMA"), Env: guestEnv(),
+				Run: os.Getenv("E2E_RUN"), Skip: LinkedScenarios + "|" + TopologyScenarios, GuestGrdma: os.Getenv("E2E_GUEST_GRDMA"), Env: guestEnv(),
 				Timeout: timeout, Verbose: os.Getenv("E2E_VERBOSE") != "",
 			}, opt)
 		}()
@@ -291,6 +293,80 @@ func TestTwoHosts(t *testing.T) {
 			}
 			if err := p.Err(); err != nil && !t.Failed() {
 				t.Errorf("%v\n%s", err, pairTails(p))
+			}
+		})
+	}
+}
+
+// TestTopology boots, per kernel and in parallel, a guest with the PCIe
+// layout TopologyScenarioLayout (e2e/topology.go: q35, switches, e1000e
+// and virtio-net NICs, display functions standing in for GPUs, two more
+// host bridges, two NUMA nodes) and runs the topology scenarios (e2e/guest
+// TestTopo*) in it, each reported as TestTopology/KERNEL/NAME. It runs
+// before TestGuest's parallel boots.
+func TestTopology(t *testing.T) {
+	pattern := os.Getenv("E2E_TOPO_RUN")
+	if pattern == "none" {
+		t.Skip("E2E_TOPO_RUN=none")
+	}
+	ctx, bed := readyBed(t)
+	grdma, testBin, err := build(ctx, bed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	topology, err := TopologyNamed(TopologyScenarioLayout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	labels := kernelLabels()
+	results := make([]*Result, len(labels))
+	errs := make([]error, len(labels))
+	var wg sync.WaitGroup
+	for i, label := range labels {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			k, err := bed.Kernel(ctx, label)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			opt := BootOptions{QEMUArgs: topology.QEMUArgs, KernelArgs: topology.KernelArgs}
+			if os.Getenv("E2E_VERBOSE") != "" {
+				opt.Console = os.Stderr
+			}
+			results[i], errs[i] = bed.RunGuestTests(ctx, &GuestTestRun{
+				Kernel: k, Grdma: grdma, TestBinary: testBin, Run: TopologyScenarios + pattern,
+				GuestGrdma: os.Getenv("E2E_GUEST_GRDMA"), Env: guestEnv(),
+				Timeout: guestTimeout(), Verbose: os.Getenv("E2E_VERBOSE") != "",
+			}, opt)
+		}()
+	}
+	wg.Wait()
+	for i, label := range labels {
+		t.Run(label, func(t *testing.T) {
+			r := results[i]
+			if r != nil {
+				defer r.Cleanup()
+			}
+			if errs[i] != nil {
+				t.Fatal(errs[i])
+			}
+			t.Logf("%s: boot %v, scenarios %v, qemu total %v", r.Kernel, r.Boot.Round(100*time.Millisecond),
+				r.Run.Round(100*time.Millisecond), r.Total.Round(100*time.Millisecond))
+			nodes, err := ParseGuestTests(ctx, r.Log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(nodes) == 0 {
+				t.Fatalf("no topology scenario ran: %v\nguest output:\n%s\nconsole:\n%s", r.Err(), tail(r.Log, 30), tail(r.Console, 20))
+			}
+			t.Logf("scenarios: %s", Summary(nodes))
+			for _, n := range nodes {
+				report(t, n, r, replay{logPassing: true})
+			}
+			if err := r.Err(); err != nil && !t.Failed() {
+				t.Errorf("%v\nguest output:\n%s", err, tail(r.Log, 40))
 			}
 		})
 	}

@@ -28,8 +28,9 @@ var linkModules = []string{"virtio_net", "rdma_ucm"}
 // boot (rdma_ucm: connection manager IDs for resource captures; 8021q: a
 // VLAN netdev, which rxe must refuse; ib_umad: the umad and issm character
 // devices `grdma dev info` lists; the fault helpers' tc and nftables
-// modules).
-var extraModules = append([]string{"rdma_ucm", "8021q", "ib_umad"}, layout.FaultModules...)
+// modules; e1000e: the PCIe NICs of a guest booted with a PCIe topology,
+// BootOptions.QEMUArgs).
+var extraModules = append([]string{"rdma_ucm", "8021q", "ib_umad", "e1000e"}, layout.FaultModules...)
 
 // guestTools are host binaries copied to the same guest path, with the
 // shared libraries ldd finds for them.

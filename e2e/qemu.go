@@ -74,6 +74,12 @@ type BootOptions struct {
 	Console io.Writer
 	// MemoryMB is the guest's memory; 0 means 1024.
 	MemoryMB int
+	// QEMUArgs are appended to QEMU's command line: a PCIe topology
+	// ("-machine", "q35", "-device", "pcie-root-port,..."), more CPUs or
+	// NUMA nodes (a later -smp or -m replaces the default).
+	QEMUArgs []string
+	// KernelArgs are appended to the kernel command line.
+	KernelArgs string
 
 	// initramfs, if set, is an image built already (the fleet's guests
 	// share one), used instead of building one from the Guest.
@@ -162,12 +168,16 @@ func (b *Bed) launch(ctx context.Context, g *Guest, opt BootOptions) (*machine, 
 	if qemu == "" {
 		return m, errors.New("e2e: qemu-system-x86_64 not found (EnsureTools not run?)")
 	}
+	cmdline := "console=ttyS0 panic=-1 quiet mitigations=off"
+	if opt.KernelArgs != "" {
+		cmdline += " " + opt.KernelArgs
+	}
 	args := []string{
 		"-nographic", "-no-reboot",
 		"-nodefaults", "-no-user-config", "-serial", "stdio",
 		"-m", strconv.Itoa(opt.MemoryMB), "-smp", "1",
 		"-kernel", g.Kernel.Vmlinuz(), "-initrd", initrd,
-		"-append", "console=ttyS0 panic=-1 quiet mitigations=off",
+		"-append", cmdline,
 		"-fsdev", "local,id=host,path=" + m.share + ",security_model=none",
 		"-device", "virtio-9p-pci,fsdev=host,mount_tag=host",
 	}
@@ -178,6 +188,7 @@ func (b *Bed) launch(ctx context.Context, g *Guest, opt BootOptions) (*machine, 
 		args = append(args, "-netdev", backend+",id=n0,"+opts,
 			"-device", "virtio-net-pci,netdev=n0,mac="+g.Link.MAC)
 	}
+	args = append(args, opt.QEMUArgs...)
 	m.tctx, m.cancel = context.WithTimeout(ctx, opt.Timeout)
 	m.cmd = exec.CommandContext(m.tctx, qemu, args...)
 	m.cmd.WaitDelay = 5 * time.Second

@@ -27,8 +27,10 @@ import (
 	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/nldev"
 	"github.com/grdma/grdma/node"
+	"github.com/grdma/grdma/pci"
 	"github.com/grdma/grdma/ports"
 	"github.com/grdma/grdma/sysfs"
+	"github.com/grdma/grdma/topo"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -60,6 +62,14 @@ type Options struct {
 	// their queue pairs).
 	ReuseFor time.Duration
 
+	// PCIe turns on the PCIe topology metrics (grdma_pcie_*, grdma_gpu_*):
+	// the links from every GPU and RDMA device up to its root port, the
+	// GPU–NIC path types and AER counters (package topo), read with each
+	// reading of the devices (shared as that is). PCIeGPUs are functions to treat as GPUs besides those
+	// found by ID (topo.Options.GPUs).
+	PCIe     bool
+	PCIeGPUs []pci.Address
+
 	// Now returns the time; nil means time.Now.
 	Now func() time.Time
 }
@@ -68,7 +78,7 @@ type Options struct {
 const DefaultReuseFor = time.Second
 
 // readErrorKinds are the values of the what label of the read errors.
-var readErrorKinds = []string{"devices", "device", "ports", "counters", "pma", "gids", "resources"}
+var readErrorKinds = []string{"devices", "device", "ports", "counters", "pma", "gids", "resources", "pcie"}
 
 // DefaultCheckInterval is the minimum time between two runs of the checks.
 const DefaultCheckInterval = time.Minute
@@ -125,6 +135,9 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 				continue
 			}
 		}
+		if slices.Contains(pcieFamilies, f) && !c.opts.PCIe {
+			continue
+		}
 		ch <- f.desc
 	}
 }
@@ -143,6 +156,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	e := &emitter{ch: ch, seen: map[string]bool{}}
 	s := c.shared(start)
 	s.export(e)
+	if s.topo != nil {
+		exportTopology(e, s.topo)
+	}
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -228,6 +244,8 @@ type scrape struct {
 	ports map[string]*port // by "dev/port"
 	res   []nldev.ResSummary
 	errs  []node.ReadError
+	// topo is the PCI topology (Options.PCIe); nil when off or unreadable.
+	topo *topo.Topology
 }
 
 func portKey(dev string, p uint32) string { return dev + "/" + strconv.FormatUint(uint64(p), 10) }
@@ -236,6 +254,9 @@ func portKey(dev string, p uint32) string { return dev + "/" + strconv.FormatUin
 // and what only the exporter needs (counters, PMA counters, resources).
 func (c *Collector) read() *scrape {
 	s := &scrape{ports: map[string]*port{}}
+	if c.opts.PCIe {
+		c.readPCIe(s)
+	}
 	nl, err := c.opts.Dial()
 	if err != nil {
 		s.node = &node.Snapshot{DevicesErr: err, PortsErr: err}

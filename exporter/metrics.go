@@ -102,8 +102,24 @@ var (
 		"Outcome of a grdma health check: 0 PASS, 1 WARN, 2 FAIL.", "check", "subject")
 	famCheckRun = family("grdma_check_last_run_timestamp_seconds", prometheus.GaugeValue,
 		"When the checks ran.")
+	famPCIeDegraded = family("grdma_pcie_link_degraded", prometheus.GaugeValue,
+		"1 when a PCIe link on the way from a GPU or RDMA device up to its root port runs below the speed or width both ends can do (or is down), else 0; function is the lower end (the device or a switch upstream port), port the upper.", "function", "port")
+	famPCIeSpeed = family("grdma_pcie_link_transfers_per_second", prometheus.GaugeValue,
+		"Current speed of a PCIe link per lane (2.5e9 for 2.5 GT/s), as the lower end's current_link_speed.", "function", "port")
+	famPCIeCapSpeed = family("grdma_pcie_link_capable_transfers_per_second", prometheus.GaugeValue,
+		"Highest speed per lane both ends of a PCIe link can do (the lower of their max_link_speed).", "function", "port")
+	famPCIeWidth = family("grdma_pcie_link_width_lanes", prometheus.GaugeValue,
+		"Current width of a PCIe link in lanes (current_link_width).", "function", "port")
+	famPCIeCapWidth = family("grdma_pcie_link_capable_width_lanes", prometheus.GaugeValue,
+		"Widest both ends of a PCIe link can do (the lower of their max_link_width).", "function", "port")
+	famPCIeAER = family("grdma_pcie_aer_errors_total", prometheus.CounterValue,
+		"PCIe AER errors of a GPU, an RDMA device's function or a bridge between them since boot (aer_dev_*, TOTAL_ERR_*), by severity (correctable, nonfatal, fatal).", "function", "severity")
+	famGPUNICPath = family("grdma_gpu_nic_path_info", prometheus.GaugeValue,
+		"Always 1: the PCIe path type between a GPU (its PCI function) and an RDMA device as nvidia-smi topo -m names it (PIX, PXB, PHB, NODE, SYS), NCCL's name for it, and whether NCCL's default NCCL_NET_GDR_LEVEL (PXB) lets NCCL use GPUDirect RDMA on it.", "gpu", "device", "path", "nccl_path", "gdr_path_allows")
+	famGPUNCCLNIC = family("grdma_gpu_nccl_device_info", prometheus.GaugeValue,
+		"Always 1: the RDMA device NCCL would use for a GPU's first channel (NCCL 2.27-2.30's choice: the fastest, then closest), with the path type.", "gpu", "device", "path")
 	famReadErrors = family("grdma_export_read_errors", prometheus.GaugeValue,
-		"Parts of devices and ports this export could not read (what: devices, device, ports, counters, pma, gids, resources).")
+		"Parts of devices and ports this export could not read (what: devices, device, ports, counters, pma, gids, resources, pcie).")
 	famReadError = family("grdma_export_read_error", prometheus.GaugeValue,
 		"1 for each part of a device or port this export could not read.", "device", "port", "what")
 	famScrapeErrors = family("grdma_exporter_read_errors_total", prometheus.CounterValue,
@@ -119,8 +135,12 @@ var Families = []*Family{
 	famGIDInfo, famGIDIndex, famHWCounter, famRcvBytes, famXmitBytes,
 	famDeviceInfo, famResources,
 	famCheckStatus, famCheckRun,
+	famPCIeDegraded, famPCIeSpeed, famPCIeCapSpeed, famPCIeWidth, famPCIeCapWidth, famPCIeAER, famGPUNICPath, famGPUNCCLNIC,
 	famReadErrors, famReadError, famScrapeErrors, famDuration,
 }
+
+// pcieFamilies are exported with Options.PCIe only.
+var pcieFamilies = []*Family{famPCIeDegraded, famPCIeSpeed, famPCIeCapSpeed, famPCIeWidth, famPCIeCapWidth, famPCIeAER, famGPUNICPath, famGPUNCCLNIC}
 
 // MarkdownTable returns the metrics table of the README: one row per
 // family with its type, labels and help.

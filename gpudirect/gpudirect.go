@@ -161,3 +161,18 @@ func describeReadError(err error) string {
 	}
 	return err.Error()
 }
+
+// NodeCanRegister says whether the node can register GPU memory with its
+// RDMA devices by either mechanism: true when one verdict is true, false
+// when both are false, nil when neither is true and one is unknown.
+func NodeCanRegister(r Report) *bool {
+	yes := func(v Verdict) bool { return v.Supported != nil && *v.Supported }
+	no := func(v Verdict) bool { return v.Supported != nil && !*v.Supported }
+	switch {
+	case yes(r.PeerMem) || yes(r.DMABuf):
+		return new(true)
+	case no(r.PeerMem) && no(r.DMABuf):
+		return new(false)
+	}
+	return nil
+}

@@ -13,16 +13,17 @@ import (
 )
 
 // CheckNames are the checks `grdma check` runs, in this order by default:
-// "devices" (health.CheckDevices), "ports" (health.CheckPorts), "probe" (health.Probe)
-// and "gdr" (health.CheckGDR).
-var CheckNames = []string{"devices", "ports", "probe", "gdr"}
+// "devices" (health.CheckDevices), "ports" (health.CheckPorts), "probe" (health.Probe),
+// "gdr" (health.CheckGDR) and "cm" (health.CheckCM).
+var CheckNames = []string{"devices", "ports", "probe", "gdr", "cm"}
 
 // ParseCheck reads the words of `grdma check`: check names (CheckNames,
 // all of them when none is named) and expectations, abbreviated as rdma
 // abbreviates keywords (Check's table):
 //
-//	[devices|ports|probe|gdr]... [state STATE] [min-rate GBPS] [mtu BYTES] [gid-type v1|v2|ib]
+//	[devices|ports|probe|gdr|cm]... [state STATE] [min-rate GBPS] [mtu BYTES] [gid-type v1|v2|ib]
 //	[gid-index N [type v1|v2|ib] [ipv4|ipv6]] [netdev-mtu BYTES] [device-count N] [device-names A,B]
+//	[gpu BDF...]
 //
 // Wrong words are a *cmdline.UsageError naming the problem.
 func ParseCheck(words []string) (checks []string, exp health.Expect, err error) {
@@ -35,6 +36,12 @@ func ParseCheck(words []string) (checks []string, exp health.Expect, err error) 
 		}
 		if slices.Contains(CheckNames, kw) {
 			checks = append(checks, kw)
+			continue
+		}
+		if kw == "gpu" {
+			if exp.GPUs, err = gpuFunctions(args, exp.GPUs); err != nil {
+				return nil, exp, err
+			}
 			continue
 		}
 		if kw == "ipv4" || kw == "ipv6" {

@@ -158,6 +158,7 @@ var Check = &Syntax{Keywords: append(checkWords(),
 	Keyword{"netdev-mtu", []Value{free}},
 	Keyword{"device-count", []Value{free}},
 	Keyword{"device-names", []Value{device}},
+	Keyword{"gpu", []Value{gpuFn}},
 )}
 
 func checkWords() []Keyword {
@@ -198,7 +199,7 @@ var Probe = &Syntax{Pos: []Positional{{Value: devPort}}, Keywords: []Keyword{
 // exporter flags only (cobra completes them).
 var objects = map[string]*Syntax{
 	"dev": Dev, "link": Link, "sys": Sys, "port": PortObject, "gid": GID, "stat": Stat,
-	"monitor": {}, "res": Res, "check": Check, "probe": Probe, "exporter": {},
+	"monitor": {}, "res": Res, "check": Check, "topo": Topo, "probe": Probe, "sweep": Sweep, "exporter": {}, "cm": CM,
 }
 
 // Object returns the grammar of object (a command name: dev, link, res,

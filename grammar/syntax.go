@@ -75,6 +75,9 @@ const (
 	// AutoOnOff is the on|off after stat qp set ... auto CRITERIA: none
 	// after auto off.
 	AutoOnOff
+	// GPUFunction is a PCI function address to treat as a GPU (gpu
+	// BDF); completion offers the display functions.
+	GPUFunction
 )
 
 // words is a Words value.
@@ -88,6 +91,7 @@ var (
 	port    = Value{Kind: Port}
 	netdev  = Value{Kind: Netdev}
 	netns   = Value{Kind: Netns}
+	gpuFn   = Value{Kind: GPUFunction}
 )
 
 // KeywordNames lists the keywords of s, in their order (help included

@@ -20,6 +20,7 @@ import (
 	"github.com/grdma/grdma/gpudirect"
 	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/node"
+	"github.com/grdma/grdma/pci"
 )
 
 // Status is the outcome of one check.
@@ -115,6 +116,9 @@ type Expect struct {
 	// DeviceNames empty means any number but at least one.
 	DeviceCount int
 	DeviceNames []string
+	// GPUs are PCI functions the gdr check treats as GPUs besides those
+	// found by ID (topo.Options.GPUs).
+	GPUs []pci.Address
 }
 
 // CheckPorts is the "ports" check of a node: every port of s against

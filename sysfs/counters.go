@@ -43,7 +43,7 @@ func parsePMAValue(name, text string) (uint64, bool) {
 // are left out; a port without a counters/ directory (rxe, RoCE on many
 // drivers) has none. Equivalent to `perfquery` without MADs.
 func (f FS) PMACounters(dev string, port uint32) ([]PMACounter, error) {
-	if err := checkName("RDMA device", dev); err != nil {
+	if err := CheckName("RDMA device", dev); err != nil {
 		return nil, err
 	}
 	dir := path.Join("sys/class/infiniband", dev, "ports", strconv.FormatUint(uint64(port), 10), "counters")
@@ -77,10 +77,10 @@ func (f FS) PMACounters(dev string, port uint32) ([]PMACounter, error) {
 // Each read of a PMA counter is a MAD the kernel sends to the device's
 // firmware, so a reader that needs a few reads those alone.
 func (f FS) PMACounter(dev string, port uint32, name string) (v uint64, ok bool, err error) {
-	if err := checkName("RDMA device", dev); err != nil {
+	if err := CheckName("RDMA device", dev); err != nil {
 		return 0, false, err
 	}
-	if err := checkName("PMA counter", name); err != nil {
+	if err := CheckName("PMA counter", name); err != nil {
 		return 0, false, err
 	}
 	s, err := f.ReadAttr(path.Join("class/infiniband", dev, "ports", strconv.FormatUint(uint64(port), 10), "counters", name))

@@ -35,11 +35,14 @@ const DefaultRoot = "/"
 const maxAttrSize = 4096
 
 // FS is a file system rooted at a directory that holds sys/ (and, for other
-// readers, proc/ and dev/). It implements io/fs.FS, fs.ReadFileFS and
-// fs.ReadDirFS with names relative to that root, such as
-// "sys/class/infiniband/rxe0/ports/1/rate" or "proc/kallsyms".
+// readers, proc/ and dev/). It implements io/fs.FS, fs.ReadFileFS,
+// fs.ReadDirFS and fs.ReadLinkFS with names relative to that root, such as
+// "sys/class/infiniband/rxe0/ports/1/rate" or "proc/kallsyms". WithProc
+// puts proc/ somewhere else (a container's /host/proc).
 type FS struct {
 	root string
+	// proc, when set, is the directory that proc/ names (WithProc).
+	proc string
 
 	// readHook, when set (by tests), runs before every attribute read and
 	// can fail it, simulating kernel errors such as a device going away.
@@ -50,6 +53,7 @@ var (
 	_ fs.FS         = FS{}
 	_ fs.ReadFileFS = FS{}
 	_ fs.ReadDirFS  = FS{}
+	_ fs.ReadLinkFS = FS{}
 )
 
 // NewFS returns an FS rooted at root ("" means DefaultRoot). The root must be
@@ -68,12 +72,40 @@ func NewFS(root string) (FS, error) {
 	return FS{root: filepath.Clean(root)}, nil
 }
 
+// WithProc returns a copy of f whose proc/ is the directory dir, a procfs
+// mount such as a container's /host/proc (node_exporter's --path.procfs);
+// "" keeps proc/ below the root. The directory must exist.
+func (f FS) WithProc(dir string) (FS, error) {
+	if dir == "" {
+		f.proc = ""
+		return f, nil
+	}
+	info, err := os.Stat(dir)
+	if err != nil {
+		return FS{}, fmt.Errorf("proc root: %w", err)
+	}
+	if !info.IsDir() {
+		return FS{}, fmt.Errorf("proc root %s: not a directory", dir)
+	}
+	f.proc = filepath.Clean(dir)
+	return f, nil
+}
+
 // Root returns the directory the FS is rooted at.
 func (f FS) Root() string { return f.root }
 
 // Path returns the host path of name, a slash-separated name relative to the
-// root (e.g. "dev/infiniband/uverbs0").
+// root (e.g. "dev/infiniband/uverbs0"); names below proc/ are below the
+// proc directory when WithProc set one.
 func (f FS) Path(name string) string {
+	if f.proc != "" {
+		if name == "proc" {
+			return f.proc
+		}
+		if rest, ok := strings.CutPrefix(name, "proc/"); ok {
+			return filepath.Join(f.proc, filepath.FromSlash(rest))
+		}
+	}
 	return filepath.Join(f.root, filepath.FromSlash(name))
 }
 
@@ -117,8 +149,10 @@ func (f FS) ReadDir(name string) ([]fs.DirEntry, error) {
 	return entries, nil
 }
 
-// Readlink returns the target of the symbolic link name.
-func (f FS) Readlink(name string) (string, error) {
+// ReadLink returns the target of the symbolic link name, as the kernel
+// wrote it (sysfs links are relative: "../../devices/pci0000:00/...").
+// It implements fs.ReadLinkFS.
+func (f FS) ReadLink(name string) (string, error) {
 	if !fs.ValidPath(name) {
 		return "", &fs.PathError{Op: "readlink", Path: name, Err: fs.ErrInvalid}
 	}
@@ -127,6 +161,19 @@ func (f FS) Readlink(name string) (string, error) {
 		return "", relativeError(err, name)
 	}
 	return target, nil
+}
+
+// Lstat returns the file information of name without following a final
+// symbolic link. It implements fs.ReadLinkFS.
+func (f FS) Lstat(name string) (fs.FileInfo, error) {
+	if !fs.ValidPath(name) {
+		return nil, &fs.PathError{Op: "lstat", Path: name, Err: fs.ErrInvalid}
+	}
+	info, err := os.Lstat(f.Path(name))
+	if err != nil {
+		return nil, relativeError(err, name)
+	}
+	return info, nil
 }
 
 // ReadAttr reads the sysfs attribute at name, relative to the root's sys/
@@ -225,8 +272,10 @@ func (e *InvalidNameError) Error() string {
 	return fmt.Sprintf("invalid %s name %q: %s", e.Kind, e.Name, e.Reason)
 }
 
-// checkName refuses a name that is not one path element.
-func checkName(kind, name string) error {
+// CheckName refuses a name that is not one path element of sysfs (an
+// *InvalidNameError naming kind, e.g. "RDMA device" or "netdev"), before
+// any path is built from it.
+func CheckName(kind, name string) error {
 	reason := ""
 	switch {
 	case name == "":

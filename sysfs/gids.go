@@ -37,7 +37,7 @@ type GIDAttr struct {
 // fixtures record it). An error for which IsGone is true means the device
 // went away while being read.
 func (f FS) GIDAttrs(dev string, port uint32) ([]GIDAttr, error) {
-	if err := checkName("RDMA device", dev); err != nil {
+	if err := CheckName("RDMA device", dev); err != nil {
 		return nil, err
 	}
 	dir := portDir(dev, port)
@@ -63,7 +63,7 @@ func (f FS) GIDAttrs(dev string, port uint32) ([]GIDAttr, error) {
 
 // GIDAttr reads one slot of the GID table of a port.
 func (f FS) GIDAttr(dev string, port uint32, index int) (GIDAttr, error) {
-	if err := checkName("RDMA device", dev); err != nil {
+	if err := CheckName("RDMA device", dev); err != nil {
 		return GIDAttr{}, err
 	}
 	r := &gidReader{fs: f, dir: portDir(dev, port)}

@@ -89,7 +89,7 @@ func readEach[T any](names []string, read func(name string) (T, error)) ([]T, er
 // Device reads the device attributes of class/infiniband/name. An error for
 // which IsGone is true means the device does not exist (any more).
 func (f FS) Device(name string) (Device, error) {
-	if err := checkName("RDMA device", name); err != nil {
+	if err := CheckName("RDMA device", name); err != nil {
 		return Device{}, err
 	}
 	dir := "class/infiniband/" + name
@@ -131,7 +131,7 @@ func (f FS) Device(name string) (Device, error) {
 
 // driver names the driver behind device d in dir.
 func (f FS) driver(dir string, d Device) (string, error) {
-	target, err := f.Readlink("sys/" + dir + "/device/driver")
+	target, err := f.ReadLink("sys/" + dir + "/device/driver")
 	switch {
 	case err == nil:
 		return path.Base(target), nil
@@ -148,7 +148,7 @@ func (f FS) driver(dir string, d Device) (string, error) {
 
 // PortNumbers lists the port numbers of device dev, ascending.
 func (f FS) PortNumbers(dev string) ([]uint32, error) {
-	if err := checkName("RDMA device", dev); err != nil {
+	if err := CheckName("RDMA device", dev); err != nil {
 		return nil, err
 	}
 	dir := "class/infiniband/" + dev + "/ports"
@@ -176,7 +176,7 @@ func (f FS) PortNumbers(dev string) ([]uint32, error) {
 
 // Port reads the attributes of port number port of device dev.
 func (f FS) Port(dev string, port uint32) (Port, error) {
-	if err := checkName("RDMA device", dev); err != nil {
+	if err := CheckName("RDMA device", dev); err != nil {
 		return Port{}, err
 	}
 	dir := portDir(dev, port)
@@ -239,7 +239,7 @@ func (f FS) Ports(dev string) ([]Port, error) {
 // PKeys reads the P_Key table of a port (pkeys/N), in index order. It is
 // empty when the port has no P_Key table (RoCE on some drivers).
 func (f FS) PKeys(dev string, port uint32) ([]uint16, error) {
-	if err := checkName("RDMA device", dev); err != nil {
+	if err := CheckName("RDMA device", dev); err != nil {
 		return nil, err
 	}
 	dir := portDir(dev, port) + "/pkeys"
@@ -356,7 +356,7 @@ func ParseGUID(s string) (uint64, error) {
 // PortRate reads ports/N/rate of device dev; the zero Rate when the kernel
 // cannot print it (EINVAL for an unknown active width).
 func (f FS) PortRate(dev string, port uint32) (Rate, error) {
-	if err := checkName("RDMA device", dev); err != nil {
+	if err := CheckName("RDMA device", dev); err != nil {
 		return Rate{}, err
 	}
 	dir := portDir(dev, port)
@@ -376,7 +376,7 @@ func (f FS) PortRate(dev string, port uint32) (Rate, error) {
 
 // LinkLayer reads ports/N/link_layer of device dev.
 func (f FS) LinkLayer(dev string, port uint32) (ib.LinkLayer, error) {
-	if err := checkName("RDMA device", dev); err != nil {
+	if err := CheckName("RDMA device", dev); err != nil {
 		return 0, err
 	}
 	ll, err := f.ReadAttr(portDir(dev, port) + "/link_layer")
@@ -393,7 +393,7 @@ func (f FS) LinkLayer(dev string, port uint32) (ib.LinkLayer, error) {
 // or port asked for is an *ib.NotFoundError.
 func (f FS) ListPorts(dev string, port uint32) ([]ib.PortRef, error) {
 	if dev != "" {
-		if err := checkName("RDMA device", dev); err != nil {
+		if err := CheckName("RDMA device", dev); err != nil {
 			return nil, err
 		}
 	}

@@ -11,7 +11,7 @@ type Netdev struct {
 
 // Netdev reads class/net/name.
 func (f FS) Netdev(name string) (Netdev, error) {
-	if err := checkName("netdev", name); err != nil {
+	if err := CheckName("netdev", name); err != nil {
 		return Netdev{}, err
 	}
 	dir := "class/net/" + name
@@ -36,7 +36,7 @@ func (f FS) Netdev(name string) (Netdev, error) {
 
 // NetdevMTU reads class/net/name/mtu.
 func (f FS) NetdevMTU(name string) (int, error) {
-	if err := checkName("netdev", name); err != nil {
+	if err := CheckName("netdev", name); err != nil {
 		return 0, err
 	}
 	mtu, err := f.readUint("class/net/"+name+"/mtu", 31)

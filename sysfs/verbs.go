@@ -43,7 +43,7 @@ func (f FS) VerbsDevices() ([]VerbsDevice, error) {
 
 // VerbsDevice reads class/infiniband_verbs/name.
 func (f FS) VerbsDevice(name string) (VerbsDevice, error) {
-	if err := checkName("uverbs device", name); err != nil {
+	if err := CheckName("uverbs device", name); err != nil {
 		return VerbsDevice{}, err
 	}
 	dir := "class/infiniband_verbs/" + name
@@ -85,7 +85,7 @@ func parseDevNumber(dev string) (major, minor uint32, err error) {
 // reading every attribute of every uverbs device made `grdma port`
 // quadratic (BENCHMARKS.md).
 func (f FS) VerbsDeviceFor(ibdev string) (VerbsDevice, error) {
-	if err := checkName("RDMA device", ibdev); err != nil {
+	if err := CheckName("RDMA device", ibdev); err != nil {
 		return VerbsDevice{}, err
 	}
 	names, err := f.listNames("class/infiniband_verbs")

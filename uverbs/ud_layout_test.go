@@ -36,12 +36,12 @@ func init() {
 // that the vector's two unions are where rxe_av has them.
 func TestRxeAVSockaddrs(t *testing.T) {
 	h, _ := readHeader(t, rxeHeader)
-	paths := h.types["rxe_av"].paths()
+	paths := h.Types["rxe_av"].Paths()
 	for name, got := range map[string]uintptr{
 		"sgid_addr": unsafe.Offsetof(rxeAV{}.SGIDAddr), "dgid_addr": unsafe.Offsetof(rxeAV{}.DGIDAddr),
 	} {
-		if p := paths[name]; p.offset != int(got) || p.size != 28 {
-			t.Errorf("%s @%d size %d, Go @%d size 28", name, p.offset, p.size, got)
+		if p := paths[name]; p.Offset != int(got) || p.Size != 28 {
+			t.Errorf("%s @%d size %d, Go @%d size 28", name, p.Offset, p.Size, got)
 		}
 	}
 	var sa [28]byte

@@ -18,7 +18,12 @@
 // Beyond the device and port queries, the package creates the objects of
 // a verbs probe (pd.go, cq.go, qp.go, mr.go) with the driver data of rxe,
 // including its shared queues (rxe.go), and of mlx5's control path
-// (mlx5.go).
+// (mlx5.go). Completions are polled from rxe's queue or, with a
+// completion channel, waited for as events (events.go: RxeCQ.Wait).
+//
+// A Context talks to the kernel through a Kernel: the character device
+// for Open, or a stand-in given to NewContext, such as the fake kernel of
+// package uverbstest, which unit tests of code above this package use.
 package uverbs
 
 import (

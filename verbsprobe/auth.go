@@ -29,7 +29,7 @@ const authLabel = "grdma probe auth v1\x00"
 func LoadKey(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("auth: %w", err)
 	}
 	defer f.Close()
 	st, err := f.Stat()

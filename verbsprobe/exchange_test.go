@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/grdma/grdma/ib"
+	"github.com/grdma/grdma/uverbs"
 	"github.com/grdma/grdma/uverbs/uverbstest"
 )
 
@@ -289,4 +291,49 @@ func TestPingpongExchangeErrors(t *testing.T) {
 		t.Errorf("a wrong done: %s: %v", stepNames(r), r.Err())
 	}
 	noneLeft(t, p.a)
+}
+
+// cmLike is an exchange as RDMA CM's active side will be: it chooses the
+// device port (its route's) and gives each transition its attributes
+// (INIT_QP_ATTR's answers), here over a queue pair connected to itself.
+type cmLike struct {
+	selfExchange
+	dev   string
+	calls []ib.QPState
+}
+
+func (x *cmLike) ChooseDevice(_ context.Context, opts Options) (Options, string, error) {
+	opts.Device, opts.Port = x.dev, 1
+	return opts, "resolved to " + x.dev + "/1", nil
+}
+
+func (x *cmLike) QPAttr(_ context.Context, c *Conn, attr uverbs.QPAttr, mask uverbs.QPAttrMask) (uverbs.QPAttr, uverbs.QPAttrMask, error) {
+	x.calls = append(x.calls, attr.State)
+	if attr.State == ib.QPStateRTR {
+		attr.PathMTU = ib.MTU512 // the kernel's answer, not grdma's
+	}
+	return attr, mask, nil
+}
+
+// An exchange chooses the device and the transitions' attributes without
+// the probe knowing it: the seam RDMA CM plugs into.
+func TestExchangeChoosesDeviceAndAttributes(t *testing.T) {
+	d := uverbstest.NewDevice(uverbstest.Config{Name: "rxe7"})
+	x := &cmLike{dev: "rxe7"}
+	opts := fakeOptions(d)
+	opts.Device = "" // the exchange knows
+	res := probe(context.Background(), opts, x, newResult(opts))
+	if !res.OK() || !strings.HasPrefix(stepNames(res), "resolve,open,") || res.Device != "rxe7" ||
+		res.Steps[0].Detail != "resolved to rxe7/1" {
+		t.Fatalf("%s: %v", stepNames(res), res.Err())
+	}
+	if fmt.Sprint(x.calls) != "[INIT RTR RTS]" {
+		t.Errorf("QPAttr was asked for %v", x.calls)
+	}
+	for _, s := range res.Steps {
+		if s.Name == StepRTR && s.Detail != "to qpn "+fmt.Sprint(res.QPN)+", path MTU 512" {
+			t.Errorf("RTR: %q", s.Detail)
+		}
+	}
+	noneLeft(t, d)
 }

@@ -169,8 +169,8 @@ func (a *acceptor) loop(ctx context.Context, got func(*arrival) bool) error {
 			from := conn.RemoteAddr().String()
 			if !Allowed(a.cfg.Allow, conn.RemoteAddr()) {
 				<-slots
-				conn.Close()
 				a.refuse(from, errors.New("not in the allowed networks (from)"))
+				conn.Close()
 				continue
 			}
 			mu.Lock()
@@ -208,8 +208,9 @@ func (a *acceptor) loop(ctx context.Context, got func(*arrival) bool) error {
 		select {
 		case r := <-results:
 			if r.err != nil {
-				r.arr.conn.Close()
+				// Logged before the peer sees it closed.
 				a.refuse(r.from, r.err)
+				r.arr.conn.Close()
 				continue
 			}
 			if !got(r.arr) {

@@ -223,6 +223,11 @@ type poller struct {
 	// events: wait for completions on the Conn's completion channel, in
 	// slices of eventSlice between the idle checks, instead of spinning.
 	events bool
+	// latency: the loop times each exchange itself; the poller reads no
+	// clock per completion (in the emulated guests a clock read is a
+	// system call that costs more than a poll) and checks less often.
+	latency bool
+	seen    int // completions (or signs of life) since the last check
 }
 
 // Waiting for completions: polling keeps a core busy for the whole test,
@@ -236,7 +241,7 @@ const eventSlice = 20 * time.Millisecond
 // newPoller returns a poller of the test's completions; latency tests
 // poll, the others wait for events when the Conn has a channel.
 func (t *traffic) newPoller(latency bool) *poller {
-	pl := &poller{t: t, wcs: make([]uverbs.WC, 64), lastWC: time.Now()}
+	pl := &poller{t: t, wcs: make([]uverbs.WC, 64), lastWC: time.Now(), latency: latency}
 	pl.events = t.e.conn.channel != nil && !latency
 	if s := t.e.link; s != nil && s.role == RoleClient && s.incoming != nil {
 		pl.watch = &watcher{s: s, lastHeard: time.Now(), quiet: true}
@@ -268,17 +273,29 @@ func (pl *poller) poll(doing string) ([]uverbs.WC, error) {
 			return nil, err
 		}
 		pl.empty = 0
-		pl.lastWC = time.Now()
+		if pl.latency {
+			pl.seen += n
+		} else {
+			pl.lastWC = time.Now()
+		}
 		return pl.wcs[:n], nil
 	}
-	if pl.empty++; pl.empty%idleCheckEvery != 0 {
+	every := idleCheckEvery
+	if pl.latency {
+		every = latencyCheckEvery
+	}
+	if pl.empty++; pl.empty%every != 0 {
 		return nil, nil
 	}
 	return nil, pl.idle(doing, time.Now())
 }
 
-// idleCheckEvery is how many empty polls go between two idle checks.
-const idleCheckEvery = 64
+// idleCheckEvery is how many empty polls go between two idle checks;
+// latencyCheckEvery the same in a latency test's loop.
+const (
+	idleCheckEvery    = 64
+	latencyCheckEvery = 1024
+)
 
 // firstError returns the error of the first failed completion that is
 // not a flush: the flushes that follow a failure say nothing of its cause.
@@ -317,6 +334,9 @@ func (pl *poller) idle(doing string, now time.Time) error {
 
 // check fails on the end of ctx, on the peer's failure and on a stall.
 func (pl *poller) check(doing string, now time.Time) error {
+	if pl.seen > 0 {
+		pl.lastWC, pl.seen = now, 0
+	}
 	if ctx := pl.t.e.ctx; ctx.Err() != nil {
 		return interruption(ctx)
 	}
@@ -333,7 +353,7 @@ func (pl *poller) check(doing string, now time.Time) error {
 
 // progress notes a sign of life that is not a completion (a byte written
 // by the peer).
-func (pl *poller) progress() { pl.lastWC = time.Now() }
+func (pl *poller) progress() { pl.seen++ }
 
 // bandwidth streams the test's operation with a window of outstanding
 // requests, for Iters messages or Duration.
@@ -500,7 +520,8 @@ func (t *traffic) latency() (string, error) {
 				pl.progress()
 			}
 		}
-		d := time.Since(t0)
+		t1 := time.Now()
+		d := t1.Sub(t0)
 		if test.Op == OpSend && dst[len(dst)-1] != v {
 			return "", &PayloadMismatchError{Operation: "SEND pong", Offset: len(dst) - 1, Got: dst[len(dst)-1], Want: v}
 		}
@@ -508,7 +529,7 @@ func (t *traffic) latency() (string, error) {
 			d /= 2 // one way, as perftest reports
 		}
 		rec.add(d)
-		if err := tick.tick(i + 1); err != nil {
+		if err := tick.tickAt(i+1, t1); err != nil {
 			return "", err
 		}
 		if last {

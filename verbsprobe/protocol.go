@@ -368,8 +368,11 @@ const progressEvery = time.Second
 // tick sends a progress message once a second. When the peer cannot be
 // written to, its own failure, if it sent one before it closed, says
 // more than the write's error.
-func (t *ticker) tick(done int) error {
-	if now := time.Now(); now.After(t.next) {
+func (t *ticker) tick(done int) error { return t.tickAt(done, time.Now()) }
+
+// tickAt is tick at now, a time the caller read.
+func (t *ticker) tickAt(done int, now time.Time) error {
+	if now.After(t.next) {
 		t.next = now.Add(progressEvery)
 		if err := t.s.send(wireMessage{Type: msgProgress, Done: done}); err != nil {
 			if rf := t.s.failureSent(); rf != nil {

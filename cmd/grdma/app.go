@@ -38,6 +38,7 @@ type globalOptions struct {
 	batch     string
 	version   bool
 	sysfsRoot string
+	procRoot  string
 	netns     string
 }
 
@@ -114,9 +115,14 @@ func (a *app) close() {
 	}
 }
 
-// rootFS returns the reader of /sys, /proc and /dev below --sysfs-root.
+// rootFS returns the reader of /sys, /proc and /dev below --sysfs-root,
+// with /proc at --proc-root when given.
 func (a *app) rootFS() (sysfs.FS, error) {
-	return sysfs.NewFS(a.opts.sysfsRoot)
+	fsys, err := sysfs.NewFS(a.opts.sysfsRoot)
+	if err != nil {
+		return fsys, err
+	}
+	return fsys.WithProc(a.opts.procRoot)
 }
 
 // sysfs returns the reader of /sys and /dev for a command that reads them

@@ -106,8 +106,12 @@ func TestCompletion(t *testing.T) {
 		{"probe ", "rxe0 rxe1"},
 		{"probe rxe0/1 ", "gid-index traffic count listen peer bw lat pingpong size iters duration timeout from serve peers memory peer-memory grace auth ud-pingpong ping interval"},
 		{"probe rxe0 peer h ping size ", "cycle"},
-		{"check ", "devices ports probe gdr state min-rate mtu gid-type gid-index type ipv4 ipv6 netdev-mtu device-count device-names"},
+		{"check ", "devices ports probe gdr cm state min-rate mtu gid-type gid-index type ipv4 ipv6 netdev-mtu device-count device-names gpu"},
 		{"check ports gid-type ", "v1 v2 ib"},
+		{"cm ", "show list set"},
+		{"cm show ", "rxe0 rxe1"},
+		{"cm set rxe0/1 ", "roce-mode tos"},
+		{"cm set rxe0/1 roce-mode ", "v1 v2"},
 		{"check devices device-names ", "rxe0 rxe1"},
 	}
 	for _, c := range cases {

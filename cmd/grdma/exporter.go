@@ -18,6 +18,7 @@ import (
 	"github.com/grdma/grdma/pingmesh"
 	"github.com/grdma/grdma/prober"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/grdma/grdma/pci"
 	"github.com/spf13/cobra"
 )
 
@@ -37,6 +38,8 @@ type exporterOptions struct {
 	probeMaxConcurrent int
 
 	mesh pingmeshOptions
+	pcie          bool
+	pcieGPUs      []string
 }
 
 func (a *app) exporterCommand() *cobra.Command {
@@ -48,9 +51,11 @@ func (a *app) exporterCommand() *cobra.Command {
 read at each scrape: port state, physical state, rate, active MTU and width,
 every hardware counter by name, PMA data counters in bytes, device
 information, the RoCE v2 IPv4 GID a job would choose (index and GID),
-resource counts, and with --collector.check the health checks "devices" and
-"ports" of grdma check (run at most once per --collector.check.interval,
-cached in between). Devices added, renamed or deleted show at the next
+resource counts, the PCIe links of GPUs and RDMA devices with the GPU-NIC
+path types of grdma topo (--collector.pcie, on by default;
+--collector.pcie.gpu BDF names more functions as GPUs), and with
+--collector.check the health checks "devices" and "ports" of grdma check
+(run at most once per --collector.check.interval, cached in between). Devices added, renamed or deleted show at the next
 scrape. A device that vanishes during a scrape is left out; whatever else
 cannot be read is counted in grdma_export_read_error and
 grdma_exporter_read_errors_total and never fails the scrape.
@@ -150,6 +155,8 @@ modules file or pingmesh settings.`,
 		return completion.DevPorts(a.completionSource(), toComplete), cobra.ShellCompDirectiveNoFileComp
 	})
 	_ = cmd.MarkFlagFilename("probe.config.file", "yml", "yaml")
+	f.BoolVar(&o.pcie, "collector.pcie", true, "export the PCIe links of GPUs and RDMA devices (grdma_pcie_link_degraded, ...) and the GPU-NIC path types (grdma topo)")
+	f.StringArrayVar(&o.pcieGPUs, "collector.pcie.gpu", nil, "treat PCI function `BDF` as a GPU (repeat for several; grdma topo gpu BDF)")
 	return cmd
 }
 
@@ -181,6 +188,17 @@ func (a *app) exporter(cmd *cobra.Command, o *exporterOptions) error {
 	if err != nil {
 		return err
 	}
+	var gpus []pci.Address
+	for _, g := range o.pcieGPUs {
+		addr, err := pci.ParseAddress(g)
+		if err != nil {
+			return usagef(help, "--collector.pcie.gpu: %v", err)
+		}
+		gpus = append(gpus, addr)
+	}
+	if len(gpus) > 0 && !o.pcie {
+		return usagef(help, "--collector.pcie.gpu goes with --collector.pcie")
+	}
 	so := exporter.ServerOptions{ListenAddresses: o.listen, TelemetryPath: o.telemetryPath, ConfigFile: o.configFile,
 		Logger: slog.New(slog.NewTextHandler(a.stderr, nil))}
 	if err := exporter.CheckServerOptions(so); err != nil {
@@ -192,7 +210,8 @@ func (a *app) exporter(cmd *cobra.Command, o *exporterOptions) error {
 	}
 	var col prometheus.Collector
 	if o.devices {
-		col = exporter.New(exporter.Options{Sysfs: sys, Dial: a.newClient, Checks: o.checks, CheckInterval: o.checkInterval})
+		col = exporter.New(exporter.Options{Sysfs: sys, Dial: a.newClient, Checks: o.checks, CheckInterval: o.checkInterval,
+			PCIe: o.pcie, PCIeGPUs: gpus})
 	}
 	reg, err := exporter.NewRegistry(col)
 	if err != nil {

@@ -56,11 +56,11 @@ func TestExporterUsage(t *testing.T) {
 // --pingmesh.device with the devices and their ports.
 func TestExporterCompletion(t *testing.T) {
 	for line, want := range map[string]string{
-		"exporter --pingmesh.device ":    "rxe0 rxe1",
+		"exporter --pingmesh.device ":     "rxe0 rxe1",
 		"exporter --pingmesh.device rxe0": "rxe0 rxe0/1",
-		"exporter --pingmesh.t":          "--pingmesh.targets --pingmesh.timeout",
-		"exporter --probe.":              "--probe.config.file --probe.max-concurrent --probe.timeout-offset",
-		"exporter --collector.p":         "--collector.pingmesh",
+		"exporter --pingmesh.t":           "--pingmesh.targets --pingmesh.timeout",
+		"exporter --probe.":               "--probe.config.file --probe.max-concurrent --probe.timeout-offset",
+		"exporter --collector.pi":         "--collector.pingmesh",
 	} {
 		got, _ := complete(t, recordedDial("6.12"), strings.Split(line, " ")...)
 		var names []string

@@ -98,6 +98,11 @@ var manExamples = map[string]string{
 	"grdma -j probe rxe0 traffic count 200":        "Run the traffic probe 200 times and summarize the step times as JSON.",
 	"grdma check":                                  "Run every health check and print a PASS/WARN/FAIL table.",
 	"grdma -j check gdr":                           "Only the GPUDirect RDMA checks, as JSON.",
+	"grdma check cm":                               "Check that connections by IP address go through the right port, with the RoCE version of its default mode.",
+	"grdma cm":                                     "Show the RDMA CM's default RoCE mode and ToS of every port.",
+	"grdma -j cm show mlx5_0/1":                    "Those of port 1 of mlx5_0, as JSON.",
+	"grdma cm set mlx5_0/1 roce-mode v2":           "Make the CM pick RoCE v2 GIDs on port 1 of mlx5_0 (cma_roce_mode -d mlx5_0 -p 1 -m 2).",
+	"grdma cm set mlx5_0/1 tos 106":                "Give connections that set no ToS of their own DSCP 26 and ECN-capable transport (26×4 + 2), as cma_roce_tos -t 106 does.",
 
 	"grdma stat set link mlx5_0/1 optional-counters cc_rx_ce_pkts,cc_rx_cnp_pkts": "Enable two optional congestion-control counters on port 1 of mlx5_0.",
 	"grdma stat export --textfile /var/lib/node_exporter/textfile/rdma.prom":      "Write all counters and port states for node_exporter's textfile collector.",
@@ -147,6 +152,7 @@ var manSeeAlso = map[string][]string{
 	"gid":     {"ibv_devinfo(1)"},
 	"probe":   {"ibv_devinfo(1)", "ibv_rc_pingpong(1)"},
 	"monitor": {"rdma-dev(8)", "rdma-link(8)"},
+	"cm":      {"rdma_cm(7)", "rping(1)"},
 }
 
 // grammarVerbs lists the verbs of object's grammar, so that "a | b" in a

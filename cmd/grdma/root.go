@@ -99,10 +99,11 @@ Exit status: 0 success, 1 the operation failed, 2 the command line was wrong.`,
 	f.BoolVarP(&a.opts.force, "force", "f", false, "with --batch: go on after a failing command")
 	f.StringVarP(&a.opts.batch, "batch", "b", "", "run the commands of `FILE` (- for standard input), one per line")
 	f.StringVar(&a.opts.sysfsRoot, "sysfs-root", os.Getenv("GRDMA_SYSFS_ROOT"), "read /sys and /proc below `DIR` (default /, or $GRDMA_SYSFS_ROOT)")
-	f.StringVarP(&a.opts.netns, "netns", "n", "", "talk to the RDMA netlink of network namespace `NETNS` (a name in /run/netns, a path, or a PID); refused by commands that also read /sys or /dev (port, gid, dev info, probe, check, stat --pma, stat export, exporter)")
+	f.StringVar(&a.opts.procRoot, "proc-root", os.Getenv("GRDMA_PROC_ROOT"), "read /proc from `DIR`, a procfs mount such as a container's /host/proc (default: proc below --sysfs-root, or $GRDMA_PROC_ROOT)")
+	f.StringVarP(&a.opts.netns, "netns", "n", "", "talk to the RDMA netlink of network namespace `NETNS` (a name in /run/netns, a path, or a PID); refused by commands that also read /sys or /dev (port, gid, dev info, probe, check, cm, topo, stat --pma, stat export, exporter)")
 	root.Flags().BoolVarP(&a.opts.version, "version", "V", false, "print the version and exit")
 
-	root.AddCommand(a.devCommand(), a.linkCommand(), a.sysCommand(), a.statCommand(), a.monitorCommand(), a.checkCommand(), a.portCommand(), a.gidCommand(), a.resCommand(), a.probeCommand(), a.exporterCommand(), a.completionCommand())
+	root.AddCommand(a.devCommand(), a.linkCommand(), a.sysCommand(), a.statCommand(), a.monitorCommand(), a.checkCommand(), a.topoCommand(), a.portCommand(), a.gidCommand(), a.resCommand(), a.probeCommand(), a.sweepCommand(), a.cmCommand(), a.exporterCommand(), a.completionCommand())
 	a.attachCompletions(root)
 	return root
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/grdma/grdma/e2e/layout"
 )
@@ -22,7 +23,7 @@ func TestFleetProbeServe(t *testing.T) {
 	// serveOn starts the responder on node 4.
 	serveOn := func(t *testing.T, args ...string) (*node, *remoteCmd) {
 		resp := f.Node(4)
-		return resp, resp.on(t).Serve(probePort, grdma(), append([]string{"-j", "probe", f.Dev, "serve"}, args...)...)
+		return resp, resp.on(t).WithTimeout(10*time.Minute).Serve(probePort, grdma(), append([]string{"-j", "probe", f.Dev, "serve"}, args...)...)
 	}
 	stop := func(t *testing.T, srv *remoteCmd) []servedLine {
 		t.Helper()

@@ -27,16 +27,21 @@ func TestPairProbeServeBenchmark(t *testing.T) {
 	}
 	p := withPeer(t)
 	kernel := strings.TrimSpace(must(t, "/bin/uname", "-r").stdout)
+	// The responder on A (its PID printed first), with a time limit
+	// past the benchmark's.
+	var pid string
+	serve := func(env string) *remoteCmd {
+		srv := p.A.WithTimeout(15*time.Minute).Serve(probePort, "/bin/sh", "-c", "echo $$; "+env+" exec "+grdma()+" -j probe "+p.Dev+" serve peers 8")
+		out, _ := srv.Output()
+		pid, _, _ = strings.Cut(out, "\n")
+		return srv
+	}
 	// cpu is the responder's CPU time so far (utime+stime, 10 ms ticks).
 	cpu := func() time.Duration {
-		f := strings.Fields(p.A.Must("/bin/sh", "-c", "cat /proc/$(pidof grdma)/stat").stdout)
+		f := strings.Fields(p.A.Must("cat", "/proc/"+pid+"/stat").stdout)
 		u, _ := strconv.Atoi(f[13])
 		s, _ := strconv.Atoi(f[14])
 		return time.Duration(u+s) * 10 * time.Millisecond
-	}
-	serve := func(env string) *remoteCmd {
-		args := []string{"-c", env + " exec " + grdma() + " -j probe " + p.Dev + " serve peers 8"}
-		return p.ServeOnA(t, probePort, "/bin/sh", args...)
 	}
 	client := func(args ...string) probeReport {
 		r := run(grdma(), append([]string{"-j", "probe", p.Dev, "peer", p.PeerAddr}, args...)...)

@@ -52,6 +52,14 @@ func servedLines(t *testing.T, stdout string) []servedLine {
 	return lines
 }
 
+// serveOnA starts grdma probe DEV serve ARGS... on A, with a time limit
+// past any scenario's (the agent's default is a minute), and returns once
+// it listens.
+func serveOnA(t *testing.T, p *pair, args ...string) *remoteCmd {
+	t.Helper()
+	return p.A.WithTimeout(10*time.Minute).Serve(probePort, grdma(), append([]string{"-j", "probe", p.Dev, "serve"}, args...)...)
+}
+
 // stopServe sends SIGTERM to the responder on A and returns its result.
 func stopServe(t *testing.T, srv *remoteCmd) result {
 	t.Helper()
@@ -77,7 +85,7 @@ func TestPairProbeServe(t *testing.T) {
 	// six against peers 2, whose extra peers are told busy and ask again.
 	t.Run("Concurrent", func(t *testing.T) {
 		p := withPeer(t)
-		srv := p.ServeOnA(t, probePort, grdma(), "-j", "probe", p.Dev, "serve", "peers", "2", "timeout", "30s")
+		srv := serveOnA(t, p, "peers", "2", "timeout", "30s")
 		tests := [][]string{{"traffic"}, {"bw", "write", "iters", "200"}, {"lat", "send", "iters", "50"},
 			{"traffic", "size", "20000"}, {"bw", "read", "iters", "100"}, {"lat", "write", "iters", "50"}}
 		results := make([]result, len(tests))
@@ -105,7 +113,7 @@ func TestPairProbeServe(t *testing.T) {
 	})
 	t.Run("Limits", func(t *testing.T) {
 		p := withPeer(t)
-		srv := p.ServeOnA(t, probePort, grdma(), "-j", "probe", p.Dev, "serve", "size", "1048576", "duration", "10s")
+		srv := serveOnA(t, p, "size", "1048576", "duration", "10s")
 		for args, want := range map[string]string{
 			"bw size 2097152":   "the test asks for size 2097152 bytes; the listener allows at most 1048576 bytes (its size)",
 			"bw duration 1m":    "the test asks for duration 1m0s; the listener allows at most 10s (its duration)",
@@ -123,7 +131,7 @@ func TestPairProbeServe(t *testing.T) {
 	})
 	t.Run("Pingpong", func(t *testing.T) {
 		p := withPeer(t)
-		srv := p.ServeOnA(t, probePort, grdma(), "-j", "probe", p.Dev, "serve", "pingpong", "iters", "50")
+		srv := serveOnA(t, p, "pingpong", "iters", "50")
 		for range 2 {
 			cli := run(layout.IbvRcPingpong, "-d", p.Dev, "-g", strconv.Itoa(p.GIDIndex), "-n", "50", p.PeerAddr)
 			if cli.code != 0 || !strings.Contains(cli.stdout, "50 iters in") {
@@ -139,7 +147,7 @@ func TestPairProbeServe(t *testing.T) {
 	// what they were (its context and PD: no QP, CQ or MR left).
 	t.Run("FiftyInARow", func(t *testing.T) {
 		p := withPeer(t)
-		srv := p.ServeOnA(t, probePort, grdma(), "-j", "probe", p.Dev, "serve")
+		srv := serveOnA(t, p)
 		before := p.A.Must(layout.Rdma, "-j", "res").stdout
 		var rss5 int
 		for i := range 50 {
@@ -179,7 +187,7 @@ func TestPairProbeServe(t *testing.T) {
 		write := fmt.Sprintf("umask 077 && echo 0123456789abcdef-fleet-secret > %s", key)
 		p.A.Must("/bin/sh", "-c", write)
 		must(t, "/bin/sh", "-c", write)
-		srv := p.ServeOnA(t, probePort, grdma(), "-j", "probe", p.Dev, "serve", "auth", key)
+		srv := serveOnA(t, p, "auth", key)
 		if r := run(grdma(), "probe", p.Dev, "peer", p.PeerAddr, "traffic", "auth", key); r.code != 0 {
 			t.Errorf("with the key:\n%s", r)
 		}
@@ -195,7 +203,7 @@ func TestPairProbeServe(t *testing.T) {
 	// grace period, told why; the responder exits 0 and leaves nothing.
 	t.Run("SigtermUnderLoad", func(t *testing.T) {
 		p := withPeer(t)
-		srv := p.ServeOnA(t, probePort, grdma(), "-j", "probe", p.Dev, "serve", "grace", "1s")
+		srv := serveOnA(t, p, "grace", "1s")
 		before := sentPackets(t, p.Dev)
 		cli, _, stderr := startLocal(t, grdma(), "probe", p.Dev, "peer", p.PeerAddr, "bw", "write", "size", "4096", "duration", "60s")
 		trafficFlows(t, p.Dev, before)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/grdma/grdma/grammar"
 	"github.com/grdma/grdma/nldev"
+	"github.com/grdma/grdma/pci"
 	"github.com/grdma/grdma/sysfs"
 )
 
@@ -135,6 +136,26 @@ func (c *completer) netdevs() []string {
 	return dirNames(fsys.ReadDir("sys/class/net"))
 }
 
+// displays lists the PCI display functions (class 0x03): what gpu BDF
+// names.
+func (c *completer) displays() []string {
+	if c.src.Sysfs == nil {
+		return nil
+	}
+	fsys, err := c.src.Sysfs()
+	if err != nil {
+		return nil
+	}
+	addrs, _ := pci.List(fsys)
+	var out []string
+	for _, a := range addrs {
+		if id, err := pci.ReadIdentity(fsys, a); err == nil && id.Class.Base() == 0x03 {
+			out = append(out, a.String())
+		}
+	}
+	return out
+}
+
 // values names the candidates of a value of the grammar.
 func (c *completer) values(v grammar.Value, done []string) []string {
 	switch v.Kind {
@@ -150,6 +171,8 @@ func (c *completer) values(v grammar.Value, done []string) []string {
 		return c.netdevs()
 	case grammar.Netns:
 		return NetnsNames(c.src.NetnsDir)
+	case grammar.GPUFunction:
+		return c.displays()
 	case grammar.AutoOnOff:
 		if len(done) == 1 && done[0] == "off" {
 			return nil

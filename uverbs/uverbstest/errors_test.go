@@ -64,14 +64,18 @@ func TestRemoteAccessErrors(t *testing.T) {
 	}
 }
 
-// An SGE of the requester outside its own regions: a local protection
-// error, without a packet.
+// An SGE of the requester outside its own regions: the requester refuses
+// it without sending a packet and the queue pair goes to the error state,
+// where rxe 6.12 completes it as flushed (6.1: LOC_QP_OP_ERR).
 func TestLocalProtectionError(t *testing.T) {
 	a, b, fab := pair(t, defaultLink)
 	var sent atomic.Int32
 	fab.Impair(func(uverbstest.Packet) uverbstest.Impairment { sent.Add(1); return uverbstest.Impairment{} })
 	a.post(uverbs.SendWR{ID: 1, Opcode: uverbs.WRSend, SGL: []uverbs.SGE{{Addr: a.mr.Addr, Length: 8, LKey: a.mr.LKey + 1}}})
-	wantWC(t, a.wait(1)[0], 1, uverbs.WCLocProtErr, 0, 0)
+	wantWC(t, a.wait(1)[0], 1, uverbs.WCWRFlushErr, 0, 0)
+	if a.state() != ib.QPStateErr {
+		t.Errorf("state %v, want ERR", a.state())
+	}
 	a.post(uverbs.SendWR{ID: 2, Opcode: uverbs.WRRDMAWrite, SGL: []uverbs.SGE{a.sge(bufSize-4, 8)}, RemoteAddr: b.mr.Addr, RKey: b.mr.RKey})
 	wantWC(t, a.wait(1)[0], 2, uverbs.WCWRFlushErr, 0, 0)
 	if n := sent.Load(); n != 0 {
@@ -79,16 +83,17 @@ func TestLocalProtectionError(t *testing.T) {
 	}
 }
 
-// A SEND longer than the receive's buffers: rxe's length error, on both
-// sides REM_INV_REQ_ERR. A receive SGE outside the receiver's regions:
-// LOC_QP_OP_ERR there, REM_OP_ERR at the sender.
+// A SEND longer than the receive's buffers, or a receive SGE outside the
+// receiver's regions, is a malformed request to rxe: LOC_QP_OP_ERR at the
+// receiver, REM_OP_ERR at the sender. Path MTUs that differ: an invalid
+// request.
 func TestReceiveErrors(t *testing.T) {
 	t.Run("too long", func(t *testing.T) {
 		a, b, _ := pair(t, defaultLink)
 		b.recv(1, 0, 100)
 		a.post(uverbs.SendWR{ID: 2, Opcode: uverbs.WRSend, SGL: []uverbs.SGE{a.sge(0, 101)}})
-		wantWC(t, a.wait(1)[0], 2, uverbs.WCRemInvReqErr, 0, 0)
-		wantWC(t, b.wait(1)[0], 1, uverbs.WCRemInvReqErr, 0, 0)
+		wantWC(t, a.wait(1)[0], 2, uverbs.WCRemOpErr, 0, 0)
+		wantWC(t, b.wait(1)[0], 1, uverbs.WCLocQPOpErr, 0, 0)
 	})
 	t.Run("bad receive lkey", func(t *testing.T) {
 		a, b, _ := pair(t, defaultLink)
@@ -238,18 +243,25 @@ func TestWrongDestination(t *testing.T) {
 	}
 }
 
-// A requester ahead of the PSN its responder expects: the responder
-// refuses the sequence and the requester's retries run out.
+// PSNs that differ on the two sides: a requester ahead of what its
+// responder expects is refused with a sequence NAK, one behind is
+// answered with an ACK of PSNs before its own; either way its retries run
+// out.
 func TestPSNMismatch(t *testing.T) {
-	fab := uverbstest.NewFabric()
-	a, b := newEnd(t, fab.NewDevice(uverbstest.Config{})), newEnd(t, fab.NewDevice(uverbstest.Config{}))
-	la, lb := defaultLink, defaultLink
-	la.psn, lb.psn, la.timeout = 200, 100, 1
-	a.connect(b, la)
-	b.connect(a, lb)
-	b.recv(1, 0, 8)
-	a.post(uverbs.SendWR{ID: 2, Opcode: uverbs.WRSend, SGL: []uverbs.SGE{a.sge(0, 8)}})
-	wantWC(t, a.wait(1)[0], 2, uverbs.WCRetryExcErr, 0, 0)
+	for _, psns := range [][2]uint32{{200, 100}, {100, 200}} {
+		fab := uverbstest.NewFabric()
+		a, b := newEnd(t, fab.NewDevice(uverbstest.Config{})), newEnd(t, fab.NewDevice(uverbstest.Config{}))
+		la, lb := defaultLink, defaultLink
+		la.psn, lb.psn, la.timeout, la.retry = psns[0], psns[1], 1, 2
+		a.connect(b, la)
+		b.connect(a, lb)
+		b.recv(1, 0, 8)
+		a.post(uverbs.SendWR{ID: 2, Opcode: uverbs.WRSend, SGL: []uverbs.SGE{a.sge(0, 8)}})
+		wantWC(t, a.wait(1)[0], 2, uverbs.WCRetryExcErr, 0, 0)
+		if n := b.cq.Poll(make([]uverbs.WC, 1)); n != 0 {
+			t.Errorf("PSNs %v: the responder took the SEND", psns)
+		}
+	}
 }
 
 // Work requests posted to a queue pair in the error state are flushed;

@@ -32,11 +32,15 @@ type qp struct {
 	running   bool // the requester goroutine runs
 	requester sync.WaitGroup
 	destroyed bool
+	// The responder's memory: the PSN after the last request it did
+	// (resp.ack_psn), and its recent READs.
+	ackPSN uint32
+	reads  []readRes
 }
 
 // The largest capacities of an rxe queue pair (rxe_param.h).
 const (
-	rxeMaxInline = 256 // RXE_MAX_INLINE_DATA
+	rxeMaxInline = 512 // RXE_MAX_INLINE_DATA: RXE_MAX_WQE_SIZE (720) - sizeof(struct rxe_send_wqe)
 	sqSignalAll  = 1
 )
 
@@ -70,21 +74,21 @@ func (f *file) createQP(req []byte, out response) error {
 		return syscall.EINVAL
 	}
 	// rxe_qp_init_req: a send element holds the larger of the SGEs and
-	// the inline data, and the answer says so.
+	// the inline data; the answer gives what the rings hold (6.12; 6.1
+	// echoes the work requests asked for).
 	wqe := max(r.MaxSendSGE*sgeSize, r.MaxInline)
-	caps := uverbs.QPCap{MaxSendWR: r.MaxSendWR, MaxRecvWR: r.MaxRecvWR, MaxSendSGE: wqe / sgeSize,
-		MaxRecvSGE: r.MaxRecvSGE, MaxInlineData: wqe}
-	rq, rqSlots, err := newRing(r.MaxRecvWR, rxeRecvWQESize+int(r.MaxRecvSGE)*sgeSize)
+	rq, recvWR, err := newRing(r.MaxRecvWR, rxeRecvWQESize+int(r.MaxRecvSGE)*sgeSize)
 	if err != nil {
 		return syscall.ENOMEM
 	}
-	sq, sqSlots, err := newRing(r.MaxSendWR, rxeSendWQESize+int(wqe))
+	sq, sendWR, err := newRing(r.MaxSendWR, rxeSendWQESize+int(wqe))
 	if err != nil {
 		rq.destroyed = true
 		rq.release()
 		return syscall.ENOMEM
 	}
-	_, _ = rqSlots, sqSlots
+	caps := uverbs.QPCap{MaxSendWR: sendWR, MaxRecvWR: recvWR, MaxSendSGE: wqe / sgeSize,
+		MaxRecvSGE: r.MaxRecvSGE, MaxInlineData: wqe}
 	q := &qp{d: d, file: f, typ: typ, pd: p, scq: scq, rcq: rcq, sq: sq, rq: rq, caps: caps, sigAll: r.SQSigAll != 0,
 		wake: make(chan struct{})}
 	q.attr.PathMTU = ib.MTU256
@@ -439,6 +443,7 @@ func (q *qp) apply(r *modifyQPReq, mask uverbs.QPAttrMask) {
 		q.wakeLocked()
 		q.sq.reset()
 		q.rq.reset()
+		q.ackPSN, q.reads = 0, nil
 	case errS:
 		if prev != errS {
 			q.toErrorLocked()

@@ -49,6 +49,7 @@ const (
 
 type reply struct {
 	ans      answer
+	psn      uint32 // the last PSN an ACK acknowledges
 	data     []byte // READ
 	rnrTimer uint8  // the responder's min_rnr_timer
 }
@@ -142,19 +143,33 @@ func (q *qp) runRequester() {
 		}
 		w := readSendWQE(slot, q.caps.MaxSendSGE)
 		req, status := q.prepare(&w)
+		if status != uverbs.WCSuccess {
+			// A request the requester itself refuses (an SGE outside
+			// the protection domain's regions, a malformed element)
+			// puts the queue pair in the error state; rxe 6.12 then
+			// completes it as flushed with the rest (6.1 says
+			// LOC_QP_OP_ERR).
+			q.completeSend(&w, uverbs.WCWRFlushErr)
+			q.mu.Unlock()
+			continue
+		}
+		// The PSNs are the request's from the moment it is sent.
+		q.attr.SQPSN = (req.psn + req.packets) & psnMask
 		wake := q.wake
 		q.mu.Unlock()
 
-		var rep reply
-		if status == uverbs.WCSuccess {
-			var aborted bool
-			rep, status, aborted = q.transmit(req, wake)
-			if aborted {
-				continue // the state changed: the loop's top decides
-			}
+		rep, status, aborted := q.transmit(req, wake)
+		if aborted {
+			continue // the state changed: the loop's top decides
 		}
 		q.mu.Lock()
-		if q.attr.State != rts || q.destroyed {
+		if q.destroyed || q.attr.State == reset {
+			q.mu.Unlock()
+			continue
+		}
+		if q.attr.State == errS && status == uverbs.WCSuccess {
+			// Its own responder failed meanwhile (connected to itself):
+			// the error state flushes this request too.
 			q.mu.Unlock()
 			continue
 		}
@@ -318,9 +333,6 @@ func (q *qp) transmit(req *request, wake chan struct{}) (rep reply, status uverb
 	if q.typ == ib.QPTypeUC {
 		// No acknowledgements: sent is done, arrived or not.
 		q.d.fab.deliver(q, req, av, port, destQPN, 0, wake)
-		q.mu.Lock()
-		q.attr.SQPSN = (req.psn + req.packets) & psnMask
-		q.mu.Unlock()
 		return reply{ans: ansACK}, uverbs.WCSuccess, false
 	}
 	for attempt := 0; ; attempt++ {
@@ -330,8 +342,12 @@ func (q *qp) transmit(req *request, wake chan struct{}) (rep reply, status uverb
 			return reply{}, 0, true
 		default:
 		}
+		// An ACK of PSNs before this request's (a duplicate's answer
+		// from a responder that expects later PSNs) acknowledges
+		// nothing of it: it is waited out like a loss.
+		stale := rep.ans == ansACK && psnDiff(rep.psn, (req.psn+req.packets-1)&psnMask) < 0
 		switch {
-		case !delivered || rep.ans == ansNone:
+		case !delivered || rep.ans == ansNone || stale:
 			if !wait(timeout) {
 				return reply{}, 0, true
 			}
@@ -355,9 +371,6 @@ func (q *qp) transmit(req *request, wake chan struct{}) (rep reply, status uverb
 				return reply{}, 0, true
 			}
 		case rep.ans == ansACK:
-			q.mu.Lock()
-			q.attr.SQPSN = (req.psn + req.packets) & psnMask
-			q.mu.Unlock()
 			return rep, uverbs.WCSuccess, false
 		default:
 			return rep, map[answer]uverbs.WCStatus{ansInvReq: uverbs.WCRemInvReqErr, ansRemAccess: uverbs.WCRemAccessErr,
@@ -555,11 +568,12 @@ func (q *qp) respond(req *request, port uint8) reply {
 			return reply{ans: ansPSN}
 		}
 		// A retry of what was done: SEND and WRITE are acknowledged
-		// again, READ read again.
+		// again (with the last PSN done, rxe's duplicate_request),
+		// READ read again if it is one of the recent ones.
 		if req.opcode == uverbs.WRRDMARead {
 			return q.readAgain(req)
 		}
-		return reply{ans: ansACK}
+		return reply{ans: ansACK, psn: (q.ackPSN - 1) & psnMask}
 	}
 	if q.typ == ib.QPTypeUC {
 		return q.respondUC(req)
@@ -570,12 +584,29 @@ func (q *qp) respond(req *request, port uint8) reply {
 // psnDiff compares 24-bit PSNs: <0 when a is before b.
 func psnDiff(a, b uint32) int32 { return int32((a-b)<<8) >> 8 }
 
+// readRes is a READ the responder did, which it answers again when the
+// requester retries it (struct resp_res).
+type readRes struct {
+	first, last uint32
+	rkey        uint32
+	addr        uint64
+	length      uint32
+}
+
 func (q *qp) readAgain(req *request) reply {
-	m := q.d.lookupMR(req.rkey, q.pd, uverbs.AccessRemoteRead, req.raddr, uint64(req.length), true)
-	if req.length > 0 && m == nil {
-		return reply{}
+	for _, r := range q.reads {
+		if psnDiff(req.psn, r.first) >= 0 && psnDiff(req.psn, r.last) <= 0 && req.rkey == r.rkey &&
+			req.raddr >= r.addr && req.raddr+uint64(req.length) <= r.addr+uint64(r.length) {
+			m := q.d.lookupMR(req.rkey, q.pd, uverbs.AccessRemoteRead, req.raddr, uint64(req.length), true)
+			if req.length > 0 && m == nil {
+				return reply{}
+			}
+			rep := q.readData(m, req)
+			rep.psn = r.last
+			return rep
+		}
 	}
-	return q.readData(m, req)
+	return reply{} // no such resource: class D, dropped
 }
 
 func (q *qp) readData(m *mr, req *request) reply {
@@ -637,11 +668,7 @@ func (q *qp) respondRC(req *request) reply {
 	switch req.opcode {
 	case uverbs.WRSend, uverbs.WRSendWithImm:
 		if status := q.receive(recv, req.payload); status != uverbs.WCSuccess {
-			ans := ansInvReq
-			if status == uverbs.WCLocQPOpErr {
-				ans = ansRemOp
-			}
-			return q.classC(ans, status, recv)
+			return q.classC(ansRemOp, status, recv)
 		}
 		rep = reply{ans: ansACK}
 	case uverbs.WRRDMAWrite, uverbs.WRRDMAWriteWithImm:
@@ -654,7 +681,16 @@ func (q *qp) respondRC(req *request) reply {
 			return q.classC(rep.ans, 0, nil)
 		}
 	}
-	a.RQPSN = (req.psn + req.packets) & psnMask
+	last := (req.psn + req.packets - 1) & psnMask
+	a.RQPSN = (last + 1) & psnMask
+	q.ackPSN = a.RQPSN
+	rep.psn = last
+	if req.opcode == uverbs.WRRDMARead {
+		q.reads = append(q.reads, readRes{first: req.psn, last: last, rkey: req.rkey, addr: req.raddr, length: req.length})
+		if n := max(int(a.MaxDestRdAtomic), 1); len(q.reads) > n {
+			q.reads = q.reads[len(q.reads)-n:]
+		}
+	}
 	if recv != nil {
 		wc := uverbs.WC{WRID: binary.NativeEndian.Uint64(recv[recvWRID:]), Status: uverbs.WCSuccess, Opcode: uverbs.WCRecv,
 			ByteLen: req.length, QPNum: q.qpn, WCFlags: wcGRH, PortNum: a.PortNum}
@@ -701,11 +737,10 @@ func (q *qp) respondUC(req *request) reply {
 	return reply{ans: ansACK} // the requester completes UC sends without waiting
 }
 
-// receive scatters a SEND's payload into the receive at the queue's head:
-// a payload larger than the receive's buffers is a length error
-// (REM_INV_REQ_ERR, as rxe reports it on both sides), an SGE that names no
-// local memory region with local write access a malformed request
-// (LOC_QP_OP_ERR here, REM_OP_ERR at the requester).
+// receive scatters a SEND's payload into the receive at the queue's head.
+// A payload larger than the receive's buffers, or an SGE that names no
+// local memory region with local write access, is a malformed request to
+// rxe: LOC_QP_OP_ERR here, REM_OP_ERR at the requester.
 func (q *qp) receive(slot []byte, payload []byte) uverbs.WCStatus {
 	ne := binary.NativeEndian
 	n := ne.Uint32(slot[recvNumSGE:])
@@ -718,7 +753,7 @@ func (q *qp) receive(slot []byte, payload []byte) uverbs.WCStatus {
 		room += uint64(s.Length)
 	}
 	if uint64(len(payload)) > room {
-		return uverbs.WCRemInvReqErr
+		return uverbs.WCLocQPOpErr
 	}
 	return q.scatter(sgl, payload, uverbs.AccessLocalWrite, uverbs.WCLocQPOpErr)
 }

@@ -5,8 +5,10 @@
 //	go run ./e2e/cmd/guestrun -kernel 6.1 -script capture.sh -out testdata/6.1
 //
 // The guest has rdma_rxe loaded, veth0/veth1 up, /bin/grdma (freshly built),
-// iproute2 ip and rdma, ibv_devinfo, ibv_rc_pingpong and strace. See
-// e2e/README.md.
+// iproute2 ip and rdma, ibv_devinfo, ibv_rc_pingpong and strace. -qemu-arg
+// adds QEMU arguments and -append kernel parameters; -topology boots one of
+// the PCIe layouts of e2e.Topologies.
+// See e2e/README.md.
 package main
 
 import (
@@ -47,12 +49,27 @@ func main() {
 	verbose := flag.Bool("v", false, "print the guest console to stderr as it runs")
 	timeout := flag.Duration("timeout", 5*time.Minute, "kill the guest after this long")
 	grdmaPath := flag.String("grdma", "", "grdma binary to install as /bin/grdma (default: `make build`'s bin/grdma)")
+	var qemuArgs []string
+	flag.Func("qemu-arg", "one more QEMU argument, e.g. -qemu-arg=-device -qemu-arg=pcie-root-port,id=rp1 (repeatable)", func(v string) error {
+		qemuArgs = append(qemuArgs, v)
+		return nil
+	})
+	kernelArgs := flag.String("append", "", "more kernel command-line parameters")
+	topology := flag.String("topology", "", "boot with a named PCIe layout (e2e.Topologies: switch, switch-iommu, gpu-only, nic-only)")
 	flag.Parse()
 	log.SetFlags(0)
 	log.SetPrefix("guestrun: ")
 	if *script == "" || *out == "" || flag.NArg() > 0 {
 		flag.Usage()
 		os.Exit(2)
+	}
+	if *topology != "" {
+		t, err := e2e.TopologyNamed(*topology)
+		if err != nil {
+			log.Fatal(err)
+		}
+		qemuArgs = append(t.QEMUArgs, qemuArgs...)
+		*kernelArgs = strings.TrimSpace(t.KernelArgs + " " + *kernelArgs)
 	}
 	labels := strings.Split(*kernels, ",")
 	if *kernels == "all" {
@@ -104,7 +121,7 @@ func main() {
 				return
 			}
 			g := &e2e.Guest{Kernel: k, Grdma: grdma, Run: string(body), Files: files, Verbose: *verbose}
-			opt := e2e.BootOptions{Timeout: *timeout}
+			opt := e2e.BootOptions{Timeout: *timeout, QEMUArgs: qemuArgs, KernelArgs: *kernelArgs}
 			if *verbose {
 				prefix := ""
 				if len(labels) > 1 {

@@ -1,0 +1,272 @@
+package grammar
+
+import (
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/grdma/grdma/cmdline"
+	"github.com/grdma/grdma/sweep"
+	"github.com/grdma/grdma/verbsprobe"
+)
+
+// Sweep is the grammar of grdma sweep: run (ParseSweepRun) and report
+// (ParseSweepReport).
+var Sweep = &Syntax{Verbs: []Verb{
+	{"run", SweepRun},
+	{"report", SweepReport},
+	helpVerb,
+}}
+
+// SweepRun is the grammar of sweep run, after the verb.
+var SweepRun = &Syntax{Pos: []Positional{{Value: devPort}}, Keywords: []Keyword{
+	{"hosts", []Value{free}},
+	{"rank", []Value{free}},
+	{"port", []Value{free}},
+	{"quick", nil},
+	{"bw", []Value{sweepOps}},
+	{"lat", []Value{sweepOps}},
+	{"size", []Value{free}},
+	{"iters", []Value{free}},
+	{"duration", []Value{free}},
+	{"timeout", []Value{free}},
+	{"start", []Value{free}},
+	{"out", []Value{free}},
+	{"gid-index", []Value{free}},
+}}
+
+// SweepReport is the grammar of sweep report's keywords, before its
+// files.
+var SweepReport = &Syntax{Keywords: []Keyword{
+	{"bw-fraction", []Value{free}},
+	{"lat-factor", []Value{free}},
+	{"spread", []Value{free}},
+	{"bw-floor", []Value{free}},
+	{"port-fraction", []Value{free}},
+	{"lat-ceiling", []Value{free}},
+}}
+
+// sweepOps are the operations a sweep's bw and lat tests take.
+var sweepOps = words(string(verbsprobe.OpWrite), string(verbsprobe.OpSend), string(verbsprobe.OpRead))
+
+// SweepRunRequest is `grdma sweep run` as its words say it.
+type SweepRunRequest struct {
+	// Options say the device, port and GID index (Sysfs is the caller's).
+	Options verbsprobe.Options
+	// HostsFile is the host list's file, "-" standard input, "" none
+	// given (SLURM_JOB_NODELIST then).
+	HostsFile string
+	Rank      int // -1: from the launcher or the host list (sweep.Rank)
+	Port      int // the sweep's TCP port (sweep.DefaultPort)
+	Schedule  string
+	Tests     []verbsprobe.Test // with their defaults filled in
+	Timeout   time.Duration
+	Start     time.Duration
+	Out       string // the records' file; "" standard output
+}
+
+// ParseSweepRun reads the words after `grdma sweep run`:
+//
+//	DEV[/PORT] [hosts FILE|-] [rank N] [port N] [quick] [bw [write|send|read]] [lat [write|send|read]]
+//	           [size BYTES] [iters N] [duration D] [timeout D] [start D] [out FILE] [gid-index N]
+//
+// Without bw or lat both run (sweep.DefaultBW, DefaultLat); size is bw's
+// message size (lat's when lat runs alone), iters lat's exchanges (bw's
+// messages when bw runs alone), duration runs every test for that long
+// instead. Wrong words are a *cmdline.UsageError.
+func ParseSweepRun(words []string) (SweepRunRequest, error) {
+	args := cmdline.NewArgs(words, "")
+	if args.Empty() {
+		return SweepRunRequest{}, cmdline.Usagef("", "sweep run needs a device: DEV[/PORT]")
+	}
+	target, err := args.DevPort(args.Next())
+	if err != nil {
+		return SweepRunRequest{}, err
+	}
+	req := SweepRunRequest{Options: verbsprobe.Options{Device: target.Device, Port: target.Port, GIDIndex: verbsprobe.AutoGID},
+		Rank: -1, Port: sweep.DefaultPort, Schedule: sweep.KindAllPairs, Timeout: sweep.DefaultTimeout}
+	var bw, lat *verbsprobe.Test
+	var size, iters int
+	var duration time.Duration
+	seen := map[string]bool{}
+	for !args.Empty() {
+		kw, err := args.Keyword("argument", "", SweepRun.KeywordNames()...)
+		if err != nil {
+			return SweepRunRequest{}, err
+		}
+		if seen[kw] {
+			return SweepRunRequest{}, cmdline.Usagef("", "%s given twice", kw)
+		}
+		seen[kw] = true
+		switch kw {
+		case "hosts":
+			req.HostsFile, err = args.Value("host list FILE (- for standard input)")
+		case "rank":
+			req.Rank, err = args.Number("rank", 0, sweep.MaxHosts-1)
+		case "port":
+			req.Port, err = args.Number("port", 1, 65535)
+		case "quick":
+			req.Schedule = sweep.KindQuick
+		case "bw", "lat":
+			t := sweep.DefaultBW
+			if kw == "lat" {
+				t = sweep.DefaultLat
+			}
+			if !args.Empty() && slices.Contains(sweepOps.Words, args.Words[0]) {
+				t.Op = verbsprobe.Operation(args.Next())
+			}
+			if kw == "bw" {
+				bw = &t
+			} else {
+				lat = &t
+			}
+		case "size":
+			size, err = args.Number("size", 1, verbsprobe.MaxTestSize)
+		case "iters":
+			iters, err = args.Number("iters", 1, verbsprobe.MaxTestIters)
+		case "duration":
+			duration, err = args.Duration("duration", verbsprobe.MaxTestDuration)
+		case "timeout":
+			req.Timeout, err = args.Duration("timeout", time.Hour)
+		case "start":
+			req.Start, err = args.Duration("start", 24*time.Hour)
+		case "out":
+			req.Out, err = args.Value("out FILE")
+		case "gid-index":
+			req.Options.GIDIndex, err = args.Number("gid-index", 0, math.MaxUint8)
+		}
+		if err != nil {
+			return SweepRunRequest{}, err
+		}
+	}
+	if bw == nil && lat == nil {
+		b, l := sweep.DefaultBW, sweep.DefaultLat
+		bw, lat = &b, &l
+	}
+	if iters != 0 && duration != 0 {
+		return SweepRunRequest{}, cmdline.Usagef("", "iters or duration, not both")
+	}
+	// size is bw's, iters lat's, unless that test is not run.
+	sized, counted := bw, lat
+	if sized == nil {
+		sized = lat
+	}
+	if counted == nil {
+		counted = bw
+	}
+	if size != 0 {
+		sized.Size = size
+	}
+	if iters != 0 {
+		counted.Iters, counted.Duration = iters, 0
+	}
+	for _, t := range []*verbsprobe.Test{bw, lat} {
+		if t == nil {
+			continue
+		}
+		if duration != 0 {
+			t.Duration, t.Iters = duration, 0
+		}
+		req.Tests = append(req.Tests, t.WithDefaults())
+	}
+	for i, t := range req.Tests {
+		if t.Duration != 0 {
+			t.Iters = 0 // a duration replaces the count
+			req.Tests[i] = t
+		}
+		if err := t.Validate(); err != nil {
+			return SweepRunRequest{}, cmdline.Usagef("", "%v", err)
+		}
+	}
+	return req, nil
+}
+
+// SweepReportRequest is `grdma sweep report` as its words say it.
+type SweepReportRequest struct {
+	Criteria sweep.Criteria
+	Files    []string // "-" is standard input
+}
+
+// ParseSweepReport reads the words after `grdma sweep report`: keywords
+// first, then the files of the nodes' records (a file named like a
+// keyword is written ./NAME):
+//
+//	[bw-fraction F] [lat-factor F] [spread F] [bw-floor GBPS] [port-fraction F] [lat-ceiling USEC] FILE...
+//
+// Fractions may be written 0.93 or 93%, factors 2.1 or 2.1x.
+func ParseSweepReport(words []string) (SweepReportRequest, error) {
+	req := SweepReportRequest{Criteria: sweep.DefaultCriteria}
+	args := cmdline.NewArgs(words, "")
+	seen := map[string]bool{}
+	for !args.Empty() {
+		kw, ok := cmdline.Abbrev(args.Words[0], SweepReport.KeywordNames())
+		if !ok || args.Words[0] == "-" {
+			break
+		}
+		args.Next()
+		if seen[kw] {
+			return SweepReportRequest{}, cmdline.Usagef("", "%s given twice", kw)
+		}
+		seen[kw] = true
+		v, err := args.Value(kw + " value")
+		if err != nil {
+			return SweepReportRequest{}, err
+		}
+		c := &req.Criteria
+		var dst *float64
+		lo, hi, unit := 0.0, math.Inf(1), ""
+		switch kw {
+		case "bw-fraction":
+			dst, lo, hi, unit = &c.BWFraction, 0, 1, "%"
+		case "lat-factor":
+			dst, lo, hi, unit = &c.LatFactor, 1, 1000, "x"
+		case "spread":
+			dst, lo, hi = &c.Spread, 0, 10
+		case "bw-floor":
+			dst, hi = &c.BWFloorGbps, 1e6
+		case "port-fraction":
+			dst, lo, hi, unit = &c.BWPortFraction, 0, 1, "%"
+		case "lat-ceiling":
+			dst, hi = &c.LatCeilingUsec, 1e9
+		}
+		f, ok := parseNumber(v, unit)
+		if !ok || f < lo || f > hi || (kw == "bw-fraction" && f == 0) {
+			return SweepReportRequest{}, cmdline.Usagef("", "%s must be a number from %g to %g%s, not %q", kw, lo, hi, unitHint(unit), v)
+		}
+		*dst = f
+	}
+	req.Files = args.Words
+	if len(req.Files) == 0 {
+		return SweepReportRequest{}, cmdline.Usagef("", "sweep report needs the nodes' record files (- for standard input)")
+	}
+	return req, nil
+}
+
+// parseNumber reads a number, "93%" (0.93) where unit is "%", "2.1x"
+// where it is "x".
+func parseNumber(s, unit string) (float64, bool) {
+	scale := 1.0
+	switch {
+	case unit == "%" && strings.HasSuffix(s, "%"):
+		s, scale = strings.TrimSuffix(s, "%"), 0.01
+	case unit == "x" && strings.HasSuffix(s, "x"):
+		s = strings.TrimSuffix(s, "x")
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0, false
+	}
+	return f * scale, true
+}
+
+func unitHint(unit string) string {
+	switch unit {
+	case "%":
+		return " (or a percentage, 93%)"
+	case "x":
+		return " (or 2.1x)"
+	}
+	return ""
+}
