@@ -50,10 +50,11 @@ test:
 	CGO_ENABLED=0 $(GO) test -tags $(NOPROM) ./cmd/grdma
 	@$(MAKE) --no-print-directory test-race test-arm64
 
-# The exporter, /probe, the pingmesh and the sweep under the race
-# detector (scrapes and probes served at once, one server per listen
-# address; a sweep node's rounds, listener and partners at once): needs
-# cgo and a C compiler.
+# The exporter, /probe and the pingmesh under the race detector (they
+# serve scrapes and probes concurrently, one server per listen address),
+# and the sweep (a node's rounds, its listener and its partners run at
+# once; a coordinator's pairs and their HTTP probes): needs cgo and a C
+# compiler.
 test-race:
 	@if command -v $$($(GO) env CC) >/dev/null; then \
 		echo "CGO_ENABLED=1 $(GO) test -race ./exporter/... ./prober/... ./pingmesh/... ./sweep/..."; CGO_ENABLED=1 $(GO) test -race ./exporter/... ./prober/... ./pingmesh/... ./sweep/...; \
@@ -85,7 +86,7 @@ lint:
 
 # End-to-end tests in QEMU guests booting Debian's 6.1 and 6.12 kernels.
 e2e: build
-	$(GO) test -tags e2e -count=1 -timeout 30m -v ./e2e/
+	$(GO) test -tags e2e -count=1 -timeout 60m -v ./e2e/
 
 # Every fuzz target (func Fuzz* in a _test.go) for FUZZTIME each; a crash
 # fails the run and leaves its input under the package's testdata/fuzz/,

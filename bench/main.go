@@ -14,6 +14,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"log"
@@ -41,7 +42,7 @@ func main() {
 	goBench := flag.Bool("go", true, "also run the Go benchmarks ("+strings.Join(goBenchPackages, " ")+")")
 	update := flag.String("update", "", "rewrite the generated sections of this Markdown file (BENCHMARKS.md)")
 	timeout := flag.Duration("timeout", 20*time.Minute, "per guest")
-	only := flag.String("only", "", `run only this part: "guest" (grdma against rdma and ibv_devinfo in one guest per kernel, without the probe and exporter reports), "pair" (the probe between two hosts against perftest), "devinfo" (dev info, port show, gid show against ibv_devinfo -v, with system call counts)`)
+	only := flag.String("only", "", `run only this part: "guest" (grdma against rdma and ibv_devinfo in one guest per kernel, without the probe and exporter reports), "pair" (the probe between two hosts against perftest, and the responder's CPU and concurrent peers), "devinfo" (dev info, port show, gid show against ibv_devinfo -v, with system call counts)`)
 	before := flag.String("before", "", "with -only devinfo: an older grdma binary whose port show and gid show system calls are counted as \"before\"")
 	flag.Parse()
 	log.SetFlags(0)
@@ -106,12 +107,12 @@ func main() {
 		return
 	}
 	if *only != "guest" {
-		pair, err := runPairBench(ctx, bed, grdma, guestTests, strings.Split(*kernels, ","), *timeout)
+		pair, serve, err := runPairBench(ctx, bed, grdma, guestTests, strings.Split(*kernels, ","), *timeout)
 		if err != nil {
 			log.Fatal(err)
 		}
-		fmt.Print(pair)
-		sections["pair"] = pair
+		fmt.Print(pair, serve)
+		sections["pair"], sections["serve"] = pair, serve
 	}
 	if *only == "pair" {
 		if *update != "" {
@@ -206,36 +207,44 @@ func runGuest(ctx context.Context, bed *e2e.Bed, label string, g *e2e.Guest, gue
 
 // runPairBench boots the two-host pair of each kernel and runs
 // TestPairProbeBenchmark (grdma's probe between hosts against perftest,
-// interleaved) in it; it returns the tables.
-func runPairBench(ctx context.Context, bed *e2e.Bed, grdma, guestTests string, kernels []string, timeout time.Duration) (string, error) {
-	var b strings.Builder
+// interleaved) and TestPairProbeServeBenchmark (the responder's CPU and
+// concurrent peers) in it; it returns their tables.
+func runPairBench(ctx context.Context, bed *e2e.Bed, grdma, guestTests string, kernels []string, timeout time.Duration) (pair, serve string, err error) {
+	var b, sb strings.Builder
 	fmt.Fprintf(&b, "Two QEMU guests (TCG, 1 vCPU each) joined by one virtio-net link (a QEMU socket on 127.0.0.1), rxe0 on eth0, "+
 		"server on A and client on B for both tools, IPv4 GID; %d runs of each tool, interleaved; medians. "+
 		"bw: message rate (Mmsg/s: at one size, the bandwidth ratio; perftest's MsgRate[Mpps]); lat: median latency "+
 		"(perftest's t_typical; one way for write and send, the whole READ for read, in both). "+
 		"Reproduce: `make bench BENCHFLAGS='-only pair'`.\n", 5)
+	fmt.Fprintf(&sb, "The same pair of guests, right after the table above: `grdma -j probe rxe0 serve peers 8` on A, "+
+		"clients on B; CPU time of the responder's process (utime+stime, 10 ms ticks); \"polling\" is GRDMA_PROBE_POLL=1, "+
+		"every wait for a completion polled (the busy-polling baseline). Reproduce: `make bench BENCHFLAGS='-only pair'`.\n")
 	for _, label := range kernels {
 		k, err := bed.Kernel(ctx, label)
 		if err != nil {
-			return "", err
+			return "", "", err
 		}
 		start := time.Now()
 		r, err := bed.RunPairTests(ctx, &e2e.GuestTestRun{Kernel: k, Grdma: grdma, TestBinary: guestTests,
-			Run: "ProbeBenchmark", Env: []string{"PAIR_BENCH_OUT=/out/pair.txt"}, Timeout: timeout}, nil)
+			Run: "ProbeBenchmark|ProbeServeBenchmark", Env: []string{"PAIR_BENCH_OUT=/out/pair.txt", "SERVE_BENCH_OUT=/out/serve.txt"},
+			Timeout: timeout}, nil)
 		if err != nil {
-			return "", fmt.Errorf("%s pair: %v", label, err)
+			return "", "", fmt.Errorf("%s pair: %v", label, err)
 		}
 		report, rerr := os.ReadFile(filepath.Join(r.B.Out(), "pair.txt"))
+		served, serr := os.ReadFile(filepath.Join(r.B.Out(), "serve.txt"))
 		tail := e2e.Tail(r.B.Log, 40)
 		r.Cleanup()
-		if rerr != nil {
-			return "", fmt.Errorf("%s pair: no report (%v):\n%s", label, rerr, tail)
+		if rerr != nil || serr != nil {
+			return "", "", fmt.Errorf("%s pair: no report (%v):\n%s", label, errors.Join(rerr, serr), tail)
 		}
-		log.Printf("%s: pair benchmark ran %v", label, time.Since(start).Round(time.Second))
+		log.Printf("%s: pair benchmarks ran %v", label, time.Since(start).Round(time.Second))
 		kernel, table, _ := strings.Cut(string(report), "\n")
 		fmt.Fprintf(&b, "\n#### Kernel %s (Debian)\n\n%s", strings.TrimPrefix(kernel, "kernel "), table)
+		kernel, table, _ = strings.Cut(string(served), "\n")
+		fmt.Fprintf(&sb, "\n#### Kernel %s (Debian)\n\n%s", strings.TrimPrefix(kernel, "kernel "), table)
 	}
-	return b.String(), nil
+	return b.String(), sb.String(), nil
 }
 
 // runGoBenchmarks runs the Go benchmarks once each (-benchtime 1s) and

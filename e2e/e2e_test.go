@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -192,14 +193,23 @@ func TestGuest(t *testing.T) {
 	}
 }
 
-// guestEnv passes the knobs the guest tests read on to them.
+// guestEnv passes the host's E2E_* settings on to the guest tests, which
+// read their own knobs (E2E_CHURN, E2E_EXPORTER_DEVICES, the *_BENCH
+// switches): a new knob needs no change here. Those the harness sets in
+// the guests itself (the agents' addresses) are left out.
 func guestEnv() []string {
 	var env []string
-	for _, k := range []string{"E2E_CHURN", "E2E_EXPORTER_DEVICES", "E2E_SERVE_BENCH", "E2E_PINGMESH_BENCH"} {
-		if v := os.Getenv(k); v != "" {
-			env = append(env, k+"="+v)
+	for _, kv := range os.Environ() {
+		k, v, _ := strings.Cut(kv, "=")
+		switch k {
+		case layout.PeerEnv, layout.PeerAgentEnv, layout.FleetAgentsEnv:
+			continue
+		}
+		if strings.HasPrefix(k, "E2E_") && v != "" {
+			env = append(env, kv)
 		}
 	}
+	slices.Sort(env)
 	return env
 }
 
@@ -435,6 +445,20 @@ func fleetMemory(t *testing.T) int {
 	return n
 }
 
+// fleetTimeout is the fleet driver's time limit (E2E_FLEET_TIMEOUT,
+// default DefaultFleetTimeout).
+func fleetTimeout(t *testing.T) time.Duration {
+	v := os.Getenv("E2E_FLEET_TIMEOUT")
+	if v == "" {
+		return DefaultFleetTimeout
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < time.Minute {
+		t.Fatalf("E2E_FLEET_TIMEOUT=%q: want a duration of at least 1m", v)
+	}
+	return d
+}
+
 // TestFleet boots, per kernel and one kernel after the other, a fleet of
 // E2E_FLEET_SIZE guests on one switch (BootFleet): the fleet scenarios
 // (e2e/guest TestFleet*) run on node 1 and drive the others through their
@@ -445,7 +469,7 @@ func TestFleet(t *testing.T) {
 	if pattern == "none" {
 		t.Skip("E2E_FLEET_RUN=none")
 	}
-	size, memory := fleetSize(t), fleetMemory(t)
+	size, memory, timeout := fleetSize(t), fleetMemory(t), fleetTimeout(t)
 	ctx, bed := readyBed(t)
 	grdma, testBin, err := build(ctx, bed)
 	if err != nil {
@@ -470,13 +494,18 @@ func TestFleet(t *testing.T) {
 			f, err := bed.RunFleetTests(ctx, &GuestTestRun{
 				Kernel: k, Grdma: grdma, TestBinary: testBin, Run: pattern,
 				GuestGrdma: os.Getenv("E2E_GUEST_GRDMA"), Env: guestEnv(),
-				Timeout: guestTimeout(), Verbose: os.Getenv("E2E_VERBOSE") != "",
+				Timeout: timeout, Verbose: os.Getenv("E2E_VERBOSE") != "",
 			}, spec)
 			defer f.Cleanup()
 			if err != nil {
 				t.Fatalf("%v\n%s", err, fleetTails(f))
 			}
 			d := f.Driver()
+			for i, r := range f.Nodes {
+				if r != nil && r.Boot == 0 {
+					t.Errorf("%s never ran its script; console tail:\n%s", layout.FleetName(i+1), tail(r.Console, 30))
+				}
+			}
 			t.Logf("%s: %d guests × %d MiB, %d booting at once, image %.1f MB built in %v, all booted in %v, scenarios %v, whole fleet %v",
 				k, size, memory, spec.Parallel, float64(f.Image)/1e6, f.Build.Round(time.Millisecond), f.Boot.Round(100*time.Millisecond),
 				d.Run.Round(100*time.Millisecond), time.Since(start).Round(100*time.Millisecond))
@@ -492,8 +521,16 @@ func TestFleet(t *testing.T) {
 				n.Short = strings.TrimPrefix(n.Short, "Fleet")
 				report(t, n, d, replay{otherGuest: func(n *TestNode) string { return agentLogs(f, n.Name) }, logPassing: true})
 			}
-			if err := f.Err(); err != nil && !t.Failed() {
-				t.Errorf("%v\n%s", err, fleetTails(f))
+			if err := f.Err(); err != nil {
+				if !t.Failed() {
+					t.Errorf("%v\n%s", err, fleetTails(f))
+				} else {
+					// Why a scenario could not reach a node, say.
+					t.Logf("%v", err)
+				}
+			}
+			if t.Failed() {
+				t.Logf("the switch as the driver stopped:\n%s", f.Switch)
 			}
 		})
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -26,6 +27,10 @@ const (
 	DefaultFleetMemoryMB = 512
 	// DefaultFleetParallel is how many fleet guests boot at once.
 	DefaultFleetParallel = 2
+	// DefaultFleetTimeout is the driver's time limit: every lane's fleet
+	// scenarios run in one boot per kernel (see e2e/README.md for their
+	// times); the limit catches a hang, it is not a speed goal.
+	DefaultFleetTimeout = 20 * time.Minute
 	// switchWait bounds the wait for the switch's control socket.
 	switchWait = 10 * time.Second
 )
@@ -44,8 +49,8 @@ type FleetSpec struct {
 	Run func(i int) string
 	// MemoryMB is each guest's memory; 0 means DefaultFleetMemoryMB.
 	MemoryMB int
-	// Timeout is the driver's time limit (0 means DefaultGuestTimeout); the
-	// other guests get a minute more.
+	// Timeout is the driver's time limit (0 means DefaultFleetTimeout);
+	// the other guests get a minute more.
 	Timeout time.Duration
 	// Parallel is how many guests boot at once (from QEMU's start until
 	// init runs the script); 0 means DefaultFleetParallel.
@@ -65,7 +70,11 @@ type FleetResult struct {
 	// Boot runs from the first QEMU's start until every guest runs its
 	// script.
 	Boot time.Duration
-	dir  string
+	// Switch is what the switch logged, then its port table and learnt
+	// MAC addresses as the driver stopped (vde_switch's port/print and
+	// hash/print).
+	Switch string
+	dir    string
 }
 
 // Driver is node 1's result.
@@ -124,7 +133,7 @@ func (b *Bed) BootFleet(ctx context.Context, spec FleetSpec) (*FleetResult, erro
 		return nil, fmt.Errorf("e2e: a fleet has 2 to %d guests, not %d", layout.FleetMax, spec.Size)
 	}
 	if spec.Timeout == 0 {
-		spec.Timeout = DefaultGuestTimeout
+		spec.Timeout = DefaultFleetTimeout
 	}
 	if spec.MemoryMB == 0 {
 		spec.MemoryMB = DefaultFleetMemoryMB
@@ -218,7 +227,11 @@ func (b *Bed) BootFleet(ctx context.Context, spec FleetSpec) (*FleetResult, erro
 	}
 
 	driver := machines[0]
+	for i, m := range machines[1:] {
+		go watchNode(b, layout.FleetName(i+2), m, driver)
+	}
 	f.Nodes[0], err = driver.wait()
+	f.Switch = sw.log() + sw.Ports()
 	grace := time.After(stopGrace)
 	for i, m := range machines[1:] {
 		select {
@@ -240,11 +253,34 @@ func (b *Bed) BootFleet(ctx context.Context, spec FleetSpec) (*FleetResult, erro
 	return f, err
 }
 
+// watchNode stops the fleet when node m stops before the driver does,
+// unless its agent was told to stop (its script then exits 0): a node
+// that crashed or whose agent died makes every scenario after it fail
+// on an unreachable agent, each after the agents' wait.
+func watchNode(b *Bed, name string, m, driver *machine) {
+	select {
+	case <-driver.done:
+		return
+	case <-m.done:
+	}
+	rc, err := os.ReadFile(filepath.Join(m.share, "e2e", "rc"))
+	if err == nil && strings.TrimSpace(string(rc)) == "0" {
+		return
+	}
+	why := "its guest stopped without a result (crash or panic: see its console)"
+	if err == nil {
+		why = "its script exited " + strings.TrimSpace(string(rc))
+	}
+	b.logf("e2e: %s stopped after %v while the scenarios ran: %s", name, time.Since(m.started).Round(time.Second), why)
+	driver.kill(fmt.Sprintf("%s stopped while the scenarios ran: %s", name, why))
+}
+
 // vdeSwitch is a running vde_switch.
 type vdeSwitch struct {
 	dir   string // its control directory: QEMU's vde,sock=
 	cmd   *exec.Cmd
-	stdin io.Closer
+	stdin io.WriteCloser
+	mu    sync.Mutex
 	out   bytes.Buffer
 	done  chan struct{}
 }
@@ -270,8 +306,7 @@ func (b *Bed) startSwitch(ports int) (*vdeSwitch, error) {
 		return nil, err
 	}
 	sw.stdin = stdin
-	var mu sync.Mutex
-	sw.cmd.Stdout = writerFunc(func(p []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return sw.out.Write(p) })
+	sw.cmd.Stdout = writerFunc(func(p []byte) (int, error) { sw.mu.Lock(); defer sw.mu.Unlock(); return sw.out.Write(p) })
 	sw.cmd.Stderr = sw.cmd.Stdout
 	if err := sw.cmd.Start(); err != nil {
 		os.RemoveAll(dir)
@@ -292,11 +327,67 @@ func (b *Bed) startSwitch(ports int) (*vdeSwitch, error) {
 			}
 		}
 		sw.stop()
-		mu.Lock()
-		defer mu.Unlock()
+		sw.mu.Lock()
+		defer sw.mu.Unlock()
 		return nil, fmt.Errorf("e2e: vde_switch made no %s within %v: %v\n%s", ctl, switchWait, sw.cmd.ProcessState, sw.out.String())
 	}
 }
+
+// log is what the switch printed by itself so far (its warnings: it
+// prints nothing else unless asked on its console).
+func (sw *vdeSwitch) log() string {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	return sw.out.String()
+}
+
+// Ports is the switch's own view of its ports (packets and bytes in and
+// out of each) and of the MAC addresses it learnt, for a report: its
+// console's port/print and hash/print.
+func (sw *vdeSwitch) Ports() string {
+	var b strings.Builder
+	for _, cmd := range []string{"port/print", "hash/print"} {
+		out, err := sw.command(cmd)
+		if err != nil {
+			fmt.Fprintf(&b, "%s: %v\n", cmd, err)
+			continue
+		}
+		b.WriteString(out)
+	}
+	return b.String()
+}
+
+// consoleWait bounds the wait for the switch console's answer.
+const consoleWait = 3 * time.Second
+
+// command runs one command on the switch's console and returns its
+// output. The console reads a command per read(2), so commands go one at a
+// time, each answered by a status line ("1000 Success", "1006 ...").
+func (sw *vdeSwitch) command(cmd string) (string, error) {
+	sw.mu.Lock()
+	start := sw.out.Len()
+	sw.mu.Unlock()
+	if _, err := io.WriteString(sw.stdin, cmd+"\n"); err != nil {
+		return "", err
+	}
+	for end := time.Now().Add(consoleWait); ; time.Sleep(20 * time.Millisecond) {
+		sw.mu.Lock()
+		out := sw.out.String()[start:]
+		sw.mu.Unlock()
+		if status := consoleStatus.FindString(out); status != "" {
+			if !strings.HasPrefix(status, "1000 ") {
+				return out, fmt.Errorf("%s", strings.TrimSpace(status))
+			}
+			return out, nil
+		}
+		if time.Now().After(end) {
+			return out, fmt.Errorf("no answer within %v", consoleWait)
+		}
+	}
+}
+
+// consoleStatus is the status line that ends a console answer.
+var consoleStatus = regexp.MustCompile(`(?m)^1\d\d\d .*$`)
 
 // stop ends the switch and removes its directory.
 func (sw *vdeSwitch) stop() {

@@ -106,7 +106,7 @@ func (b *Bed) RunPairTests(ctx context.Context, r *GuestTestRun, console io.Writ
 // sets the rest.
 func (b *Bed) RunFleetTests(ctx context.Context, r *GuestTestRun, spec FleetSpec) (*FleetResult, error) {
 	if r.Timeout == 0 {
-		r.Timeout = DefaultGuestTimeout
+		r.Timeout = DefaultFleetTimeout
 	}
 	agents := make([]string, 0, spec.Size)
 	for i := 2; i <= spec.Size; i++ {

@@ -117,6 +117,9 @@ type machine struct {
 	done    chan struct{} // closed once QEMU exited and its console is read
 	running chan struct{} // closed when init starts the script (its "run" mark)
 	werr    error
+	// killOnce keeps the first reason to kill it (the fleet's watchers
+	// and its time limit may both try).
+	killOnce sync.Once
 }
 
 // launch builds the image and starts QEMU; wait collects the result.
@@ -240,8 +243,12 @@ func (m *machine) exited() bool {
 	}
 }
 
-// kill stops QEMU now; the result reports it as timed out, for reason.
-func (m *machine) kill(reason string) { m.r.killed = reason; m.cancel() }
+// kill stops QEMU now; the result reports it as timed out, for the first
+// reason given.
+func (m *machine) kill(reason string) {
+	m.killOnce.Do(func() { m.r.killed = reason })
+	m.cancel()
+}
 
 // wait waits for QEMU to stop and collects what the guest brought back.
 func (m *machine) wait() (*Result, error) {

@@ -16,6 +16,7 @@ import (
 // (ParseSweepReport).
 var Sweep = &Syntax{Verbs: []Verb{
 	{"run", SweepRun},
+	{"coordinate", SweepCoordinate},
 	{"report", SweepReport},
 	helpVerb,
 }}
@@ -37,16 +38,40 @@ var SweepRun = &Syntax{Pos: []Positional{{Value: devPort}}, Keywords: []Keyword{
 	{"gid-index", []Value{free}},
 }}
 
-// SweepReport is the grammar of sweep report's keywords, before its
-// files.
-var SweepReport = &Syntax{Keywords: []Keyword{
+// sweepCriteria are the keywords of the report's limits.
+var sweepCriteria = []Keyword{
 	{"bw-fraction", []Value{free}},
 	{"lat-factor", []Value{free}},
 	{"spread", []Value{free}},
 	{"bw-floor", []Value{free}},
 	{"port-fraction", []Value{free}},
 	{"lat-ceiling", []Value{free}},
-}}
+}
+
+// SweepReport is the grammar of sweep report's keywords, before its
+// files.
+var SweepReport = &Syntax{Keywords: sweepCriteria}
+
+// SweepCoordinate is the grammar of sweep coordinate.
+var SweepCoordinate = &Syntax{Keywords: append([]Keyword{
+	{"hosts", []Value{free}},
+	{"quick", nil},
+	{"bw", []Value{sweepOps}},
+	{"lat", []Value{sweepOps}},
+	{"size", []Value{free}},
+	{"iters", []Value{free}},
+	{"duration", []Value{free}},
+	{"timeout", []Value{free}},
+	{"parallel", []Value{free}},
+	{"confirm", []Value{onOff}},
+	{"out", []Value{free}},
+	{"scheme", []Value{words("http", "https")}},
+	{"http-config", []Value{free}},
+	{"exporter-port", []Value{free}},
+	{"responder-port", []Value{free}},
+	{"bw-module", []Value{free}},
+	{"lat-module", []Value{free}},
+}, sweepCriteria...)}
 
 // sweepOps are the operations a sweep's bw and lat tests take.
 var sweepOps = words(string(verbsprobe.OpWrite), string(verbsprobe.OpSend), string(verbsprobe.OpRead))
@@ -87,9 +112,7 @@ func ParseSweepRun(words []string) (SweepRunRequest, error) {
 	}
 	req := SweepRunRequest{Options: verbsprobe.Options{Device: target.Device, Port: target.Port, GIDIndex: verbsprobe.AutoGID},
 		Rank: -1, Port: sweep.DefaultPort, Schedule: sweep.KindAllPairs, Timeout: sweep.DefaultTimeout}
-	var bw, lat *verbsprobe.Test
-	var size, iters int
-	var duration time.Duration
+	var tw testWords
 	seen := map[string]bool{}
 	for !args.Empty() {
 		kw, err := args.Keyword("argument", "", SweepRun.KeywordNames()...)
@@ -100,6 +123,12 @@ func ParseSweepRun(words []string) (SweepRunRequest, error) {
 			return SweepRunRequest{}, cmdline.Usagef("", "%s given twice", kw)
 		}
 		seen[kw] = true
+		if ok, err := tw.take(kw, args); ok || err != nil {
+			if err != nil {
+				return SweepRunRequest{}, err
+			}
+			continue
+		}
 		switch kw {
 		case "hosts":
 			req.HostsFile, err = args.Value("host list FILE (- for standard input)")
@@ -109,25 +138,6 @@ func ParseSweepRun(words []string) (SweepRunRequest, error) {
 			req.Port, err = args.Number("port", 1, 65535)
 		case "quick":
 			req.Schedule = sweep.KindQuick
-		case "bw", "lat":
-			t := sweep.DefaultBW
-			if kw == "lat" {
-				t = sweep.DefaultLat
-			}
-			if !args.Empty() && slices.Contains(sweepOps.Words, args.Words[0]) {
-				t.Op = verbsprobe.Operation(args.Next())
-			}
-			if kw == "bw" {
-				bw = &t
-			} else {
-				lat = &t
-			}
-		case "size":
-			size, err = args.Number("size", 1, verbsprobe.MaxTestSize)
-		case "iters":
-			iters, err = args.Number("iters", 1, verbsprobe.MaxTestIters)
-		case "duration":
-			duration, err = args.Duration("duration", verbsprobe.MaxTestDuration)
 		case "timeout":
 			req.Timeout, err = args.Duration("timeout", time.Hour)
 		case "start":
@@ -141,14 +151,63 @@ func ParseSweepRun(words []string) (SweepRunRequest, error) {
 			return SweepRunRequest{}, err
 		}
 	}
+	if req.Tests, err = tw.tests(); err != nil {
+		return SweepRunRequest{}, err
+	}
+	return req, nil
+}
+
+// testWords gathers the words that say a sweep's tests: bw [OP], lat
+// [OP], size, iters, duration.
+type testWords struct {
+	bw, lat  *verbsprobe.Test
+	size     int
+	iters    int
+	duration time.Duration
+}
+
+// take reads kw's value when kw is one of the test words.
+func (w *testWords) take(kw string, args *cmdline.Args) (bool, error) {
+	var err error
+	switch kw {
+	case "bw", "lat":
+		t := sweep.DefaultBW
+		if kw == "lat" {
+			t = sweep.DefaultLat
+		}
+		if !args.Empty() && slices.Contains(sweepOps.Words, args.Words[0]) {
+			t.Op = verbsprobe.Operation(args.Next())
+		}
+		if kw == "bw" {
+			w.bw = &t
+		} else {
+			w.lat = &t
+		}
+	case "size":
+		w.size, err = args.Number("size", 1, verbsprobe.MaxTestSize)
+	case "iters":
+		w.iters, err = args.Number("iters", 1, verbsprobe.MaxTestIters)
+	case "duration":
+		w.duration, err = args.Duration("duration", verbsprobe.MaxTestDuration)
+	default:
+		return false, nil
+	}
+	return true, err
+}
+
+// tests are the tests the words say. Without bw or lat both run
+// (sweep.DefaultBW, DefaultLat); size is bw's message size (lat's when
+// lat runs alone), iters lat's exchanges (bw's messages when bw runs
+// alone), duration runs every test for that long instead.
+func (w *testWords) tests() ([]verbsprobe.Test, error) {
+	bw, lat := w.bw, w.lat
 	if bw == nil && lat == nil {
 		b, l := sweep.DefaultBW, sweep.DefaultLat
 		bw, lat = &b, &l
 	}
-	if iters != 0 && duration != 0 {
-		return SweepRunRequest{}, cmdline.Usagef("", "iters or duration, not both")
+	if w.iters != 0 && w.duration != 0 {
+		return nil, cmdline.Usagef("", "iters or duration, not both")
 	}
-	// size is bw's, iters lat's, unless that test is not run.
 	sized, counted := bw, lat
 	if sized == nil {
 		sized = lat
@@ -156,31 +215,32 @@ func ParseSweepRun(words []string) (SweepRunRequest, error) {
 	if counted == nil {
 		counted = bw
 	}
-	if size != 0 {
-		sized.Size = size
+	if w.size != 0 {
+		sized.Size = w.size
 	}
-	if iters != 0 {
-		counted.Iters, counted.Duration = iters, 0
+	if w.iters != 0 {
+		counted.Iters, counted.Duration = w.iters, 0
 	}
+	var out []verbsprobe.Test
 	for _, t := range []*verbsprobe.Test{bw, lat} {
 		if t == nil {
 			continue
 		}
-		if duration != 0 {
-			t.Duration, t.Iters = duration, 0
+		if w.duration != 0 {
+			t.Duration, t.Iters = w.duration, 0
 		}
-		req.Tests = append(req.Tests, t.WithDefaults())
+		out = append(out, t.WithDefaults())
 	}
-	for i, t := range req.Tests {
+	for i, t := range out {
 		if t.Duration != 0 {
 			t.Iters = 0 // a duration replaces the count
-			req.Tests[i] = t
+			out[i] = t
 		}
 		if err := t.Validate(); err != nil {
-			return SweepRunRequest{}, cmdline.Usagef("", "%v", err)
+			return nil, cmdline.Usagef("", "%v", err)
 		}
 	}
-	return req, nil
+	return out, nil
 }
 
 // SweepReportRequest is `grdma sweep report` as its words say it.
@@ -210,36 +270,151 @@ func ParseSweepReport(words []string) (SweepReportRequest, error) {
 			return SweepReportRequest{}, cmdline.Usagef("", "%s given twice", kw)
 		}
 		seen[kw] = true
-		v, err := args.Value(kw + " value")
-		if err != nil {
+		if err := criterion(kw, args, &req.Criteria); err != nil {
 			return SweepReportRequest{}, err
 		}
-		c := &req.Criteria
-		var dst *float64
-		lo, hi, unit := 0.0, math.Inf(1), ""
-		switch kw {
-		case "bw-fraction":
-			dst, lo, hi, unit = &c.BWFraction, 0, 1, "%"
-		case "lat-factor":
-			dst, lo, hi, unit = &c.LatFactor, 1, 1000, "x"
-		case "spread":
-			dst, lo, hi = &c.Spread, 0, 10
-		case "bw-floor":
-			dst, hi = &c.BWFloorGbps, 1e6
-		case "port-fraction":
-			dst, lo, hi, unit = &c.BWPortFraction, 0, 1, "%"
-		case "lat-ceiling":
-			dst, hi = &c.LatCeilingUsec, 1e9
-		}
-		f, ok := parseNumber(v, unit)
-		if !ok || f < lo || f > hi || (kw == "bw-fraction" && f == 0) {
-			return SweepReportRequest{}, cmdline.Usagef("", "%s must be a number from %g to %g%s, not %q", kw, lo, hi, unitHint(unit), v)
-		}
-		*dst = f
 	}
 	req.Files = args.Words
 	if len(req.Files) == 0 {
 		return SweepReportRequest{}, cmdline.Usagef("", "sweep report needs the nodes' record files (- for standard input)")
+	}
+	return req, nil
+}
+
+// criterion reads the value of kw, one of the report's limits, into c.
+func criterion(kw string, args *cmdline.Args, c *sweep.Criteria) error {
+	v, err := args.Value(kw + " value")
+	if err != nil {
+		return err
+	}
+	var dst *float64
+	var lo, hi float64
+	unit := ""
+	switch kw {
+	case "bw-fraction":
+		dst, lo, hi, unit = &c.BWFraction, 0, 1, "%"
+	case "lat-factor":
+		dst, lo, hi, unit = &c.LatFactor, 1, 1000, "x"
+	case "spread":
+		dst, lo, hi = &c.Spread, 0, 10
+	case "bw-floor":
+		dst, hi = &c.BWFloorGbps, 1e6
+	case "port-fraction":
+		dst, lo, hi, unit = &c.BWPortFraction, 0, 1, "%"
+	case "lat-ceiling":
+		dst, hi = &c.LatCeilingUsec, 1e9
+	default:
+		return cmdline.Usagef("", "%s is not one of the report's limits", kw)
+	}
+	f, ok := parseNumber(v, unit)
+	if !ok || f < lo || f > hi || (kw == "bw-fraction" && f == 0) {
+		return cmdline.Usagef("", "%s must be a number from %g to %g%s, not %q", kw, lo, hi, unitHint(unit), v)
+	}
+	*dst = f
+	return nil
+}
+
+// isCriterion reports whether kw is one of the report's limits.
+func isCriterion(kw string) bool {
+	return slices.ContainsFunc(sweepCriteria, func(k Keyword) bool { return k.Name == kw })
+}
+
+// SweepCoordinateRequest is `grdma sweep coordinate` as its words say it.
+type SweepCoordinateRequest struct {
+	// HostsFile is the host list's file, "-" standard input, "" none
+	// given (SLURM_JOB_NODELIST then). A host's :PORT is its exporter's.
+	HostsFile string
+	Schedule  string
+	Tests     []verbsprobe.Test // with their defaults filled in
+	// Timeout is each test's time (sweep.DefaultProbeTimeout).
+	Timeout  time.Duration
+	Parallel int  // pairs at once, 0 every pair of a round
+	Confirm  bool // retest flagged pairs (on)
+	Out      string
+	// Scheme is http or https; HTTPConfig the file of the client's
+	// credentials (Prometheus' http_config: basic_auth, tls_config, ...).
+	Scheme, HTTPConfig string
+	ExporterPort       int // of hosts that name none (httpprobe.DefaultExporterPort)
+	ResponderPort      int // the responders' (0: their default, 18515)
+	BWModule           string
+	LatModule          string
+	Criteria           sweep.Criteria
+}
+
+// ParseSweepCoordinate reads the words after `grdma sweep coordinate`:
+//
+//	[hosts FILE|-] [quick] [bw [OP]] [lat [OP]] [size BYTES] [iters N] [duration D] [timeout D]
+//	[parallel N] [confirm on|off] [out FILE] [scheme http|https] [http-config FILE]
+//	[exporter-port N] [responder-port N] [bw-module NAME] [lat-module NAME] [LIMITS...]
+//
+// The tests' words are sweep run's; LIMITS are sweep report's (the
+// coordinator judges the first pass to choose its retests). Wrong words
+// are a *cmdline.UsageError.
+func ParseSweepCoordinate(words []string) (SweepCoordinateRequest, error) {
+	args := cmdline.NewArgs(words, "")
+	req := SweepCoordinateRequest{Schedule: sweep.KindAllPairs, Timeout: sweep.DefaultProbeTimeout, Confirm: true,
+		Scheme: "http", Criteria: sweep.DefaultCriteria}
+	var tw testWords
+	seen := map[string]bool{}
+	for !args.Empty() {
+		kw, err := args.Keyword("argument", "", SweepCoordinate.KeywordNames()...)
+		if err != nil {
+			return req, err
+		}
+		if seen[kw] {
+			return req, cmdline.Usagef("", "%s given twice", kw)
+		}
+		seen[kw] = true
+		if ok, err := tw.take(kw, args); ok || err != nil {
+			if err != nil {
+				return req, err
+			}
+			continue
+		}
+		if isCriterion(kw) {
+			if err := criterion(kw, args, &req.Criteria); err != nil {
+				return req, err
+			}
+			continue
+		}
+		switch kw {
+		case "hosts":
+			req.HostsFile, err = args.Value("host list FILE (- for standard input)")
+		case "quick":
+			req.Schedule = sweep.KindQuick
+		case "timeout":
+			req.Timeout, err = args.Duration("timeout", 5*time.Minute)
+		case "parallel":
+			req.Parallel, err = args.Number("parallel", 1, sweep.MaxHosts)
+		case "confirm":
+			req.Confirm, err = args.OnOff("confirm")
+		case "out":
+			req.Out, err = args.Value("out FILE")
+		case "scheme":
+			req.Scheme, err = args.Keyword("scheme", "", "http", "https")
+		case "http-config":
+			req.HTTPConfig, err = args.Value("http-config FILE")
+		case "exporter-port":
+			req.ExporterPort, err = args.Number("exporter-port", 1, 65535)
+		case "responder-port":
+			req.ResponderPort, err = args.Number("responder-port", 1, 65535)
+		case "bw-module":
+			req.BWModule, err = args.Value("bw-module NAME")
+		case "lat-module":
+			req.LatModule, err = args.Value("lat-module NAME")
+		}
+		if err != nil {
+			return req, err
+		}
+	}
+	var err error
+	if req.Tests, err = tw.tests(); err != nil {
+		return req, err
+	}
+	for _, t := range req.Tests {
+		if t.Duration > 0 && t.Duration+time.Second > req.Timeout {
+			return req, cmdline.Usagef("", "timeout %v leaves no room for a %v test: the exporter needs its duration and a second", req.Timeout, t.Duration)
+		}
 	}
 	return req, nil
 }

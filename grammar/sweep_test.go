@@ -108,3 +108,40 @@ func TestParseSweepReport(t *testing.T) {
 		}
 	}
 }
+
+func TestParseSweepCoordinate(t *testing.T) {
+	r, err := grammar.ParseSweepCoordinate(strings.Fields("hosts /etc/fleet quick bw read size 4096 duration 1s timeout 30s parallel 16 confirm off out r.jsonl " +
+		"scheme https http-config c.yml exporter-port 9100 responder-port 18600 bw-module my_bw lat-module my_lat spread 0 bw-floor 80"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := fmt.Sprint(r.HostsFile, " ", r.Schedule, " ", r.Tests, " ", r.Tests[0].Size, " ", r.Tests[0].Duration, " ", r.Timeout, " ", r.Parallel, " ",
+		r.Confirm, " ", r.Out, " ", r.Scheme, " ", r.HTTPConfig, " ", r.ExporterPort, " ", r.ResponderPort, " ", r.BWModule, " ", r.LatModule, " ",
+		r.Criteria.Spread, " ", r.Criteria.BWFloorGbps, " ", r.Criteria.BWFraction)
+	if want := "/etc/fleet quick [bw read] 4096 1s 30s 16 false r.jsonl https c.yml 9100 18600 my_bw my_lat 0 80 0.93"; got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+	r, err = grammar.ParseSweepCoordinate(nil)
+	if err != nil || len(r.Tests) != 2 || r.Tests[0].Size != 65536 || r.Tests[0].Duration != sweep.DefaultBW.Duration || r.Tests[1].Iters != 1000 || r.Schedule != sweep.KindAllPairs || !r.Confirm ||
+		r.Timeout != sweep.DefaultProbeTimeout || r.Scheme != "http" || r.Criteria != sweep.DefaultCriteria || r.HostsFile != "" {
+		t.Errorf("defaults: %+v %v", r, err)
+	}
+	for _, tc := range []struct{ words, want string }{
+		{"bogus", `unknown argument "bogus"`},
+		{"rxe0", `unknown argument "rxe0"`},
+		{"scheme ftp", "ftp"},
+		{"confirm maybe", "confirm"},
+		{"parallel 0", "parallel must be a number from 1"},
+		{"duration 10s", "timeout 10s leaves no room for a 10s test"},
+		{"spread x", "spread must be a number"},
+		{"quick quick", "quick given twice"},
+		{"iters 5 duration 1s", "iters or duration, not both"},
+		{"exporter-port 0", "exporter-port must be a number from 1 to 65535"},
+	} {
+		_, err := grammar.ParseSweepCoordinate(strings.Fields(tc.words))
+		var ue *cmdline.UsageError
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v, want a usage error saying %q", tc.words, err, tc.want)
+		}
+	}
+}

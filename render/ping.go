@@ -95,15 +95,15 @@ func PingSummary(p *output.Printer, s *udping.Summary, responder udping.Address,
 		for _, x := range []struct {
 			key    string
 			spread udping.Spread
-		}{{"network_usec", s.Network}, {"rtt_usec", s.RTT}, {"delay_usec", s.Delay}} {
+		}{{"network_rtt", s.Network}, {"rtt", s.RTT}, {"delay", s.Delay}} {
 			if x.spread.N == 0 {
 				continue
 			}
 			p.OpenObject(x.key)
-			p.Float(output.JSONOnly, "min", "", usec(x.spread.Min), 1)
-			p.Float(output.JSONOnly, "avg", "", usec(x.spread.Avg), 1)
-			p.Float(output.JSONOnly, "max", "", usec(x.spread.Max), 1)
-			p.Float(output.JSONOnly, "mdev", "", usec(x.spread.Mdev), 1)
+			p.Float(output.JSONOnly, "min_usec", "", usec(x.spread.Min), 1)
+			p.Float(output.JSONOnly, "avg_usec", "", usec(x.spread.Avg), 1)
+			p.Float(output.JSONOnly, "max_usec", "", usec(x.spread.Max), 1)
+			p.Float(output.JSONOnly, "mdev_usec", "", usec(x.spread.Mdev), 1)
 			p.CloseObject()
 		}
 		if s.Timestamps != "" {

@@ -57,7 +57,7 @@ rtt min/avg/max/mdev = 0.312/0.406/0.500/0.094 ms; responder delay min/avg/max/m
 {"target":"node2:18515","seq":2,"size":512,"result":"timeout","error":"no reply within the timeout","timestamps":"software"}
 {"target":"node2:18515","seq":3,"size":1024,"result":"echo_lost","error":"the echo was lost: the responder's report came","timestamps":"software"}
 {"target":"node2:18515","seq":4,"size":64,"result":"reply","rtt_usec":500,"network_usec":500,"timestamps":"software"}
-{"target":"node2:18515","responder":{"gid":"::ffff:10.30.0.2","qpn":17,"qkey":4660,"mtu":1024},"transmitted":4,"received":2,"echo_lost":1,"loss_percent":50,"time_usec":3000000,"network_usec":{"min":288,"avg":394,"max":500,"mdev":106},"rtt_usec":{"min":312,"avg":406,"max":500,"mdev":94},"delay_usec":{"min":24,"avg":24,"max":24,"mdev":0},"timestamps":"software"}
+{"target":"node2:18515","responder":{"gid":"::ffff:10.30.0.2","qpn":17,"qkey":4660,"mtu":1024},"transmitted":4,"received":2,"echo_lost":1,"loss_percent":50,"time_usec":3000000,"network_rtt":{"min_usec":288,"avg_usec":394,"max_usec":500,"mdev_usec":106},"rtt":{"min_usec":312,"avg_usec":406,"max_usec":500,"mdev_usec":94},"delay":{"min_usec":24,"avg_usec":24,"max_usec":24,"mdev_usec":0},"timestamps":"software"}
 `
 	if js.String() != wantJSON {
 		t.Errorf("JSON\n%s\nwant\n%s", js.String(), wantJSON)

@@ -225,7 +225,7 @@ func peerSummary(r *verbsprobe.Result) string {
 	if !pr.Pingpong {
 		about = append(about, esc(pe.Name()))
 	} else {
-		about = append(about, "ibv_rc_pingpong")
+		about = append(about, pe.Ifname) // the tool: ibv_rc_pingpong, ibv_ud_pingpong
 	}
 	if pe.GIDIndex >= 0 && !pe.GID.IsZero() {
 		if pr.Pingpong {
@@ -299,7 +299,7 @@ func peerJSON(p *output.Printer, r *verbsprobe.Result) {
 		p.OpenObject("peer")
 		p.Untrusted(output.JSONOnly, "host", "", pr.Host)
 		if pr.Pingpong {
-			p.String(output.JSONOnly, "tool", "", "ibv_rc_pingpong")
+			p.String(output.JSONOnly, "tool", "", pe.Ifname)
 		} else {
 			p.Untrusted(output.JSONOnly, "ifname", "", pe.Ifname)
 			p.Uint(output.JSONOnly, "port", "", uint64(pe.Port))

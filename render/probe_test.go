@@ -158,21 +158,27 @@ func TestServedPeerLines(t *testing.T) {
 	fail := &verbsprobe.Result{Steps: []verbsprobe.Step{{Name: "bw_write", Duration: 2 * time.Second,
 		Err: &verbsprobe.StepError{Step: "bw_write", Err: errors.New("no word from the peer for 10s")}}},
 		Peer: &verbsprobe.PeerResult{Role: "server", Host: "10.0.0.3:40000", Test: test}}
+	memlock := &verbsprobe.Result{Steps: []verbsprobe.Step{{Name: "reg_mr", Duration: time.Second / 10,
+		Err: &verbsprobe.StepError{Step: "reg_mr", Err: errors.New("REG_MR: cannot allocate memory"), Cause: "RLIMIT_MEMLOCK (8 MiB) is too small"}}},
+		Peer: &verbsprobe.PeerResult{Role: "server", Host: "10.0.0.6:40000", Test: test}}
 	var b bytes.Buffer
 	for _, j := range []bool{false, true} {
 		p := output.New(&b, output.Options{JSON: j})
 		ServedPeer(p, pass)
 		ServedPeer(p, fail)
+		ServedPeer(p, memlock)
 		Refused(p, verbsprobe.Refusal{Peer: "10.0.0.4:5", Reason: "closed before its first message"})
 		Refused(p, verbsprobe.Refusal{Peer: "10.0.0.5:6", Reason: "busy: 16 peers served at once\x1b[2J", Busy: true})
 		p.Flush()
 	}
 	want := `10.0.0.2:40000 bw write: PASS 200 × 65536 bytes in 1.00s, 0.105 Gb/s, 0.0002 Mmsg/s (1.00s, pinned 135168 bytes)
 10.0.0.3:40000 bw write: FAIL at bw_write: no word from the peer for 10s (2.00s, pinned 0 bytes)
+10.0.0.6:40000 bw write: FAIL at reg_mr: REG_MR: cannot allocate memory (likely cause: RLIMIT_MEMLOCK (8 MiB) is too small) (100.00ms, pinned 0 bytes)
 10.0.0.4:5: REFUSED closed before its first message
 10.0.0.5:6: BUSY 16 peers served at once\x1b[2J
 {"peer":"10.0.0.2:40000","result":"pass","test":{"kind":"bw","op":"write","size":65536,"iters":200},"usec":1000000,"pinned_bytes":135168,"results":[{"test":"bw","op":"write","size":65536,"iters":200,"bytes":13107200,"seconds":1,"bw_gbps":0.1048576,"msg_rate_mpps":0.0002}]}
 {"peer":"10.0.0.3:40000","result":"fail","test":{"kind":"bw","op":"write","size":65536,"iters":200},"usec":2000000,"pinned_bytes":0,"step":"bw_write","error":"no word from the peer for 10s","results":[]}
+{"peer":"10.0.0.6:40000","result":"fail","test":{"kind":"bw","op":"write","size":65536,"iters":200},"usec":100000,"pinned_bytes":0,"step":"reg_mr","error":"REG_MR: cannot allocate memory","cause":"RLIMIT_MEMLOCK (8 MiB) is too small","results":[]}
 {"peer":"10.0.0.4:5","result":"refused","error":"closed before its first message"}
 {"peer":"10.0.0.5:6","result":"busy","error":"busy: 16 peers served at once\\x1b[2J"}
 `

@@ -13,6 +13,7 @@ import (
 // or as one JSON object on a line:
 //
 //	10.0.0.2:40000 bw write: PASS 200 × 65536 bytes in 1.92s, 0.068 Gb/s, 0.0001 Mmsg/s (2.31s, pinned 135168 bytes)
+//	10.0.0.3:40000 traffic: FAIL at reg_mr: cannot allocate memory (likely cause: RLIMIT_MEMLOCK ...) (0.12s, pinned 0 bytes)
 //	{"peer":"10.0.0.2:40000","result":"pass","test":{...},"usec":2310000,"pinned_bytes":135168,"results":[...]}
 func ServedPeer(p *output.Printer, r *verbsprobe.Result) {
 	pr := r.Peer
@@ -42,6 +43,9 @@ func ServedPeer(p *output.Printer, r *verbsprobe.Result) {
 	switch s := r.Failed(); {
 	case s != nil:
 		fmt.Fprintf(&b, "FAIL at %s: %s", s.Name, esc(s.Err.Err.Error()))
+		if s.Err.Cause != "" {
+			fmt.Fprintf(&b, " (likely cause: %s)", esc(s.Err.Cause))
+		}
 	case r.Unsupported != "":
 		fmt.Fprintf(&b, "NOT SUPPORTED: %s", esc(r.Unsupported))
 	default:
@@ -70,6 +74,9 @@ func servedJSON(p *output.Printer, r *verbsprobe.Result) {
 	if s := r.Failed(); s != nil {
 		p.Untrusted(output.JSONOnly, "step", "", s.Name)
 		p.Untrusted(output.JSONOnly, "error", "", s.Err.Err.Error())
+		if s.Err.Cause != "" {
+			p.Untrusted(output.JSONOnly, "cause", "", s.Err.Cause)
+		}
 	}
 	if r.Unsupported != "" {
 		p.Untrusted(output.JSONOnly, "unsupported", "", r.Unsupported)

@@ -44,16 +44,22 @@ func SweepReport(w io.Writer, rep *sweep.Report, o output.Options) error {
 	esc := output.Escape
 	n := len(rep.Params.Hosts)
 	fmt.Fprintf(&b, "sweep %s: %s\n", rep.Sweep, esc(rep.Params.String()))
-	judged, bad := 0, 0
+	judged, bad, retested := 0, 0, 0
 	for _, p := range rep.Pairs {
 		if !p.Unreachable {
 			judged++
 			if p.Bad {
 				bad++
 			}
+			if p.Retested {
+				retested++
+			}
 		}
 	}
 	fmt.Fprintf(&b, "%d nodes, %d pairs judged, %d bad", n, judged, bad)
+	if retested > 0 {
+		fmt.Fprintf(&b, " (%d retested: the retest's verdict stands)", retested)
+	}
 	if rep.Missing > 0 {
 		fmt.Fprintf(&b, ", %d planned tests without a record", rep.Missing)
 	}

@@ -13,6 +13,7 @@ import (
 
 	yaml "go.yaml.in/yaml/v2"
 
+	manifests "github.com/grdma/grdma/deploy/kubernetes"
 	"github.com/grdma/grdma/grammar"
 	"github.com/grdma/grdma/sweep"
 )
@@ -167,5 +168,124 @@ func TestKubernetesJob(t *testing.T) {
 	caps := get(c, "securityContext", "capabilities")
 	if fmt.Sprint(get(caps, "add")) != "[IPC_LOCK]" || fmt.Sprint(get(caps, "drop")) != "[ALL]" {
 		t.Errorf("capabilities: IPC_LOCK alone, got %v", caps)
+	}
+}
+
+// TestKubernetesCoordinate: the coordinated sweep's Job parses, reads the
+// mounted host list and credentials, asks for the modules its ConfigMap
+// defines (a bw and a lat test naming the responders' secret), and runs
+// with no privilege.
+func TestKubernetesCoordinate(t *testing.T) {
+	docs := map[string][]map[any]any{}
+	dec := yaml.NewDecoder(strings.NewReader(manifests.SweepCoordinate))
+	for {
+		var d map[any]any
+		err := dec.Decode(&d)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("YAML: %v", err)
+		}
+		docs[fmt.Sprint(d["kind"])] = append(docs[fmt.Sprint(d["kind"])], d)
+	}
+	if len(docs["Job"]) != 1 || len(docs["ConfigMap"]) != 2 {
+		t.Fatalf("want a Job and two ConfigMaps: %v", docs)
+	}
+	get := func(v any, path ...any) any {
+		t.Helper()
+		for _, k := range path {
+			switch x := v.(type) {
+			case map[any]any:
+				v = x[k]
+			case []any:
+				v = x[k.(int)]
+			default:
+				t.Fatalf("%v: no %v", path, k)
+			}
+		}
+		return v
+	}
+	cms := map[string]map[any]any{}
+	for _, cm := range docs["ConfigMap"] {
+		cms[get(cm, "metadata", "name").(string)] = cm
+	}
+	job := docs["Job"][0]
+	pod := get(job, "spec", "template", "spec")
+	if get(pod, "restartPolicy") != "Never" || get(job, "spec", "backoffLimit") != 0 {
+		t.Error("restartPolicy Never, backoffLimit 0: a verdict is not retried")
+	}
+	c := get(pod, "containers", 0)
+	var cmd []string
+	for _, w := range get(c, "command").([]any) {
+		cmd = append(cmd, w.(string))
+	}
+	if len(cmd) < 3 || cmd[1] != "sweep" || cmd[2] != "coordinate" {
+		t.Fatalf("command %q: want grdma sweep coordinate", cmd)
+	}
+	req, err := grammar.ParseSweepCoordinate(cmd[3:])
+	if err != nil {
+		t.Fatalf("command %q: %v", cmd, err)
+	}
+	// Mounts: the hosts ConfigMap and the credentials Secret where the
+	// command reads them.
+	mounts := map[string]string{}
+	for _, m := range get(c, "volumeMounts").([]any) {
+		mounts[get(m, "name").(string)] = get(m, "mountPath").(string)
+	}
+	vols := map[string]map[any]any{}
+	for _, v := range get(pod, "volumes").([]any) {
+		vols[get(v, "name").(string)] = v.(map[any]any)
+	}
+	hostsVol, authVol := "", ""
+	for name, v := range vols {
+		if v["configMap"] != nil {
+			hostsVol = name
+		}
+		if v["secret"] != nil {
+			authVol = name
+		}
+	}
+	hostsCM := cms[get(vols[hostsVol], "configMap", "name").(string)]
+	if hostsCM == nil || !strings.HasPrefix(req.HostsFile, mounts[hostsVol]+"/") {
+		t.Fatalf("hosts %s is not the mounted ConfigMap's", req.HostsFile)
+	}
+	key := strings.TrimPrefix(req.HostsFile, mounts[hostsVol]+"/")
+	if hosts, err := sweep.ReadHosts(strings.NewReader(get(hostsCM, "data", key).(string))); err != nil || len(hosts) < 2 {
+		t.Errorf("the host list: %v (%d hosts)", err, len(hosts))
+	}
+	if !strings.HasPrefix(req.HTTPConfig, mounts[authVol]+"/") {
+		t.Errorf("http-config %s is not in the mounted Secret %s", req.HTTPConfig, mounts[authVol])
+	}
+	// The Secret's files readable by the pod's user: its group, fsGroup.
+	sc := get(pod, "securityContext")
+	if mode := get(vols[authVol], "secret", "defaultMode").(int); mode&0o040 == 0 || get(sc, "fsGroup") != get(sc, "runAsGroup") {
+		t.Errorf("the Secret (mode %o) must be readable by the pod's group (fsGroup %v)", mode, get(sc, "fsGroup"))
+	}
+	if get(sc, "runAsNonRoot") != true || fmt.Sprint(get(c, "securityContext", "capabilities", "drop")) != "[ALL]" {
+		t.Error("the coordinator needs no privilege")
+	}
+	// The modules it asks for: defined, of the right test, naming the
+	// responders' secret.
+	var probe struct {
+		Modules map[string]struct {
+			Prober string `yaml:"prober"`
+			RC     struct {
+				Test    string `yaml:"test"`
+				KeyFile string `yaml:"key_file"`
+			} `yaml:"rc"`
+		} `yaml:"modules"`
+	}
+	if err := yaml.Unmarshal([]byte(get(cms["grdma-sweep-probe"], "data", "probe.yml").(string)), &probe); err != nil { // prober.ParseConfig, once merged, checks every field
+		t.Fatalf("probe.yml: %v", err)
+	}
+	for _, m := range []struct{ name, test string }{{req.BWModule, "bw"}, {req.LatModule, "lat"}} {
+		mod, ok := probe.Modules[m.name]
+		if !ok || mod.Prober != "rc" || mod.RC.Test != m.test || mod.RC.KeyFile == "" {
+			t.Errorf("module %q: want an rc %s test with the responders' key_file: %+v", m.name, m.test, mod)
+		}
+	}
+	if req.ExporterPort != 10042 {
+		t.Errorf("exporter-port %d: the DaemonSet's /probe is grdma-prober's 10042", req.ExporterPort)
 	}
 }

@@ -54,6 +54,12 @@ type StartRecord struct {
 	// Error is why the node's device failed its check at start: the node
 	// then refuses every pair, saying so, and its partners record it.
 	Error string `json:"error,omitempty"`
+	// Mode is ModeCoordinated when one host drove the sweep through the
+	// nodes' exporters and wrote every node's records (Driver names it;
+	// Device is then empty: each exporter picks its port per probe); ""
+	// when the node ran its part itself.
+	Mode   string `json:"mode,omitempty"`
+	Driver string `json:"driver,omitempty"`
 }
 
 // Outcome is what became of one test of a pair.

@@ -11,30 +11,36 @@
 // The prober sends a probe (a sequence number of its session, padded to
 // the probe's size); the responder answers with two datagrams: an echo at
 // once, as long as the probe, and then a report of how long it held the
-// probe, from polling the probe's receive (T2) to polling its echo's send
-// completion (T3). The prober takes the probe's send (T1, once its
-// doorbell returned: rxe transmits in it) and the echo's arrival (T4):
+// probe, from polling the probe's receive (T2) to the echo's send (T3).
+// The prober takes the probe's send (T1) and the echo's arrival (T4):
 //
 //	RTT     = T4 − T1            what the prober saw
 //	Network = RTT − (T3 − T2)    the responder's delay removed
 //
-// This is R-Pingmesh's two-ACK exchange. A single reply carrying the
-// responder's delay would have to take T3 before its own send, leaving
-// the responder's send path (the doorbell, rxe's transmit) in the
-// network's share; the echo's completion comes after that path, and with
-// a device's completion timestamps it would be the time the echo left,
-// known only once it left: hence the second datagram. Both clocks are
-// used only for differences on their own host: nothing assumes them in
-// step. The echo is as long as the probe so that both directions carry
-// each size: a link that drops large packets one way shows as a
+// This is R-Pingmesh's two-ACK exchange: with a device's completion
+// timestamps T3 is the echo's send completion, the time it went on the
+// wire, known only once it left: it travels in a second datagram. With
+// software timestamps T1 and T3 are both read just before the send's
+// doorbell. rxe's send completions come from its completion work, in the
+// guests milliseconds late, and a clock read after the doorbell may be
+// read after the process was preempted by the very peer it woke (a
+// datagram to itself): both made the responder's delay exceed whole round
+// trips in the guests. Read before the send, [T2, T3] lies within
+// [T1, T4] by causality, so Network is never negative; each side's
+// doorbell (where rxe transmits) counts as network, alike on both. The
+// report still follows the echo, so that hardware timestamps need no
+// other format. The echo is as long as the probe so that both directions
+// carry each size: a link that drops large packets one way shows as a
 // timeout, or as an echo lost (the report came, the echo did not) when
-// it is the way back.
+// it is the way back. Both clocks are used only for differences on their
+// own host: nothing assumes them in step.
 //
-// Times are software: the process's clock read when a completion is
-// polled (Result.Timestamps says so). rxe reports no completion
+// Times are software: the process's clock, read when a receive's
+// completion is polled and before a send's doorbell (Result.Timestamps
+// says so). rxe reports no completion
 // timestamps, and grdma reads no other device's data path; the time a
 // datagram waits until it is polled (a wake-up on the completion
-// channel) is counted as network time.
+// channel) is counted as network time, unless Spin polls meanwhile.
 //
 // Probe sizes cycle through 64, 512 and 1024 bytes and the path MTU
 // (DefaultSizes), after Aegis (NSDI 2025): loss that hits only packets

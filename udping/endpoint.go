@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"time"
 
 	"github.com/grdma/grdma/gid"
@@ -136,11 +137,21 @@ func (e *endpoint) sent(i int) {
 }
 
 // wait returns the completions that came, waiting until one does or
-// until deadline (zero: ctx alone ends the wait). An expired deadline is
-// no error: no completions.
-func (e *endpoint) wait(ctx context.Context, deadline time.Time) ([]uverbs.WC, error) {
+// until deadline (zero: ctx alone ends the wait); until spin it polls,
+// then it sleeps on the completion channel. An expired deadline is no
+// error: no completions.
+func (e *endpoint) wait(ctx context.Context, deadline, spin time.Time) ([]uverbs.WC, error) {
 	if n := e.cq.Poll(e.wcs); n > 0 {
 		return e.wcs[:n], nil
+	}
+	if !deadline.IsZero() && spin.After(deadline) {
+		spin = deadline
+	}
+	for now := time.Now(); now.Before(spin) && ctx.Err() == nil; now = time.Now() {
+		if n := e.cq.Poll(e.wcs); n > 0 {
+			return e.wcs[:n], nil
+		}
+		runtime.Gosched()
 	}
 	wctx := ctx
 	if !deadline.IsZero() {

@@ -36,18 +36,22 @@ type Prober struct {
 	stopped bool // Run returned: no more ops
 
 	// Only Run's goroutine.
-	targets map[string]*target
-	due     dueHeap
-	pending map[uint64]*pending
-	order   []*pending // by send time: what expires first
-	nextID  uint64
-	slots   []*heldAH // the address handle each send slot's send uses
-	bucket  bucket
-	waiting []*waiter     // Pings of resolved targets waiting for a token or a send slot
-	resolve chan struct{} // resolutions running at once
-	held    map[*heldAH]bool
-	runCtx  context.Context
-	swept   time.Time // forgetUnused's last sweep
+	targets   map[string]*target
+	due       dueHeap
+	pending   map[uint64]*pending
+	order     []*pending // by send time: what expires first
+	nextID    uint64
+	slots     []*heldAH // the address handle each send slot's send uses
+	bucket    bucket
+	waiting   []*waiter      // Pings of resolved targets waiting for a token or a send slot
+	resolve   chan struct{}  // resolutions running at once
+	resolvers sync.WaitGroup // their goroutines: Run waits for them
+	ntargets  atomic.Int64   // len(targets), for Add's bound
+	held      map[*heldAH]bool
+	runCtx    context.Context
+	swept     time.Time // forgetUnused's last sweep
+	// lastSend is when the last probe left: Spin polls after it.
+	lastSend time.Time
 
 	stats proberCounters
 }
@@ -79,8 +83,19 @@ type ProberConfig struct {
 	// leaves no room for are dropped and counted. 0 means
 	// DefaultResults.
 	Results int
-	// Receives is how many receives are posted; 0 means DefaultReceives.
+	// Receives is how many receives are posted (each holds the largest
+	// datagram: 4136 bytes registered); 0 means DefaultProberReceives.
 	Receives int
+	// Sends is how many probes may be on their way at once (each 4096
+	// bytes registered); 0 means DefaultProberSends. A command pinging
+	// one target needs few of either (RLIMIT_MEMLOCK).
+	Sends int
+	// Spin, when set, polls the completion queue for this long after
+	// each probe while replies are awaited, before it sleeps on the
+	// completion channel: a wake-up's latency then stays out of the
+	// round trip, for a core's worth of CPU meanwhile. A busy-polling
+	// baseline for benchmarks, as ibv_ud_pingpong polls.
+	Spin time.Duration
 }
 
 // Defaults of a prober.
@@ -91,7 +106,8 @@ const (
 	DefaultMaxTargets     = 10000
 	DefaultRefreshAfter   = 3
 	DefaultResults        = 1024
-	proberSends           = 64
+	DefaultProberReceives = 128
+	DefaultProberSends    = 64
 	maxResolving          = 16
 	maxResolveBackoff     = 30 * time.Second
 )
@@ -117,7 +133,10 @@ func (c ProberConfig) WithDefaults() ProberConfig {
 		c.Results = DefaultResults
 	}
 	if c.Receives <= 0 {
-		c.Receives = DefaultReceives
+		c.Receives = DefaultProberReceives
+	}
+	if c.Sends <= 0 {
+		c.Sends = DefaultProberSends
 	}
 	return c
 }
@@ -212,10 +231,8 @@ type Result struct {
 }
 
 // Network is the network's round trip: RTT without the responder's
-// delay, or RTT when the delay is not known. The two sides' times are
-// read from two clocks at slightly different points of their send paths
-// (see the package doc), so on a fast path the delay can exceed the RTT:
-// Network is then 0.
+// delay, or RTT when the delay is not known; 0 at least (a responder can
+// report more: it is not trusted).
 func (r Result) Network() time.Duration {
 	if !r.DelayKnown {
 		return r.RTT
@@ -257,6 +274,7 @@ type target struct {
 	next    time.Time
 	index   int // in the due heap; -1 when not scheduled
 	seq     uint64
+	probes  int // scheduled probes sent, against cfg.Count
 	sizeAt  int
 	misses  int
 	removed bool
@@ -332,13 +350,13 @@ func NewProber(cfg ProberConfig) (*Prober, error) {
 	if cfg.Resolve == nil {
 		return nil, errors.New("udping: a prober needs a Resolver")
 	}
-	ep, err := newEndpoint(cfg.Local, NewQKey(), cfg.Receives, proberSends)
+	ep, err := newEndpoint(cfg.Local, NewQKey(), cfg.Receives, cfg.Sends)
 	if err != nil {
 		return nil, fmt.Errorf("udping: the prober's queue pair: %w", err)
 	}
 	source, _ := cfg.Local.TimestampSource()
 	return &Prober{cfg: cfg, session: rand.Uint64(), ep: ep, results: make(chan Result, cfg.Results), source: source,
-		targets: map[string]*target{}, pending: map[uint64]*pending{}, slots: make([]*heldAH, proberSends),
+		targets: map[string]*target{}, pending: map[uint64]*pending{}, slots: make([]*heldAH, cfg.Sends),
 		bucket: newBucket(cfg.MaxRate), resolve: make(chan struct{}, maxResolving), held: map[*heldAH]bool{},
 		runCtx: context.Background()}, nil
 }
@@ -395,7 +413,7 @@ func (p *Prober) apply(o op) error {
 				n++
 			}
 		}
-		if len(p.targets)+n >= p.cfg.MaxTargets {
+		if int(p.ntargets.Load())+n >= p.cfg.MaxTargets {
 			return fmt.Errorf("udping: %d targets, the prober's limit", p.cfg.MaxTargets)
 		}
 	}
@@ -429,6 +447,7 @@ func (p *Prober) Run(ctx context.Context) error {
 	defer close(p.results)
 	defer p.stop()
 	rctx, stopResolving := context.WithCancel(ctx)
+	defer p.resolvers.Wait() // after stopResolving: their Resolvers end with rctx
 	defer stopResolving()
 	p.runCtx = rctx
 	for {
@@ -444,7 +463,11 @@ func (p *Prober) Run(ctx context.Context) error {
 			cancel()
 		}
 		p.mu.Unlock()
-		wcs, err := p.ep.wait(wctx, deadline)
+		var spin time.Time
+		if p.cfg.Spin > 0 && len(p.pending) > 0 {
+			spin = p.lastSend.Add(p.cfg.Spin)
+		}
+		wcs, err := p.ep.wait(wctx, deadline, spin)
 		p.mu.Lock()
 		p.wake = nil
 		p.mu.Unlock()
@@ -518,6 +541,7 @@ func (p *Prober) takeOps(ctx context.Context) {
 				p.drop(old)
 			}
 			p.targets[t.name] = t
+			p.ntargets.Store(int64(len(p.targets)))
 			if t.ah == nil {
 				p.startResolve(ctx, t)
 				break
@@ -591,6 +615,7 @@ func (p *Prober) takePing(ctx context.Context, w *waiter) {
 		}
 		t = &target{name: w.target, index: -1, onDemand: true}
 		p.targets[t.name] = t
+		p.ntargets.Store(int64(len(p.targets)))
 	}
 	t.used = time.Now()
 	if t.ah == nil {
@@ -644,6 +669,7 @@ func (p *Prober) drop(t *target) {
 	t.waiters = nil
 	t.removed = true
 	delete(p.targets, t.name)
+	p.ntargets.Store(int64(len(p.targets)))
 	if t.index >= 0 {
 		heap.Remove(&p.due, t.index)
 	}
@@ -709,7 +735,9 @@ func (p *Prober) startResolve(ctx context.Context, t *target) {
 	ep := p.ep
 	local := ep.address()
 	name := t.name
+	p.resolvers.Add(1)
 	go func() {
+		defer p.resolvers.Done()
 		select {
 		case p.resolve <- struct{}{}:
 		case <-ctx.Done():
@@ -720,6 +748,9 @@ func (p *Prober) startResolve(ctx context.Context, t *target) {
 		addr, err := p.cfg.Resolve(rctx, name, local)
 		cancel()
 		r := &resolution{name: name, addr: addr, err: err}
+		if err == nil && ctx.Err() != nil {
+			return // Run is stopping: no address handle to make
+		}
 		if err == nil {
 			if err = addr.Validate(); err != nil {
 				r.err = fmt.Errorf("the responder's address: %w", err)
@@ -802,7 +833,7 @@ func Sizes(configured []int, mtu int) []int {
 }
 
 func (p *Prober) schedule(t *target) {
-	if t.removed {
+	if t.removed || t.onDemand || (t.cfg.Count > 0 && t.probes >= t.cfg.Count) {
 		return
 	}
 	if t.index >= 0 {
@@ -832,7 +863,7 @@ func (p *Prober) sendDue(ctx context.Context, now time.Time) {
 			return
 		}
 		p.probe(t, now)
-		if t.cfg.Count > 0 && t.seq >= uint64(t.cfg.Count) {
+		if t.cfg.Count > 0 && t.probes >= t.cfg.Count {
 			heap.Pop(&p.due)
 			continue
 		}
@@ -849,6 +880,7 @@ func (p *Prober) sendDue(ctx context.Context, now time.Time) {
 func (p *Prober) probe(t *target, now time.Time) {
 	size := t.sizes[t.sizeAt%len(t.sizes)]
 	t.sizeAt++
+	t.probes++
 	p.send(t, size, nil, now)
 }
 
@@ -870,6 +902,7 @@ func (p *Prober) send(t *target, size int, w *waiter, now time.Time) {
 	h := t.ah
 	h.users++
 	p.slots[slot] = h
+	sent := time.Now() // T1: before the send (see the package doc)
 	if err := p.ep.send(slot, size, &h.ah, t.addr); err != nil {
 		h.users--
 		p.slots[slot] = nil
@@ -878,8 +911,8 @@ func (p *Prober) send(t *target, size int, w *waiter, now time.Time) {
 			Timestamps: p.source, Err: err})
 		return
 	}
-	sent := time.Now() // T1: the send is on its way (rxe sends in the doorbell)
 	p.stats.sent.Add(1)
+	p.lastSend = sent
 	pd := &pending{t: t, id: id, seq: t.seq, size: size, addr: t.addr, sent: sent, expiresAt: sent.Add(p.cfg.Timeout), waiter: w}
 	if w != nil {
 		if d, ok := w.ctx.Deadline(); ok && d.Before(pd.expiresAt) {
@@ -1098,7 +1131,7 @@ func (p *Prober) restart(ctx context.Context) error {
 		p.sendDone(i)
 	}
 	p.ep.close()
-	ep, err := newEndpoint(p.cfg.Local, NewQKey(), p.cfg.Receives, proberSends)
+	ep, err := newEndpoint(p.cfg.Local, NewQKey(), p.cfg.Receives, p.cfg.Sends)
 	if err != nil {
 		return err // p.ep stays, closed: Close closes it again, harmlessly
 	}

@@ -14,7 +14,8 @@ import (
 
 // Responder answers the UD pings of every registered prober on one UD
 // queue pair: each probe with an echo at once and a report of how long it
-// held the probe (the two-ACK exchange, see the package doc). Probers are
+// held the probe, sent right after it (the two-ACK exchange, see the
+// package doc). Probers are
 // registered by the responder's control channel (Register), which also
 // tells them the queue pair's address and its Q_Key; anything else that
 // arrives is dropped and counted.
@@ -30,6 +31,7 @@ type Responder struct {
 	// Only Run's goroutine: what each send slot holds.
 	inflight []inflight
 	bucket   bucket
+	active   time.Time // the last completion: Spin polls after it
 
 	stats responderCounters
 }
@@ -47,18 +49,26 @@ type ResponderConfig struct {
 	// MaxRate bounds the probes answered a second, all probers together
 	// (more are dropped and counted); 0 means DefaultMaxRate.
 	MaxRate float64
+	// MaxPeerRate bounds the probes of one prober answered a second, so
+	// that one cannot take all of MaxRate; 0 means DefaultMaxPeerRate.
+	MaxPeerRate float64
 	// Receives is how many receives are posted; 0 means
 	// DefaultReceives.
 	Receives int
+	// Spin, when set, polls the completion queue for this long after each
+	// completion before it sleeps on the completion channel (see
+	// ProberConfig.Spin).
+	Spin time.Duration
 }
 
 // Defaults of a responder.
 const (
-	DefaultMaxPeers = 4096
-	DefaultPeerTTL  = 10 * time.Minute
-	DefaultMaxRate  = 10000
-	DefaultReceives = 256
-	responderSends  = 128
+	DefaultMaxPeers    = 4096
+	DefaultPeerTTL     = 10 * time.Minute
+	DefaultMaxRate     = 10000
+	DefaultMaxPeerRate = 1000
+	DefaultReceives    = 256
+	responderSends     = 128
 )
 
 // WithDefaults fills in the zero fields.
@@ -71,6 +81,9 @@ func (c ResponderConfig) WithDefaults() ResponderConfig {
 	}
 	if c.MaxRate <= 0 {
 		c.MaxRate = DefaultMaxRate
+	}
+	if c.MaxPeerRate <= 0 {
+		c.MaxPeerRate = DefaultMaxPeerRate
 	}
 	if c.Receives <= 0 {
 		c.Receives = DefaultReceives
@@ -87,6 +100,8 @@ type peerKey struct {
 type peer struct {
 	addr Address
 	ah   uverbs.AH
+	// bucket bounds its probes answered (MaxPeerRate); Run's goroutine's.
+	bucket bucket
 	// seen is when the peer last probed or registered (UnixNano).
 	seen atomic.Int64
 }
@@ -166,7 +181,7 @@ func (r *Responder) Register(a Address) error {
 	if err != nil {
 		return fmt.Errorf("udping: an address handle to %s: %w", a.GID, err)
 	}
-	p := &peer{addr: a, ah: ah}
+	p := &peer{addr: a, ah: ah, bucket: newBucket(r.cfg.MaxPeerRate)}
 	p.seen.Store(now.UnixNano())
 	r.peers[key] = p
 	return nil
@@ -214,7 +229,14 @@ func (r *Responder) Run(ctx context.Context) error {
 	every := min(max(r.cfg.PeerTTL/2, 10*time.Millisecond), time.Minute)
 	expiry := time.Now().Add(every)
 	for {
-		wcs, err := r.ep.wait(ctx, expiry)
+		var spin time.Time
+		if r.cfg.Spin > 0 {
+			spin = r.active.Add(r.cfg.Spin)
+		}
+		wcs, err := r.ep.wait(ctx, expiry, spin)
+		if len(wcs) > 0 {
+			r.active = time.Now()
+		}
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -248,9 +270,7 @@ func (r *Responder) handle(wcs []uverbs.WC) error {
 				failed = &completionError{wc}
 				continue
 			}
-			if f.kind == KindEcho {
-				r.report(f, time.Now())
-			} else {
+			if f.kind == KindReport {
 				r.stats.reports.Add(1)
 			}
 			continue
@@ -305,7 +325,7 @@ func (r *Responder) answer(b []byte, srcQP uint32, received time.Time) {
 		return
 	}
 	p.seen.Store(received.UnixNano())
-	if !r.bucket.take(received) {
+	if !p.bucket.take(received) || !r.bucket.take(received) {
 		r.stats.throttled.Add(1)
 		return
 	}
@@ -316,17 +336,20 @@ func (r *Responder) answer(b []byte, srcQP uint32, received time.Time) {
 	}
 	clear(out[HeaderSize:])
 	PutHeader(out, Header{Kind: KindEcho, Session: h.Session, ID: h.ID})
-	r.inflight[slot] = inflight{kind: KindEcho, peer: p, session: h.Session, id: h.ID, received: received}
+	f := inflight{kind: KindEcho, peer: p, session: h.Session, id: h.ID, received: received}
+	r.inflight[slot] = f
+	sent := time.Now() // T3: before the echo's send (see the package doc)
 	if err := r.ep.send(slot, len(dg), &p.ah, p.addr); err != nil {
 		r.inflight[slot] = inflight{}
 		r.stats.sendErrors.Add(1)
 		return
 	}
+	r.report(f, sent)
 	r.stats.probes.Add(1)
 }
 
-// report sends the second reply of an echo that completed at sent: the
-// responder's delay, from the probe's receive to the echo's send.
+// report sends the second reply of an echo sent at sent: the responder's
+// delay, from the probe's receive to the echo's send.
 func (r *Responder) report(f inflight, sent time.Time) {
 	slot, out, ok := r.ep.sendBuf(HeaderSize)
 	if !ok {

@@ -45,8 +45,9 @@ var ErrNoGRH = errors.New("uverbs: no GRH in the receive buffer")
 // ParseGRH reads the network header rxe (and any RoCE or InfiniBand
 // device) writes in front of a UD payload. It checks what it can of a
 // header the sender controls: the IPv4 form's version, header length and
-// checksum, the IPv6 form's version; a header that is neither is
-// ErrNoGRH.
+// total length, the IPv6 form's version; a header that is neither is
+// ErrNoGRH. The IPv4 checksum is not checked: rxe copies the header of a
+// datagram to itself (loopback) before the IP stack computes it, as 0.
 func ParseGRH(b []byte) (GRH, error) {
 	if len(b) < GRHSize {
 		return GRH{}, fmt.Errorf("uverbs: a GRH needs %d bytes, the buffer has %d", GRHSize, len(b))
@@ -69,8 +70,6 @@ func ParseGRH(b []byte) (GRH, error) {
 		return GRH{}, ErrNoGRH
 	case ip[0]>>4 != 4 || ip[0]&0xf != 5:
 		return GRH{}, fmt.Errorf("uverbs: not an IPv4 header of 20 bytes in the GRH (version %d, %d words)", ip[0]>>4, ip[0]&0xf)
-	case ipChecksum(ip[:20]) != 0:
-		return GRH{}, errors.New("uverbs: the IPv4 header in the GRH has a bad checksum")
 	}
 	total := be.Uint16(ip[2:])
 	if total < 20 {
@@ -91,7 +90,7 @@ func ipv4GID(a [4]byte) [16]byte {
 }
 
 // ipChecksum is the Internet checksum of b: 0 over a header whose
-// checksum field is right.
+// checksum field is right (AppendGRH writes one).
 func ipChecksum(b []byte) uint16 {
 	var sum uint32
 	for i := 0; i+1 < len(b); i += 2 {

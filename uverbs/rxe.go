@@ -176,8 +176,8 @@ const (
 // RDMA WRITE) to, or read (RDMA READ) from, the peer's memory at
 // RemoteAddr with RKey, or its next receive buffer for SEND. On a UD
 // queue pair a SEND goes to queue pair RemoteQPN at address AH, with
-// RemoteQKey (ibv_send_wr's wr.ud); a Q_Key with its high bit set sends
-// the queue pair's own.
+// RemoteQKey (ibv_send_wr's wr.ud), as it is: rxe does not replace a
+// Q_Key with its high bit set by the queue pair's own.
 type SendWR struct {
 	ID         uint64 // returned in the work completion
 	Opcode     WROpcode

@@ -7,6 +7,8 @@ import (
 	"log"
 	"net"
 	"net/netip"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/grdma/grdma/sysfs"
@@ -121,4 +123,54 @@ func ExampleServe() {
 			OnRefused: func(r verbsprobe.Refusal) { log.Printf("refused %s: %s", r.Peer, r.Reason) },
 		})
 	fmt.Println(r.OK(), r.Peer.Host)
+}
+
+// Run a responder on rxe0 (`grdma probe rxe0 serve 10.0.0.1 peers 32 from
+// 10.0.0.0/16 auth /etc/grdma/probe.key`) until SIGTERM, printing one line
+// per peer served; then probe it from another host with the same key, as
+// `grdma probe rxe0 peer hosta bw auth /etc/grdma/probe.key` does. (No
+// output check: it needs two hosts.)
+func ExampleRespond() {
+	fsys, err := sysfs.NewFS("/")
+	if err != nil {
+		log.Fatal(err)
+	}
+	key, err := verbsprobe.LoadKey("/etc/grdma/probe.key") // ≥ 16 bytes, mode 600
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	dev, res := verbsprobe.OpenDevice(ctx, verbsprobe.Options{Sysfs: fsys, Device: "rxe0", GIDIndex: verbsprobe.AutoGID})
+	if err := res.Err(); err != nil {
+		log.Fatal(err)
+	}
+	defer dev.Close()
+	ln, err := net.Listen("tcp", "10.0.0.1:18515")
+	if err != nil {
+		log.Fatal(err)
+	}
+	err = verbsprobe.Respond(ctx, dev, ln, verbsprobe.ResponderConfig{
+		ServeConfig: verbsprobe.ServeConfig{
+			Allow:     []netip.Prefix{netip.MustParsePrefix("10.0.0.0/16")},
+			Key:       key,
+			OnRefused: func(r verbsprobe.Refusal) { log.Printf("%s: refused: %s", r.Peer, r.Reason) },
+		},
+		MaxPeers: 32,
+		OnPeer:   func(r *verbsprobe.Result) { fmt.Println(r.Peer.Host, r.Peer.Test, r.OK()) },
+	}) // returns when ctx ends, after the running peers' grace, with everything released
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	// On another host:
+	r := verbsprobe.ConnectWith(context.Background(),
+		verbsprobe.Options{Sysfs: fsys, Device: "rxe0", GIDIndex: verbsprobe.AutoGID},
+		"hosta:18515", verbsprobe.ConnectConfig{
+			Test: verbsprobe.Test{Kind: verbsprobe.TestBandwidth, Op: verbsprobe.OpWrite},
+			Key:  key,
+		})
+	if verbsprobe.IsBusy(r.Err()) {
+		log.Fatal("the responder served its peers limit until the timeout")
+	}
 }

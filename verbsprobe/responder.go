@@ -185,6 +185,9 @@ func startUDPing(ctx context.Context, dev *Device, cfg *ResponderConfig) (stop f
 	}
 	ucfg := *cfg.UDPing
 	ucfg.Local = local
+	if dev.opts.Poll && ucfg.Spin == 0 {
+		ucfg.Spin = time.Hour // the busy-polling baseline (GRDMA_PROBE_POLL=1): once active, always
+	}
 	r, err := udping.NewResponder(ucfg)
 	if err != nil {
 		return nil, err

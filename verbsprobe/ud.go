@@ -211,13 +211,17 @@ func serveUDLookup(ctx context.Context, dev *Device, arr *arrival, cfg ServeConf
 // NewUDProber makes a UD ping prober on dev whose targets are responders
 // (`grdma probe DEV serve`) named "HOST[:PORT]", asked for their UD ping
 // address with LookupUD under ccfg (its Timeout, Key and Dial; the Test is
-// ignored). cfg's Local and Resolve are set here.
+// ignored). cfg's Local and Resolve are set here; with Options.Poll it
+// polls while replies are awaited (Spin).
 func NewUDProber(dev *Device, cfg udping.ProberConfig, ccfg ConnectConfig) (*udping.Prober, error) {
 	local, err := dev.UDLocal()
 	if err != nil {
 		return nil, err
 	}
 	cfg.Local = local
+	if dev.opts.Poll && cfg.Spin == 0 {
+		cfg.Spin = max(cfg.Timeout, udping.DefaultTimeout) // the busy-polling baseline (GRDMA_PROBE_POLL=1)
+	}
 	cfg.Resolve = func(ctx context.Context, target string, me udping.Address) (udping.Address, error) {
 		addr, err := PeerAddress(target)
 		if err != nil {

@@ -98,6 +98,10 @@ auth FILE (at least 16 bytes, mode 600) is a shared secret: the responder
 or listener challenges each grdma client, which proves it holds the same
 file's secret (an HMAC; the secret never crosses the wire); ibv_rc_pingpong
 clients are then refused. Give the same auth FILE to probe DEV peer HOST.
+Like listen, serve binds every address of both families unless ADDR is
+given; without from and auth it serves anyone that reaches the port,
+within its limits (what each peer may pin, how many at once): on a shared
+network give it the fabric's address, from and auth.
 
 ping sends UD pings to the responder at HOST ("grdma probe DEV serve"
 there), one every interval (1s) until count probes or Ctrl-C, as ping

@@ -151,3 +151,25 @@ func TestSecondInterruptKills(t *testing.T) {
 		t.Fatalf("output %q, %v; want the first SIGINT caught and the second to kill", out, err)
 	}
 }
+
+// ping's words (exit 2) and its device failing at open (exit 1, the
+// checklist on stdout), as serve's does.
+func TestProbePingUsageAndMissingDevice(t *testing.T) {
+	for _, tt := range []struct {
+		args   []string
+		stderr string
+	}{
+		{[]string{"probe", "rxe0", "ping"}, "ping needs a peer: probe DEV peer HOST ping"},
+		{[]string{"probe", "rxe0", "peer", "h", "ping", "size", "8"}, "a UD ping probe is from 40 to 4096 bytes"},
+		{[]string{"probe", "rxe0", "peer", "h", "ping", "interval", "x"}, "interval must be a duration"},
+	} {
+		_, stderr, code := runProbe(t, tt.args...)
+		if code != exitUsage || !strings.Contains(stderr, tt.stderr) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", tt.args, code, stderr, tt.stderr)
+		}
+	}
+	stdout, stderr, code := runProbe(t, "--sysfs-root", rxeTree, "probe", "rxe9", "peer", "h", "ping", "count", "1")
+	if code != exitFailed || !strings.Contains(stdout, "[FAIL] open") || !strings.Contains(stderr, "RDMA device rxe9 not found") {
+		t.Errorf("ping from a missing device: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+}

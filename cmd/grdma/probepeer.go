@@ -80,17 +80,9 @@ func listenFor(ctx context.Context, req grammar.ProbeRequest) (net.Listener, []n
 // probeServe runs a responder until SIGINT or SIGTERM: one line per peer
 // on stdout (JSON with -j), the device's steps when it cannot open.
 func (a *app) probeServe(ctx context.Context, req grammar.ProbeRequest, key []byte) error {
-	dev, res := verbsprobe.OpenDevice(ctx, req.Options)
-	if dev == nil || res.Unsupported != "" {
-		if dev != nil {
-			dev.Close()
-		}
-		p := a.printer()
-		render.ProbeResult(p, res, &verbsprobe.Series{Runs: 1}, 1)
-		if err := p.Flush(); err != nil {
-			return err
-		}
-		return verbsprobe.Outcome(res, 1, 1)
+	dev, err := a.openProbeDevice(ctx, req)
+	if dev == nil {
+		return err
 	}
 	defer dev.Close()
 	ln, allow, err := listenFor(ctx, req)
@@ -136,6 +128,25 @@ func (a *app) probeServe(ctx context.Context, req grammar.ProbeRequest, key []by
 	}
 	fmt.Fprintf(os.Stderr, "grdma: probe %s: stopped serving\n", dev.Name())
 	return nil
+}
+
+// openProbeDevice opens the device of a long-lived probe (serve, ping);
+// when it cannot, or the driver is not supported, it prints the steps
+// that ran and returns a nil Device with the error to exit 1 with.
+func (a *app) openProbeDevice(ctx context.Context, req grammar.ProbeRequest) (*verbsprobe.Device, error) {
+	dev, res := verbsprobe.OpenDevice(ctx, req.Options)
+	if dev != nil && res.Unsupported == "" {
+		return dev, nil
+	}
+	if dev != nil {
+		dev.Close()
+	}
+	p := a.printer()
+	render.ProbeResult(p, res, &verbsprobe.Series{Runs: 1}, 1)
+	if err := p.Flush(); err != nil {
+		return nil, err
+	}
+	return nil, verbsprobe.Outcome(res, 1, 1)
 }
 
 // unwrapOp drops the "listen tcp :18515:" prefix net errors repeat.

@@ -15,20 +15,14 @@ import (
 // DEV serve` there) as ping does: a line a probe until count or Ctrl-C,
 // then the summary. It fails (exit 1) when no reply came.
 func (a *app) probePing(ctx context.Context, req grammar.ProbeRequest, key []byte) error {
-	dev, res := verbsprobe.OpenDevice(ctx, req.Options)
-	if dev == nil || res.Unsupported != "" {
-		if dev != nil {
-			dev.Close()
-		}
-		p := a.printer()
-		render.ProbeResult(p, res, &verbsprobe.Series{Runs: 1}, 1)
-		if err := p.Flush(); err != nil {
-			return err
-		}
-		return verbsprobe.Outcome(res, 1, 1)
+	dev, err := a.openProbeDevice(ctx, req)
+	if dev == nil {
+		return err
 	}
 	defer dev.Close()
-	cfg := udping.ProberConfig{Timeout: req.Timeout, Results: 16}
+	// One target, one probe out at a time mostly: little memory pinned
+	// (under the 64 KiB RLIMIT_MEMLOCK of some distributions' users).
+	cfg := udping.ProberConfig{Timeout: req.Timeout, Results: 16, Receives: 8, Sends: 4}
 	if cfg.Timeout == 0 {
 		cfg.Timeout = udping.DefaultTimeout
 	}

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -13,7 +14,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/grdma/grdma/grammar"
 	"github.com/grdma/grdma/health"
+	"github.com/grdma/grdma/sweep"
 	"github.com/grdma/grdma/sysfs"
 	"github.com/spf13/cobra"
 )
@@ -120,3 +123,7 @@ func writeCheckTextfile(string, health.Summary, time.Time) error { return errNee
 func (a *app) writeStatTextfile(sysfs.FS, string) error { return errNeedsPrometheus }
 
 func checkTextfileDir(string) error { return errNeedsPrometheus }
+
+func (a *app) sweepProber(context.Context, grammar.SweepCoordinateRequest, []sweep.Host) (sweep.TestProber, error) {
+	return nil, errNeedsPrometheus
+}

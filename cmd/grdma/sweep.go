@@ -25,6 +25,7 @@ func (a *app) sweepCommand() *cobra.Command {
 	var svg string
 	cmd := &cobra.Command{
 		Use: "sweep run DEV[/PORT] [hosts FILE|-] [rank N] [port N] [quick] [bw [write|send|read]] [lat [write|send|read]] [size BYTES] [iters N] [duration D] [timeout D] [start D] [out FILE] [gid-index N]\n" +
+			"  sweep coordinate [--svg FILE] [hosts FILE|-] [quick] [bw [write|send|read]] [lat [write|send|read]] [size BYTES] [iters N] [duration D] [timeout D] [parallel N] [confirm on|off] [out FILE] [scheme http|https] [http-config FILE] [exporter-port N] [responder-port N] [bw-module NAME] [lat-module NAME] [LIMITS]\n" +
 			"  sweep report [--svg FILE] [bw-fraction F] [lat-factor F] [spread F] [bw-floor GBPS] [port-fraction F] [lat-ceiling USEC] FILE...",
 		Short: "Test every pair of a fleet's nodes, bandwidth and latency, and name the bad node or link",
 		Long: `An all-pairs sweep of a fleet: every node tests every other, bandwidth each way
@@ -62,6 +63,27 @@ end record. Progress goes to standard error. Exit status: 0 every test of
 this node passed, 1 one did not (or the run was interrupted), 2 the command
 line or the host list was wrong.
 
+sweep coordinate runs the same sweep from any one host, with nothing
+launched: every node runs grdma exporter (its /probe endpoint) and a
+responder (grdma probe DEV serve), as the DaemonSet or the systemd units
+start them. Node X's test against node Y is a GET of X's exporter's
+/probe?target=Y&module=rc_bw (lat: rc_lat; bw-module, lat-module name others)
+with op, size and iters or duration set, and X tests from the port its
+route to Y leaves from. Rounds run one after the other, the pairs of a round
+at once (parallel N: at most N pairs), each pair's tests in order, so that no
+node takes part in two tests at once; each test gets timeout (10s, the
+exporters' modules' limit). A host's :PORT is its exporter's (exporter-port
+N, else 10041); responder-port N when the responders listen elsewhere than
+18515. scheme https and http-config FILE (Prometheus' http_config: basic_auth
+with password_file, tls_config with ca_file, cert_file, key_file) give what
+the exporters' --web.config.file asks for; redirects are not followed.
+A node whose exporter does not answer is the client of no test; one whose
+responder does not answer the server of none. When the first pass flags
+pairs, each is retested, and each suspect node against three nodes that
+passed (confirm off: not); then the report is printed as sweep report prints
+it (LIMITS: sweep report's keywords), and out FILE keeps every node's
+records for sweep report.
+
 sweep report reads the nodes' records (any machine, RDMA or not; lines that
 are not records, such as a launcher's, are skipped) and prints the bandwidth
 and latency matrices, the limits, and the verdicts (-j: JSON; --svg FILE: a
@@ -83,6 +105,7 @@ command line was wrong.`,
   grdma sweep report --svg sweep.svg sweep-*.jsonl
   pdsh -w node[01-16] 'grdma sweep run mlx5_0 hosts /etc/fleet out /shared/sweep-$(hostname).jsonl'
   grdma sweep run rxe0 hosts fleet.txt rank 3 quick bw lat duration 1s
+  grdma sweep coordinate --svg sweep.svg hosts /etc/fleet scheme https http-config sweep-auth.yml out sweep.jsonl
   grdma -j sweep report spread 0 bw-floor 350 /shared/sweep-*.jsonl`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			av := cmdArgv(cmd, args, "grdma sweep help")
@@ -93,13 +116,22 @@ command line was wrong.`,
 			switch verb {
 			case "run":
 				if svg != "" {
-					return usagef("grdma sweep help", "--svg is an option of sweep report")
+					return usagef("grdma sweep help", "--svg is an option of sweep report and sweep coordinate")
 				}
 				req, err := grammar.ParseSweepRun(av.Words)
 				if err != nil {
 					return cmdline.WithHelp(err, "grdma sweep help")
 				}
 				return a.sweepRun(req)
+			case "coordinate":
+				req, err := grammar.ParseSweepCoordinate(av.Words)
+				if err != nil {
+					return cmdline.WithHelp(err, "grdma sweep help")
+				}
+				if err := a.needPrometheus("grdma sweep coordinate"); err != nil {
+					return err
+				}
+				return a.sweepCoordinate(req, svg)
 			case "report":
 				req, err := grammar.ParseSweepReport(av.Words)
 				if err != nil {
@@ -117,12 +149,12 @@ command line was wrong.`,
 // sweepHosts reads the host list of a run: the file, standard input, or
 // SLURM_JOB_NODELIST. Problems with it are usage errors: the fix is in
 // the input.
-func (a *app) sweepHosts(file string) ([]sweep.Host, error) {
+func (a *app) sweepHosts(verb, file string) ([]sweep.Host, error) {
 	const help = "grdma sweep help"
 	if file == "" {
 		list := os.Getenv(sweep.NodeListEnv)
 		if list == "" {
-			return nil, usagef(help, "sweep run needs hosts FILE (- for standard input), or %s (run it under srun)", sweep.NodeListEnv)
+			return nil, usagef(help, "sweep %s needs hosts FILE (- for standard input), or %s (run it under srun)", verb, sweep.NodeListEnv)
 		}
 		names, err := sweep.ExpandHostlist(list)
 		if err != nil {
@@ -238,7 +270,7 @@ func (a *app) sweepRun(req grammar.SweepRunRequest) error {
 		return err
 	}
 	req.Options.Sysfs = fsys
-	hosts, err := a.sweepHosts(req.HostsFile)
+	hosts, err := a.sweepHosts("run", req.HostsFile)
 	if err != nil {
 		return err
 	}
@@ -316,6 +348,70 @@ func (a *app) sweepOut(name string) (io.Writer, func(), error) {
 	return f, func() { f.Close() }, nil
 }
 
+// sweepCoordinate runs a coordinated sweep from this host through the
+// nodes' exporters and prints the report.
+func (a *app) sweepCoordinate(req grammar.SweepCoordinateRequest, svg string) error {
+	hosts, err := a.sweepHosts("coordinate", req.HostsFile)
+	if err != nil {
+		return err
+	}
+	ctx, stop := interruptOnce()
+	defer stop()
+	prober, err := a.sweepProber(ctx, req, hosts)
+	if err != nil {
+		return err
+	}
+	params := sweep.Params{Schedule: req.Schedule, Tests: req.Tests}
+	for _, h := range hosts {
+		params.Hosts = append(params.Hosts, h.String())
+	}
+	var out *sweep.Writer
+	if req.Out != "" {
+		w, closeOut, err := a.sweepOut(req.Out)
+		if err != nil {
+			return err
+		}
+		defer closeOut()
+		out = sweep.NewWriter(w)
+	}
+	driver, _ := os.Hostname()
+	var logMu sync.Mutex
+	c := &sweep.Coordinator{Params: params, Prober: prober, Out: out, Grdma: versionString(), Driver: driver,
+		Timeout: req.Timeout, Parallel: req.Parallel, Confirm: req.Confirm, Criteria: req.Criteria,
+		Log: func(format string, args ...any) {
+			logMu.Lock()
+			defer logMu.Unlock()
+			fmt.Fprintf(a.stderr, "grdma: sweep: %s\n", fmt.Sprintf(format, args...))
+		}}
+	c.Log("coordinating %s through the exporters' /probe", params)
+	rep, _, err := c.Run(ctx)
+	if err != nil {
+		return err
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("sweep interrupted")
+	}
+	return a.sweepPrint(rep, svg)
+}
+
+// sweepPrint prints a report (text, or JSON with -j), writes its SVG,
+// and exits 1 when it has a verdict.
+func (a *app) sweepPrint(rep *sweep.Report, svg string) error {
+	if svg != "" {
+		if err := writeFileAtomic(svg, func(w io.Writer) error { return render.SweepSVG(w, rep) }); err != nil {
+			return fmt.Errorf("--svg: %v", err)
+		}
+	}
+	o := output.Options{JSON: a.opts.json, Pretty: a.opts.pretty}
+	if err := render.SweepReport(a.stdout, rep, o); err != nil {
+		return err
+	}
+	if !rep.OK {
+		return errBatchFailed // the verdicts are printed: exit 1
+	}
+	return nil
+}
+
 func (a *app) sweepReport(req grammar.SweepReportRequest, svg string) error {
 	var recs []sweep.Record
 	skipped := 0
@@ -341,19 +437,7 @@ func (a *app) sweepReport(req grammar.SweepReportRequest, svg string) error {
 		return fmt.Errorf("sweep report: %v", err)
 	}
 	rep.Skipped = skipped
-	if svg != "" {
-		if err := writeFileAtomic(svg, func(w io.Writer) error { return render.SweepSVG(w, rep) }); err != nil {
-			return fmt.Errorf("--svg: %v", err)
-		}
-	}
-	o := output.Options{JSON: a.opts.json, Pretty: a.opts.pretty}
-	if err := render.SweepReport(a.stdout, rep, o); err != nil {
-		return err
-	}
-	if !rep.OK {
-		return errBatchFailed // the verdicts are printed: exit 1
-	}
-	return nil
+	return a.sweepPrint(rep, svg)
 }
 
 // writeFileAtomic writes name through a temporary file renamed over it:

@@ -97,7 +97,7 @@ func TestSweepReportRefuses(t *testing.T) {
 		{append([]string{"sweep", "report"}, four[0], four[0]), exitFailed, "two runs are mixed"},
 		{[]string{"sweep", "report", garbage}, exitFailed, "garbage.jsonl:1: not a sweep record"},
 		{[]string{"sweep", "run", "rxe0", "--svg", "x"}, exitUsage, "--svg is an option of sweep report"},
-		{[]string{"sweep"}, exitUsage, "missing command: expected run, report, help"},
+		{[]string{"sweep"}, exitUsage, "missing command: expected run, coordinate, report, help"},
 		{[]string{"sweep", "walk"}, exitUsage, `unknown command "walk"`},
 	} {
 		_, stderr, code := runProbe(t, tc.args...)

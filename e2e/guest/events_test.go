@@ -77,6 +77,14 @@ func withRxe0(t *testing.T) {
 // newVerbsEnd sets up an end on c: sigAll makes every send complete.
 func newVerbsEnd(t *testing.T, c *uverbs.Context, sigAll bool) *verbsEnd {
 	t.Helper()
+	e := newVerbsBase(t, c)
+	e.newQP(sigAll)
+	return e
+}
+
+// newVerbsBase sets up an end on c without its queue pair.
+func newVerbsBase(t *testing.T, c *uverbs.Context) *verbsEnd {
+	t.Helper()
 	e := &verbsEnd{t: t, c: c}
 	t.Cleanup(e.close)
 	// Opened from sysfs, the node has no driver ID; rxe's is known.
@@ -103,7 +111,6 @@ func newVerbsEnd(t *testing.T, c *uverbs.Context, sigAll bool) *verbsEnd {
 	if e.cq, err = c.CreateRxeCQWith(uverbs.CQInit{CQE: 64, Channel: e.ch}); err != nil {
 		t.Fatal(err)
 	}
-	e.newQP(sigAll)
 	if e.buf, err = uverbs.AllocBuffer(verbsBuf); err != nil {
 		t.Fatal(err)
 	}

@@ -150,11 +150,11 @@ func withFleet(t *testing.T, n int) *fleet {
 	}
 	if errs := f.each(func(nd *node) error {
 		if !eventually(agentWait, nd.c.Reachable) {
-			return fmt.Errorf("agent at %s not reachable within %v", nd.c.Addr, agentWait)
+			return fmt.Errorf("agent at %s not reachable within %v\n%s", nd.c.Addr, agentWait, run("/bin/ping", "-c", "2", "-w", "5", nd.Addr))
 		}
 		return nil
 	}); errs != "" {
-		t.Fatalf("%s%s", errs, run(layout.IP, "-s", "addr", "show", f.Netdev))
+		t.Fatalf("%s%s%s", errs, run(layout.IP, "-s", "addr", "show", f.Netdev), run(layout.IP, "neigh", "show"))
 	}
 	t.Cleanup(f.check)
 	if errs := f.each(func(nd *node) error { return nd.readyRxe() }); errs != "" {

@@ -4,19 +4,26 @@ package guest
 
 // grdma probe DEV serve (issue 25) across the pair bed: a responder on A
 // answering peers from B, several at once, within its limits, with a
-// shared secret, an ibv_rc_pingpong client, fifty peers in a row, and
-// SIGTERM under load. withPeer fails a test that leaves an RC QP on
+// shared secret, an ibv_rc_pingpong client, fifty peers in a row, bad
+// connections and peers that stop or die mid-test, run unprivileged as
+// its systemd unit runs it, and SIGTERM under load. withPeer fails a test that leaves an RC QP on
 // either guest.
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/grdma/grdma/e2e/layout"
 )
@@ -197,6 +204,168 @@ func TestPairProbeServe(t *testing.T) {
 		s := stopServe(t, srv)
 		if n := count(servedLines(t, s.stdout)); n["pass"] != 1 || n["refused"] != 1 {
 			t.Errorf("the responder's lines: %v\n%s", n, s)
+		}
+	})
+	// Faults: a hundred connections at once from B that are not valid peers
+	// (garbage, a line over the protocol's bound, a hello over the
+	// responder's size, silence, a valid hello sent a byte at a time more
+	// slowly than the timeout allows) while a real peer is served; then a
+	// peer stopped (SIGSTOP) mid-test, cut off when it has been silent for
+	// the timeout, and one killed mid-test. Each is refused or cut off
+	// with its reason, A's resources come back to what they were, and the
+	// responder's RSS stays within 16 MiB of what it was after one peer.
+	t.Run("Faults", func(t *testing.T) {
+		p := withPeer(t)
+		srv := serveOnA(t, p, "timeout", "3s")
+		if r := run(grdma(), "probe", p.Dev, "peer", p.PeerAddr, "traffic"); r.code != 0 {
+			t.Fatalf("the first peer:\n%s", r)
+		}
+		before := p.A.Must(layout.Rdma, "-j", "res").stdout
+		rss0 := listenerStatus(t, p, "VmRSS:")
+		addr := net.JoinHostPort(p.PeerAddr, strconv.Itoa(probePort))
+		hello := fmt.Sprintf(`{"type":"hello","grdma_probe":2,"test":{"kind":"traffic","size":%d},"seed":1,`+
+			`"endpoint":{"ifname":"rxe0","port":1,"driver":"rxe","link_layer":"Ethernet","gid_index":1,"gid":"::ffff:%s",`+
+			`"gid_type":"RoCE v2","qpn":17,"psn":1,"active_mtu":1024,"rd_atomic":1}}`+"\n", 256<<20, p.LocalAddr)
+		kinds := []struct {
+			name string
+			send func(net.Conn) error
+		}{
+			{"garbage", func(c net.Conn) error { _, err := c.Write([]byte("GET / HTTP/1.1\r\nHost: a\r\n\r\n")); return err }},
+			{"oversized", func(c net.Conn) error {
+				_, err := c.Write([]byte(`{"type":"hello","x":"` + strings.Repeat("a", 80<<10)))
+				return err
+			}},
+			{"over the limits", func(c net.Conn) error { _, err := c.Write([]byte(hello)); return err }},
+			{"silent", func(net.Conn) error { return nil }},
+			{"slow", func(c net.Conn) error {
+				for i := range 8 { // 8 bytes of a hello in 4 s: past the 3 s timeout
+					if _, err := c.Write([]byte{hello[i]}); err != nil {
+						return err
+					}
+					time.Sleep(500 * time.Millisecond)
+				}
+				return nil
+			}},
+		}
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		answers := map[string][]string{}
+		for i := range 100 {
+			k := kinds[i%len(kinds)]
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c, err := net.Dial("tcp", addr)
+				if err != nil {
+					t.Errorf("%s: %v", k.name, err)
+					return
+				}
+				defer c.Close()
+				k.send(c) // a write may fail: the responder cut it off
+				// The responder answers (a hello over its limits) or
+				// closes; nothing keeps a connection past its timeout.
+				c.SetReadDeadline(time.Now().Add(60 * time.Second))
+				reply, err := io.ReadAll(bufio.NewReader(c))
+				if ne, ok := err.(net.Error); ok && ne.Timeout() {
+					t.Errorf("%s: still open after 60 s", k.name)
+				}
+				mu.Lock()
+				answers[k.name] = append(answers[k.name], strings.TrimSpace(string(reply)))
+				mu.Unlock()
+			}()
+		}
+		// A real peer while they are there.
+		if r := run(grdma(), "-j", "probe", p.Dev, "peer", p.PeerAddr, "traffic", "timeout", "60s"); r.code != 0 {
+			t.Errorf("a peer among a hundred bad connections:\n%s", r)
+		}
+		wg.Wait()
+		for _, a := range answers["over the limits"] {
+			if !strings.Contains(a, "the listener allows at most 16777216 bytes (its size)") {
+				t.Errorf("a hello over the limits was answered %q", a)
+			}
+		}
+		// Stopped mid-test: silent for the timeout, then cut off.
+		stopped, _, _ := startLocal(t, grdma(), "probe", p.Dev, "peer", p.PeerAddr, "bw", "write", "size", "4096", "duration", "60s")
+		trafficFlows(t, p.Dev, sentPackets(t, p.Dev))
+		stopped.Process.Signal(syscall.SIGSTOP)
+		// Killed mid-test.
+		killed, _, _ := startLocal(t, grdma(), "probe", p.Dev, "peer", p.PeerAddr, "bw", "send", "size", "4096", "duration", "60s")
+		trafficFlows(t, p.Dev, sentPackets(t, p.Dev))
+		killed.Process.Kill()
+		killed.Wait()
+		// Both peers' queue pairs go (the silent one after the timeout).
+		noQP := func() bool {
+			return !strings.Contains(p.A.Must(layout.Rdma, "-j", "res", "show", "qp").stdout, `"comm":"grdma"`)
+		}
+		if !eventually(30*time.Second, noQP) {
+			t.Errorf("A still has grdma's queue pairs 30 s after its peers went silent and died:\n%s",
+				p.A.Must(layout.Rdma, "-j", "res", "show", "qp").stdout)
+		}
+		stopped.Process.Kill()
+		stopped.Wait()
+		if after := p.A.Must(layout.Rdma, "-j", "res").stdout; after != before {
+			t.Errorf("A's resources before the faults:\n%s\nafter:\n%s", before, after)
+		}
+		if rss := listenerStatus(t, p, "VmRSS:"); rss-rss0 > 16<<20 {
+			t.Errorf("the responder's RSS grew from %d to %d bytes", rss0, rss)
+		} else {
+			t.Logf("the responder's RSS after one peer %d kB, after the faults %d kB", rss0>>10, rss>>10)
+		}
+		s := stopServe(t, srv)
+		lines := servedLines(t, s.stdout)
+		n := count(lines)
+		if n["pass"] != 2 || n["fail"] != 2 || n["refused"] != 100 {
+			t.Errorf("the responder's lines: %v (want 2 pass, 2 fail, 100 refused)\n%s", n, s)
+		}
+		for _, l := range lines {
+			if l.Result == "fail" {
+				t.Logf("a peer cut off: %s at %s: %s", l.Peer, l.Step, l.Error)
+			}
+		}
+	})
+	// Deployed as the systemd unit runs it: no privileges (uid 65534, no
+	// capabilities) and RLIMIT_MEMLOCK sized to its memory (LimitMEMLOCK
+	// 288M): a peer's 16 MiB is pinned and served. With a memory lock
+	// limit of 8 MiB (the kernel's default) the same peer fails at reg_mr,
+	// the responder's line saying why, and it serves on.
+	t.Run("Unprivileged", func(t *testing.T) {
+		p := withPeer(t)
+		for _, c := range []struct {
+			memlock uint64
+			ok      bool
+		}{{288 << 20, true}, {8 << 20, false}} {
+			cmd := exec.Command(grdma(), "-j", "probe", p.Dev, "serve", p.LocalAddr, "timeout", "30s")
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+			var out, errb strings.Builder
+			cmd.Stdout, cmd.Stderr = &out, &errb
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+			lim := unix.Rlimit{Cur: c.memlock, Max: c.memlock}
+			if err := unix.Prlimit(cmd.Process.Pid, unix.RLIMIT_MEMLOCK, &lim, nil); err != nil {
+				t.Fatal(err)
+			}
+			if !eventually(serverListenWait, func() bool { return listening(probePort) }) {
+				t.Fatalf("the responder as uid 65534 never listened:\n%s", &errb)
+			}
+			r := p.A.Run(grdma(), "probe", p.Dev, "peer", p.LocalAddr, "traffic", "size", "4194304", "timeout", "30s")
+			if c.ok && r.code != 0 || !c.ok && (r.code != 1 || !strings.Contains(r.stderr, "reg_mr")) {
+				t.Errorf("memlock %d MiB: a peer pinning 16 MiB:\n%s", c.memlock>>20, r)
+			}
+			cmd.Process.Signal(syscall.SIGTERM)
+			if code := exitCode(cmd); code != 0 {
+				t.Errorf("memlock %d MiB: the responder exited %d:\n%s", c.memlock>>20, code, &errb)
+			}
+			lines := servedLines(t, out.String())
+			switch {
+			case len(lines) != 1:
+				t.Errorf("memlock %d MiB: the responder's lines:\n%s", c.memlock>>20, &out)
+			case c.ok && (lines[0].Result != "pass" || lines[0].Pinned != 16<<20):
+				t.Errorf("memlock %d MiB: want pass, pinned 16 MiB:\n%s", c.memlock>>20, &out)
+			case !c.ok && (lines[0].Result != "fail" || lines[0].Step != "reg_mr" || !strings.Contains(out.String(), "RLIMIT_MEMLOCK")):
+				t.Errorf("memlock %d MiB: want a failure at reg_mr naming RLIMIT_MEMLOCK:\n%s", c.memlock>>20, &out)
+			}
 		}
 	})
 	// SIGTERM under load: a test that would run 60 s is cut off after the

@@ -76,6 +76,11 @@ type Config struct {
 	Attr *uverbs.DeviceAttrEx
 	// CompVectors is the number of completion vectors (1 unless set).
 	CompVectors int
+	// ShortReceiveFails makes a UD datagram too long for its receive fail
+	// that receive (LOC_QP_OP_ERR) and put the queue pair in the error
+	// state, as rxe on 6.1 does; unless set the datagram is dropped and
+	// the receive kept for the next, as rxe on 6.12 does.
+	ShortReceiveFails bool
 	// PinLimit bounds the bytes registered as memory regions on the
 	// device, as RLIMIT_MEMLOCK does per process: a REG_MR beyond it
 	// fails with ENOMEM. 0 is no limit.

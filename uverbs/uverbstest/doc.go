@@ -28,8 +28,9 @@
 // datagrams are delivered by GID, queue pair number and Q_Key without
 // acknowledgement, with the network header (the IPv4 header of RoCE v2,
 // or an IPv6 header) in the receive's first 40 bytes, and dropped as rxe
-// drops them (a wrong Q_Key, no receive or one too small, an unknown
-// queue pair); a delayed datagram may be passed by the next.
+// drops them (a wrong Q_Key, no receive, an unknown queue pair, a receive
+// too small; or it fails that receive and the queue pair, as 6.1 does:
+// Config.ShortReceiveFails); a delayed datagram may be passed by the next.
 // Completions go into the client's completion queue and, when it is
 // armed, an event to its completion channel, a real descriptor (a pipe)
 // the client reads through Go's poller.
@@ -51,7 +52,8 @@
 // paths, multicast, asynchronous events (the event file exists but stays
 // empty), mlx5's driver data, and packets: messages are not cut at the
 // MTU (an MTU mismatch between the two queue pairs is still refused as
-// rxe refuses it; a datagram over the port's active MTU fails its send).
+// rxe refuses it; a datagram over the port's active MTU is not sent, its
+// send completing all the same, as rxe does).
 // The RDMA CM is not part of uverbs; a CM-made connection is a queue pair
 // whose attributes come from INIT_QP_ATTR, which MODIFY_QP here takes like
 // any.

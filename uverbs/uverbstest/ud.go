@@ -12,10 +12,12 @@ import (
 // Unreliable datagrams: address handles (CREATE_AH with rxe's AH number),
 // UD queue pairs whose send work requests name an AH number or carry the
 // whole address vector (struct rxe_av, as kernels before 5.10 take it),
-// and delivery by destination GID, queue pair number and Q_Key, without
-// acknowledgement: a datagram that finds no queue pair, a wrong Q_Key, no
-// receive or a receive too small is dropped, and its send completes all
-// the same. The receiver gets the network header in the first 40 bytes
+// and delivery by destination GID, queue pair number and Q_Key (as sent:
+// rxe does not replace one with its high bit set), without
+// acknowledgement: a datagram that finds no queue pair, a wrong Q_Key or
+// no receive is dropped, and its send completes all the same; one larger
+// than the receive is dropped too (6.12), or fails the receive and the
+// queue pair (6.1; Config.ShortReceiveFails). The receiver gets the network header in the first 40 bytes
 // of its buffer: the IPv4 header in the last 20 (union
 // rdma_network_hdr) for IPv4-mapped GIDs, else an IPv6 header.
 
@@ -46,7 +48,7 @@ func (f *file) createAH(req []byte, out response) error {
 			return syscall.EINVAL
 		}
 	} else if g, ok := portGID(port, r.Attr.SGIDIndex); !ok {
-		return syscall.EINVAL
+		return syscall.ENODATA // rdma_get_gid_attr: no such entry
 	} else if port.LinkLayer == ib.LinkLayerEthernet && g.Type != uverbs.GIDTypeRoCEv2 {
 		return syscall.EINVAL
 	}
@@ -131,7 +133,7 @@ func (q *qp) sendUD(slot []byte) {
 	dg, status := q.prepareUD(&w, slot)
 	port := q.attr.PortNum
 	q.mu.Unlock()
-	if status == uverbs.WCSuccess {
+	if status == uverbs.WCSuccess && dg != nil {
 		q.d.fab.deliverUD(dg, port)
 	}
 	q.mu.Lock()
@@ -151,9 +153,6 @@ func (q *qp) prepareUD(w *sendWQE, slot []byte) (*datagram, uverbs.WCStatus) {
 	}
 	dg := &datagram{from: q, dstQPN: ne.Uint32(slot[sendUDRemoteQPN:]) & 0xffffff, qkey: ne.Uint32(slot[sendUDRemoteQKey:]),
 		imm: w.imm, withImm: w.opcode == uverbs.WRSendWithImm, solicited: w.flags&uverbs.SendSolicited != 0}
-	if int32(dg.qkey) < 0 {
-		dg.qkey = q.attr.QKey // the high bit: the queue pair's own
-	}
 	if w.inline != nil {
 		dg.payload = w.inline
 	} else {
@@ -168,7 +167,8 @@ func (q *qp) prepareUD(w *sendWQE, slot []byte) (*datagram, uverbs.WCStatus) {
 		return nil, uverbs.WCLocQPOpErr
 	}
 	if len(dg.payload) > port.ActiveMTU.Bytes() {
-		return nil, uverbs.WCLocLenErr
+		// C10-93.1.1, as rxe: no packet, and no error either.
+		return nil, uverbs.WCSuccess
 	}
 	if num := ne.Uint32(slot[sendUDAHNum:]); num != 0 {
 		q.d.tab.RLock()
@@ -276,7 +276,15 @@ func (q *qp) respondUD(dg *datagram, port uint8) {
 	}
 	data := append(grhBytes(dg), dg.payload...)
 	if uint64(len(data)) > room {
-		return // too long for the receive: class D, dropped
+		if !q.d.cfg.ShortReceiveFails {
+			return // 6.12: class D, dropped
+		}
+		// 6.1: the copy into the receive fails (class A): the receive
+		// completes in error, the queue pair goes to the error state.
+		q.rq.advance()
+		q.rcq.post(uverbs.WC{WRID: ne.Uint64(slot[recvWRID:]), Status: uverbs.WCLocQPOpErr, QPNum: q.qpn}, true)
+		q.toErrorLocked()
+		return
 	}
 	if q.scatter(sgl, data, uverbs.AccessLocalWrite, uverbs.WCLocQPOpErr) != uverbs.WCSuccess {
 		return

@@ -17,10 +17,14 @@ const qkey = 0x11111111
 // udEnd is an end with a UD queue pair in RTS and an address handle to
 // peer's IPv4 GID.
 func udPair(t *testing.T) (a, b *end, fab *uverbstest.Fabric) {
+	return udPairOf(t, uverbstest.Config{})
+}
+
+func udPairOf(t *testing.T, cfg uverbstest.Config) (a, b *end, fab *uverbstest.Fabric) {
 	t.Helper()
 	fab = uverbstest.NewFabric()
-	a = newEndOf(t, fab.NewDevice(uverbstest.Config{}), ib.QPTypeUD, true)
-	b = newEndOf(t, fab.NewDevice(uverbstest.Config{}), ib.QPTypeUD, true)
+	a = newEndOf(t, fab.NewDevice(cfg), ib.QPTypeUD, true)
+	b = newEndOf(t, fab.NewDevice(cfg), ib.QPTypeUD, true)
 	for _, e := range []*end{a, b} {
 		if err := e.c.ConnectUD(e.qp.QP(), 1, qkey, 0x42); err != nil {
 			t.Fatal(err)
@@ -88,11 +92,17 @@ func TestUDBetweenHosts(t *testing.T) {
 	}
 }
 
-// What UD drops, and what its sender never hears of: a wrong Q_Key, an
-// unknown queue pair, no receive posted, a receive too small, a lost
-// packet. The Q_Key's high bit sends the queue pair's own.
+// What UD drops, and what its sender never hears of: a wrong Q_Key (its
+// high bit set too: rxe sends it as it is), an unknown queue pair, no
+// receive posted, a lost packet, a receive too small (6.12); on 6.1 a
+// receive too small fails, and its queue pair goes to the error state.
 func TestUDDrops(t *testing.T) {
-	a, b, fab := udPair(t)
+	t.Run("6.12", func(t *testing.T) { udDrops(t, false) })
+	t.Run("6.1", func(t *testing.T) { udDrops(t, true) })
+}
+
+func udDrops(t *testing.T, shortFails bool) {
+	a, b, fab := udPairOf(t, uverbstest.Config{ShortReceiveFails: shortFails})
 	ah := a.ahTo(b.dev)
 	qpn := b.qp.QP().QPN
 	nothing := func(what string) {
@@ -119,9 +129,9 @@ func TestUDDrops(t *testing.T) {
 	a.sendTo(ah, 4, 0, 64, 0xabcdef, qkey)
 	sent(4)
 	nothing("an unknown queue pair")
-	a.sendTo(ah, 5, 0, 65, qpn, qkey)
-	wantWC(t, a.wait(1)[0], 5, uverbs.WCSuccess, uverbs.WCSend, 65)
-	nothing("a receive too small")
+	a.sendTo(ah, 5, 0, 64, qpn, 0x80000000)
+	sent(5)
+	nothing("the Q_Key's high bit")
 
 	fab.Impair(func(p uverbstest.Packet) uverbstest.Impairment { return uverbstest.Impairment{Drop: true} })
 	a.sendTo(ah, 6, 0, 64, qpn, qkey)
@@ -129,18 +139,35 @@ func TestUDDrops(t *testing.T) {
 	nothing("a lost packet")
 	fab.Impair(nil)
 
-	a.sendTo(ah, 7, 0, 64, qpn, 0x80000000)
-	sent(7)
-	wantWC(t, b.wait(1)[0], 2, uverbs.WCSuccess, uverbs.WCRecv, uverbs.GRHSize+64)
+	a.sendTo(ah, 7, 0, 65, qpn, qkey)
+	wantWC(t, a.wait(1)[0], 7, uverbs.WCSuccess, uverbs.WCSend, 65)
+	if !shortFails {
+		nothing("a receive too small")
+		a.sendTo(ah, 8, 0, 64, qpn, qkey)
+		sent(8)
+		wantWC(t, b.wait(1)[0], 2, uverbs.WCSuccess, uverbs.WCRecv, uverbs.GRHSize+64)
+		return
+	}
+	if wc := b.wait(1)[0]; wc.WRID != 2 || wc.Status != uverbs.WCLocQPOpErr {
+		t.Errorf("a receive too small: %+v", wc)
+	}
+	if s := b.state(); s != ib.QPStateErr {
+		t.Errorf("after a receive too small: %v", s)
+	}
 }
 
-// A datagram larger than the path MTU is not sent.
+// A datagram larger than the port's MTU is not sent, and its send
+// completes as if it had been (C10-93.1.1; rxe does so).
 func TestUDLargerThanMTU(t *testing.T) {
 	a, b, _ := udPair(t)
 	ah := a.ahTo(b.dev)
-	a.sendTo(ah, 1, 0, 1025, b.qp.QP().QPN, qkey)
-	if wc := a.wait(1)[0]; wc.Status != uverbs.WCLocLenErr {
-		t.Errorf("a 1025-byte datagram at MTU 1024: %+v (%v)", wc, wc.Status)
+	b.recv(1, 0, uverbs.GRHSize+4096)
+	a.sendTo(ah, 2, 0, 1025, b.qp.QP().QPN, qkey)
+	wantWC(t, a.wait(1)[0], 2, uverbs.WCSuccess, uverbs.WCSend, 1025)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if n, err := b.cq.Wait(ctx, make([]uverbs.WC, 1)); err == nil {
+		t.Errorf("a 1025-byte datagram at MTU 1024 arrived (%d completions)", n)
 	}
 }
 

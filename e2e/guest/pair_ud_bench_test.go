@@ -1,0 +1,133 @@
+//go:build e2eguest
+
+package guest
+
+import (
+	"context"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/grdma/grdma/e2e/layout"
+	"github.com/grdma/grdma/sysfs"
+	"github.com/grdma/grdma/udping"
+	"github.com/grdma/grdma/verbsprobe"
+)
+
+// TestPairUDPingBenchmark measures grdma's UD ping against
+// ibv_ud_pingpong in the same two guests, for BENCHMARKS.md: 5 rounds,
+// interleaved, of 200 round trips of 64 bytes each, one outstanding (an
+// ibv_ud_pingpong -n 200 -s 64 server on A and its client here; a prober
+// here pinging the responder on A, Ping after Ping); medians of the
+// rounds; with completion events, then polled. It also takes the CPU time of the prober (this process) and of
+// the responder (grdma probe DEV serve on A) per 1,000 probes. It logs
+// FIGURE lines and asserts only that everything was answered. It runs
+// with E2E_UD_BENCH=1, else it is skipped.
+func TestPairUDPingBenchmark(t *testing.T) {
+	if os.Getenv("E2E_UD_BENCH") == "" {
+		t.Skip("E2E_UD_BENCH not set")
+	}
+	p := withPeer(t)
+	kernel := strings.TrimSpace(must(t, "/bin/uname", "-r").stdout)
+	for _, polled := range []bool{false, true} {
+		udPingBench(t, p, kernel, polled)
+	}
+}
+
+// udPingBench runs the rounds of one mode: completion events (what the
+// pingmesh runs), or every wait polled on both sides
+// (GRDMA_PROBE_POLL=1, as ibv_ud_pingpong polls).
+func udPingBench(t *testing.T, p *pair, kernel string, polled bool) {
+	const rounds, n, size = 5, 200, 64
+	mode, env := "events", ""
+	if polled {
+		mode, env = "polled", "GRDMA_PROBE_POLL=1 "
+	}
+	figure := func(format string, args ...any) {
+		t.Logf("FIGURE %s, %s: "+format, append([]any{kernel, mode}, args...)...)
+	}
+	srv := p.ServeOnA(t, probePort, "/bin/sh", "-c", env+"exec "+grdma()+" probe "+p.Dev+" serve")
+	respCPU := func() time.Duration {
+		f := strings.Fields(p.A.Must("/bin/sh", "-c", "cat /proc/$(pidof grdma)/stat").stdout)
+		u, _ := strconv.Atoi(f[13])
+		s, _ := strconv.Atoi(f[14])
+		return time.Duration(u+s) * 10 * time.Millisecond
+	}
+
+	fsys, err := sysfs.NewFS("/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	dev, res := verbsprobe.OpenDevice(ctx, verbsprobe.Options{Sysfs: fsys, Device: p.Dev, GIDIndex: verbsprobe.AutoGID, Poll: polled})
+	if dev == nil {
+		t.Fatal(res.Err())
+	}
+	defer dev.Close()
+	prober, err := verbsprobe.NewUDProber(dev, udping.ProberConfig{Timeout: 5 * time.Second}, verbsprobe.ConnectConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- prober.Run(ctx) }()
+	defer func() { cancel(); <-done; prober.Close() }()
+	target := p.PeerAddr + ":18515"
+	if _, _, err := prober.Lookup(ctx, target); err != nil {
+		t.Fatal(err)
+	}
+
+	perIter := regexp.MustCompile(`(\d+) iters in ([\d.]+) seconds = ([\d.]+) usec/iter`)
+	var toolUS, ours, oursNet, oursDelay []float64
+	var proberCPU, responderCPU time.Duration
+	for r := range rounds {
+		// The responder has 18515: ibv_ud_pingpong takes the next port.
+		tool := []string{"-d", p.Dev, "-g", strconv.Itoa(p.GIDIndex), "-n", strconv.Itoa(n), "-s", strconv.Itoa(size), "-p", strconv.Itoa(udToolPort)}
+		srvTool := p.ServeOnA(t, udToolPort, layout.IbvUdPingpong, tool...)
+		cli := run(layout.IbvUdPingpong, append(tool, p.PeerAddr)...)
+		srvTool.Wait()
+		m := perIter.FindStringSubmatch(cli.stdout)
+		if cli.code != 0 || m == nil {
+			t.Fatalf("round %d: ibv_ud_pingpong:\n%s", r+1, cli)
+		}
+		us, _ := strconv.ParseFloat(m[3], 64)
+		toolUS = append(toolUS, us)
+
+		var rtts, nets, delays []float64
+		c0, r0 := cpuTime(t), respCPU()
+		for range n {
+			res, err := prober.Ping(ctx, target, size)
+			if err != nil {
+				t.Fatalf("round %d: %+v: %v", r+1, res, err)
+			}
+			rtts = append(rtts, float64(res.RTT)/1e3)
+			nets = append(nets, float64(res.Network())/1e3)
+			delays = append(delays, float64(res.Delay)/1e3)
+		}
+		proberCPU += cpuTime(t) - c0
+		responderCPU += respCPU() - r0
+		ours, oursNet, oursDelay = append(ours, mean(rtts)), append(oursNet, median(nets)), append(oursDelay, median(delays))
+		t.Logf("%s round %d: ibv_ud_pingpong %.1f µs/iter; grdma ping mean rtt %.1f µs, median %.1f µs, median network %.1f µs, median responder delay %.1f µs",
+			mode, r+1, us, mean(rtts), median(rtts), median(nets), median(delays))
+	}
+	stopServe(t, srv)
+	figure("ud ping rtt (mean of %d, median of %d rounds) %.1f µs vs ibv_ud_pingpong %.1f µs/iter: ratio %.2f; network rtt %.1f µs, responder delay %.1f µs",
+		n, rounds, median(ours), median(toolUS), median(ours)/median(toolUS), median(oursNet), median(oursDelay))
+	total := float64(rounds * n)
+	figure("CPU per 1,000 probes: prober %.0f ms, responder %.0f ms (10 ms ticks, %d probes)",
+		float64(proberCPU)/1e6*1000/total, float64(responderCPU)/1e6*1000/total, rounds*n)
+}
+
+// udToolPort is ibv_ud_pingpong's port beside a responder.
+const udToolPort = toolPort + 1
+
+func mean(xs []float64) float64 {
+	s := 0.0
+	for _, x := range xs {
+		s += x
+	}
+	return s / float64(len(xs))
+}
