@@ -8,12 +8,13 @@ package guest
 // Prometheus on node 1 scrapes the four exporters every 2 s and evaluates
 // deploy/prometheus/grdma-pingmesh.yml (its evaluation intervals
 // shortened to 1 s and 2 s; the expressions, windows and `for`s as
-// shipped). A healthy mesh fires nothing; then, each on a mesh of its own
-// (the agents give a daemon ten minutes at most), a RoCE black hole on
-// node 3, 20 ms of delay on node 2 and 1 KiB packets dropped between node
-// 1 and node 4 each show in the metrics and fire their alerts naming that
-// node or that link, and nothing else. The times from
-// a fault to the metric and to the alert are logged as FIGURE lines.
+// shipped). A healthy mesh fires nothing; then, in turn on the same mesh
+// (each removed and the mesh recovered before the next), a RoCE black
+// hole on node 3, 20 ms of delay on node 2 and 1 KiB packets dropped
+// between node 1 and node 4 each show in the metrics and fire their
+// alerts naming that node or that link, and nothing else. The times from
+// a fault to the metric, to the alert and from its removal to a quiet
+// mesh are logged as FIGURE lines.
 
 import (
 	"fmt"
@@ -160,16 +161,33 @@ func alertString(m map[string]string) string {
 	return m["alertname"] + "{" + strings.Join(parts, ",") + "}"
 }
 
-// settle lets the recording rules' one-minute windows fill (the fleet's
-// median needs every pair's p99) and checks that nothing fires before the
-// fault.
-func (pf *pingmeshFleet) settle(t *testing.T) {
+// recover waits, after a fault was removed, until no alert fires, none of
+// the fault's alerts (names as alertString) is pending, and every pair
+// answers again, so that the next fault starts on a healthy mesh; it logs
+// how long that took.
+func (pf *pingmeshFleet) recover(t *testing.T, name string, alerts []string) {
 	t.Helper()
-	time.Sleep(70 * time.Second)
-	if f := firing(t); len(f) > 0 {
+	start := time.Now()
+	pairs := len(pf.exporters) * (len(pf.exporters) - 1)
+	q := fmt.Sprintf(`count(grdma_pingmesh_responder_up == 1 and grdma_pingmesh_consecutive_lost == 0) == %d`, pairs)
+	ok := eventually(4*time.Minute, func() bool {
+		s, err := promQuery(`ALERTS`)
+		if err != nil {
+			return false
+		}
+		for _, a := range s {
+			if a.Metric["alertstate"] == "firing" || slices.Contains(alerts, alertString(a.Metric)) {
+				return false
+			}
+		}
+		s, err = promQuery(q)
+		return err == nil && len(s) > 0
+	})
+	if !ok {
 		pf.diagnose(t)
-		t.Fatalf("alerts firing before the fault: %v", f)
+		t.Fatalf("after %s the mesh never recovered in 4m: firing %v", name, firing(t))
 	}
+	t.Logf("FIGURE pingmesh %s: fault removed to no alert firing or pending %.1f s", name, time.Since(start).Seconds())
 }
 
 // fault plants a fault, then waits for the metric (q non-empty) and for
@@ -241,15 +259,21 @@ func pairAlerts(name string, n, size int, extra ...string) []string {
 	return out
 }
 
-// TestFleetPingmesh: the healthy mesh, then a RoCE black hole on node3.
+// TestFleetPingmesh: one mesh of four nodes, healthy, then each fault in
+// turn, each removed and the mesh recovered (nothing firing or pending)
+// before the next: a RoCE black hole on node3, 20 ms on node2, packets
+// over 1 KiB dropped between node1 and node4. One mesh for the three
+// keeps the scenario within an agent's daemon limit and the e2e run
+// short.
 func TestFleetPingmesh(t *testing.T) {
 	const n = 4
 	pf := startPingmesh(t, n)
 
-	// Healthy: nothing fires for 90 s. Pending alerts are logged (a pair's
-	// p99 over a minute is its worst answer, and an emulated guest
-	// stalls now and then); the rules' `for` is what keeps them from
-	// firing.
+	// Healthy: nothing fires for 90 s (which also fills the recording
+	// rules' one-minute windows: the fleet's median needs every pair's).
+	// Pending alerts are logged (a pair's p99 over a minute is its worst
+	// answer, and an emulated guest stalls now and then); the rules' `for`
+	// is what keeps them from firing.
 	t.Run("Healthy", func(t *testing.T) {
 		pending := map[string]bool{}
 		for end := time.Now().Add(90 * time.Second); time.Now().Before(end); time.Sleep(2 * time.Second) {
@@ -269,64 +293,59 @@ func TestFleetPingmesh(t *testing.T) {
 		loss, _ := promQuery(`sum(increase(grdma_pingmesh_lost_total[1m])) / sum(increase(grdma_pingmesh_sent_total[1m]))`)
 		t.Logf("healthy mesh: the fleet's median RTT p99 and median %v, loss %v", p99, loss)
 	})
+	if t.Failed() {
+		return
+	}
 
-	t.Run("BlackHole", func(t *testing.T) {
-		// The others' probes to node3 are lost on the way. node3's own
-		// cannot leave: nftables refuses them at output, so its rxe
-		// completes the sends in error and its prober makes its queue pair
-		// again and again (PingmeshProberFailing); the pairs from node3
-		// degrade because they send nothing.
-		node3 := pf.f.Node(3)
-		var want, allowed []string
-		for _, a := range pairAlerts("PingmeshTargetUnreachable", 3, n) {
-			if strings.Contains(a, "target=node3") {
-				want = append(want, a)
-			} else {
-				allowed = append(allowed, a) // a kernel that lets the sends out and loses them
-			}
+	// Each fault is planted in its subtest and removed when it ends.
+	// The others' probes to node3 are lost on the way. node3's own cannot
+	// leave: nftables refuses them at output, so its rxe completes the
+	// sends in error and its prober makes its queue pair again and again
+	// (PingmeshProberFailing); the pairs from node3 degrade because they
+	// send nothing.
+	var holeWant, holeAllowed []string
+	for _, a := range pairAlerts("PingmeshTargetUnreachable", 3, n) {
+		if strings.Contains(a, "target=node3") {
+			holeWant = append(holeWant, a)
+		} else {
+			holeAllowed = append(holeAllowed, a) // a kernel that lets the sends out and loses them
 		}
-		want = append(want, "PingmeshNodeDegraded{instance=node3}", "PingmeshTargetDegraded{target=node3}",
-			"PingmeshProberFailing{instance=node3}")
-		pf.fault(t, "black hole (DropRoCE node3)", func() { node3.DropRoCE(t) },
-			`grdma_pingmesh_consecutive_lost{target="node3"} > 0`, want, allowed, 3*time.Minute)
+	}
+	holeWant = append(holeWant, "PingmeshNodeDegraded{instance=node3}", "PingmeshTargetDegraded{target=node3}",
+		"PingmeshProberFailing{instance=node3}")
+	t.Run("BlackHole", func(t *testing.T) {
+		pf.fault(t, "black hole (DropRoCE node3)", func() { pf.f.Node(3).DropRoCE(t) },
+			`grdma_pingmesh_consecutive_lost{target="node3"} > 0`, holeWant, holeAllowed, 3*time.Minute)
 	})
-}
+	pf.recover(t, "black hole", append(holeWant, holeAllowed...))
 
-// TestFleetPingmeshDelay: 20 ms of delay on node2.
-func TestFleetPingmeshDelay(t *testing.T) {
-	const n = 4
-	pf := startPingmesh(t, n)
-	pf.settle(t)
-	node2 := pf.f.Node(2)
-	want := append(pairAlerts("PingmeshRTTHigh", 2, n),
-		"PingmeshNodeDegraded{instance=node2}", "PingmeshTargetDegraded{target=node2}")
 	// The emulated guests' p99 is tens of ms when healthy: the median
 	// shows the 20 ms (PingmeshRTTHigh{quantile="0.5"}).
-	pf.fault(t, "20 ms (netem node2)", func() { node2.Netem(t, "delay", "20ms") },
-		`grdma:pingmesh_rtt_seconds:quantile_1m{quantile="0.5",target="node2"} > 0.02`, want, nil, 4*time.Minute)
-}
+	delayWant := append(pairAlerts("PingmeshRTTHigh", 2, n),
+		"PingmeshNodeDegraded{instance=node2}", "PingmeshTargetDegraded{target=node2}")
+	t.Run("Delay", func(t *testing.T) {
+		pf.fault(t, "20 ms (netem node2)", func() { pf.f.Node(2).Netem(t, "delay", "20ms") },
+			`grdma:pingmesh_rtt_seconds:quantile_1m{quantile="0.5",target="node2"} > 0.02`, delayWant, nil, 4*time.Minute)
+	})
+	pf.recover(t, "20 ms", delayWant)
 
-// TestFleetPingmeshLargePackets: packets over 1 KiB dropped between node1
-// and node4.
-func TestFleetPingmeshLargePackets(t *testing.T) {
-	const n = 4
-	pf := startPingmesh(t, n)
-	pf.settle(t)
-	node1, node4 := pf.f.Node(1), pf.f.Node(4)
-	want := []string{"PingmeshPacketLoss{instance=node1,target=node4,size=1024}", "PingmeshPacketLoss{instance=node4,target=node1,size=1024}"}
-	// Dropped where they arrive, both ways: as a link loses them. The
-	// bed's DropLarger also drops them at output, where the kernel
-	// refuses the send: rxe then completes the prober's send in error and
-	// the prober makes its queue pair again, which is a node's fault
-	// (PingmeshProberFailing, as in the black hole), not a link's.
-	dropIn := func(nd, from *node) {
-		nd.nftFault(t, fmt.Sprintf("e2e_size_in_%d", from.N), fmt.Sprintf(
-			"	chain in { type filter hook input priority 0; ip saddr %s meta length > 1024 drop; }", from.Addr))
-	}
-	pf.fault(t, "1 KiB dropped (node1-node4)", func() { dropIn(node1, node4); dropIn(node4, node1) },
-		`grdma_pingmesh_lost_total{instance="node1",target="node4",size="1024"} > 0`, want, nil, 3*time.Minute)
-	// Small probes still pass: that is what says the size.
-	if s, _ := promQuery(`increase(grdma_pingmesh_lost_total{instance="node1",target="node4",size="64"}[1m]) > 0`); len(s) > 0 {
-		t.Errorf("64-byte probes node1 -> node4 lost too: %v", s)
-	}
+	t.Run("LargePackets", func(t *testing.T) {
+		node1, node4 := pf.f.Node(1), pf.f.Node(4)
+		want := []string{"PingmeshPacketLoss{instance=node1,target=node4,size=1024}", "PingmeshPacketLoss{instance=node4,target=node1,size=1024}"}
+		// Dropped where they arrive, both ways: as a link loses them. The
+		// bed's DropLarger also drops them at output, where the kernel
+		// refuses the send: rxe then completes the prober's send in error and
+		// the prober makes its queue pair again, which is a node's fault
+		// (PingmeshProberFailing, as in the black hole), not a link's.
+		dropIn := func(nd, from *node) {
+			nd.nftFault(t, fmt.Sprintf("e2e_size_in_%d", from.N), fmt.Sprintf(
+				"	chain in { type filter hook input priority 0; ip saddr %s meta length > 1024 drop; }", from.Addr))
+		}
+		pf.fault(t, "1 KiB dropped (node1-node4)", func() { dropIn(node1, node4); dropIn(node4, node1) },
+			`grdma_pingmesh_lost_total{instance="node1",target="node4",size="1024"} > 0`, want, nil, 3*time.Minute)
+		// Small probes still pass: that is what says the size.
+		if s, _ := promQuery(`increase(grdma_pingmesh_lost_total{instance="node1",target="node4",size="64"}[1m]) > 0`); len(s) > 0 {
+			t.Errorf("64-byte probes node1 -> node4 lost too: %v", s)
+		}
+	})
 }

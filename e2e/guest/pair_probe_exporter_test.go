@@ -75,6 +75,10 @@ func TestPairProbeExporter(t *testing.T) {
 			got, _ := promQuery("up")
 			t.Fatalf("Prometheus never scraped all 7 probes successfully (up: %v):\n%s\nexporter:\n%s", got, prom.output(), exp.output())
 		}
+		// One time limit for all the values (each scrape interval is 4-10 s):
+		// a responder that is gone fails the test in minutes, not in one
+		// minute per value.
+		deadline := time.Now().Add(2 * time.Minute)
 		for q, want := range map[string]string{
 			`probe_success{job="rc_lat",instance="` + p.PeerAddr + `"}`:                                    "1",
 			`probe_success{job="rc_bw"}`:                                                                   "1",
@@ -94,7 +98,7 @@ func TestPairProbeExporter(t *testing.T) {
 		} {
 			// The first probes may still be running when Prometheus
 			// scrapes: wait for the value, not for any.
-			got, ok := waitQuery(t, 60*time.Second, q, func(s []promSample) bool {
+			got, ok := waitQuery(t, max(time.Until(deadline), time.Second), q, func(s []promSample) bool {
 				return len(s) > 0 && (want == "" || fmt.Sprint(s[0].Value) == want)
 			})
 			if !ok {
