@@ -77,7 +77,7 @@ func TestFleetPingmeshBenchmark(t *testing.T) {
 		name   string
 		rate   float64
 		window time.Duration
-	}{{"default rate (1/s each, 10 targets)", 1, 60 * time.Second}, {"20/s each, 10 targets", 20, 30 * time.Second}} {
+	}{{"default rate (1/s each, 10 targets)", 1, 40 * time.Second}, {"20/s each, 10 targets", 20, 20 * time.Second}} {
 		t.Run(strings.Fields(c.name)[0], func(t *testing.T) {
 			exp := startDaemon(t, 10041, grdma(), "exporter", "--web.listen-address="+exporterAddr, "--collector.devices=false",
 				"--collector.pingmesh", "--pingmesh.targets="+mesh, "--pingmesh.device="+f.Dev, fmt.Sprintf("--pingmesh.rate=%g", c.rate))
