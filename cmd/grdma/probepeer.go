@@ -18,6 +18,9 @@ import (
 // probePeer runs a probe between two hosts: this side listens (or
 // serves), or connects to its peer.
 func (a *app) probePeer(ctx context.Context, req grammar.ProbeRequest) error {
+	if req.CM != nil {
+		return a.probeCM(ctx, req)
+	}
 	var key []byte
 	if req.Auth != "" {
 		var err error
@@ -91,6 +94,10 @@ func (a *app) probeServe(ctx context.Context, req grammar.ProbeRequest, key []by
 	}
 	cfg := req.Responder
 	cfg.Pingpong, cfg.Timeout, cfg.Allow, cfg.Key = req.Test, req.Timeout, allow, key
+	if req.CM != nil {
+		cfg.CM = &verbsprobe.CMListen{Addr: req.CM.Addr, Open: a.cmOpener(req)}
+		fmt.Fprintf(os.Stderr, "grdma: probe %s also serving over RDMA CM on %s\n", dev.Name(), req.CM.Addr)
+	}
 	cfg = cfg.WithDefaults()
 	fmt.Fprintf(os.Stderr, "grdma: probe %s serving on %s: peers %d, memory %d, peer-memory %d, size %d, duration %v, timeout %v%s\n",
 		dev.Name(), ln.Addr(), cfg.MaxPeers, cfg.MaxPinnedTotal, cfg.Limits.MaxPinned, cfg.Limits.MaxSize, cfg.Limits.MaxDuration, cfg.Timeout,

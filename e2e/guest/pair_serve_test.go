@@ -16,6 +16,7 @@ import (
 	"io"
 	"net"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -156,6 +157,12 @@ func TestPairProbeServe(t *testing.T) {
 		p := withPeer(t)
 		srv := serveOnA(t, p)
 		before := p.A.Must(layout.Rdma, "-j", "res").stdout
+		// The responder's own objects while it idles: those of its UD
+		// ping answerer (a UD QP, its CQ and MR), which live as long as it.
+		own := map[string][]string{}
+		for _, kind := range []string{"qp", "cq", "mr"} {
+			own[kind] = grdmaObjects(t, p, kind)
+		}
 		var rss5 int
 		for i := range 50 {
 			args := []string{"probe", p.Dev, "peer", p.PeerAddr}
@@ -179,8 +186,8 @@ func TestPairProbeServe(t *testing.T) {
 			t.Errorf("A's resources while the responder idles, before the 50 peers:\n%s\nafter:\n%s", before, after)
 		}
 		for _, kind := range []string{"qp", "cq", "mr"} {
-			if r := p.A.Must(layout.Rdma, "-j", "res", "show", kind); strings.Contains(r.stdout, `"comm":"grdma"`) {
-				t.Errorf("A: a %s of grdma left while it idles:\n%s", kind, r.stdout)
+			if after := grdmaObjects(t, p, kind); !slices.Equal(after, own[kind]) {
+				t.Errorf("A: grdma's %ss while it idles, before the 50 peers %v, after %v", kind, own[kind], after)
 			}
 		}
 		s := stopServe(t, srv)
@@ -293,9 +300,15 @@ func TestPairProbeServe(t *testing.T) {
 		trafficFlows(t, p.Dev, sentPackets(t, p.Dev))
 		killed.Process.Kill()
 		killed.Wait()
-		// Both peers' queue pairs go (the silent one after the timeout).
+		// Both peers' queue pairs go (the silent one after the timeout);
+		// the UD ping answerer's stays with the responder.
 		noQP := func() bool {
-			return !strings.Contains(p.A.Must(layout.Rdma, "-j", "res", "show", "qp").stdout, `"comm":"grdma"`)
+			for _, qp := range grdmaObjects(t, p, "qp") {
+				if !strings.HasPrefix(qp, "UD ") {
+					return false
+				}
+			}
+			return true
 		}
 		if !eventually(30*time.Second, noQP) {
 			t.Errorf("A still has grdma's queue pairs 30 s after its peers went silent and died:\n%s",
@@ -387,4 +400,37 @@ func TestPairProbeServe(t *testing.T) {
 		}
 		t.Logf("SIGTERM to exit with a test running, grace 1s: %v", took.Round(10*time.Millisecond))
 	})
+}
+
+// grdmaObjects lists grdma's objects of a kind ("qp", "cq", "mr") on A
+// from rdma res, each as "TYPE NUMBER" (qp) or its number, sorted.
+func grdmaObjects(t *testing.T, p *pair, kind string) []string {
+	t.Helper()
+	var objs []struct {
+		Comm string `json:"comm"`
+		Type string `json:"type"`
+		QPN  *int   `json:"lqpn"`
+		CQN  *int   `json:"cqn"`
+		MRN  *int   `json:"mrn"`
+	}
+	out := p.A.Must(layout.Rdma, "-j", "res", "show", kind).stdout
+	if err := json.Unmarshal([]byte(out), &objs); err != nil {
+		t.Fatalf("rdma -j res show %s: %v\n%s", kind, err, out)
+	}
+	var ids []string
+	for _, o := range objs {
+		if o.Comm != "grdma" {
+			continue
+		}
+		switch {
+		case o.QPN != nil:
+			ids = append(ids, fmt.Sprintf("%s %d", o.Type, *o.QPN))
+		case o.CQN != nil:
+			ids = append(ids, strconv.Itoa(*o.CQN))
+		case o.MRN != nil:
+			ids = append(ids, strconv.Itoa(*o.MRN))
+		}
+	}
+	slices.Sort(ids)
+	return ids
 }
