@@ -71,6 +71,12 @@ type RCModule struct {
 	// MaxSize bounds the size a request may ask for with the size
 	// parameter (DefaultMaxSize).
 	MaxSize int `yaml:"max_size,omitempty"`
+	// Via is how the responder is reached: tcp (grdma's exchange, the
+	// default) or cm (the RDMA CM, verbsprobe.TransportCM: the target
+	// must resolve to an IP address, and the CM chooses the local port
+	// unless source names one; no key_file: a responder with auth refuses
+	// CM peers).
+	Via string `yaml:"via,omitempty"`
 
 	key []byte
 }
@@ -88,6 +94,12 @@ type UDPingModule struct {
 const (
 	ProberRC     = "rc"
 	ProberUDPing = "ud_ping"
+)
+
+// Ways an rc module reaches its responder (RCModule.Via).
+const (
+	ViaTCP = "tcp"
+	ViaCM  = "cm"
 )
 
 // Defaults.
@@ -111,13 +123,15 @@ const (
 // under those a file defines (a file's module of the same name wins):
 // rc_lat and rc_bw (perftest's lat and bw write against the responder,
 // bw for 2 s so that it fits Prometheus' default 10 s scrape timeout),
-// rc_connect (the control path to RTS, no data), and ud_ping when the
-// exporter has a UD prober.
+// rc_connect (the control path to RTS, no data), cm_connect (the same
+// connection made by the RDMA CM, as rdma_cm applications make theirs),
+// and ud_ping when the exporter has a UD prober.
 func DefaultConfig() *Config {
 	return &Config{Modules: map[string]Module{
 		"rc_lat":     {Prober: ProberRC, RC: RCModule{Test: verbsprobe.TestLatency, Op: verbsprobe.OpWrite}, builtin: true},
 		"rc_bw":      {Prober: ProberRC, RC: RCModule{Test: verbsprobe.TestBandwidth, Op: verbsprobe.OpWrite, Duration: model.Duration(2 * time.Second)}, builtin: true},
 		"rc_connect": {Prober: ProberRC, RC: RCModule{Test: verbsprobe.TestConnect}, builtin: true},
+		"cm_connect": {Prober: ProberRC, RC: RCModule{Test: verbsprobe.TestConnect, Via: ViaCM}, builtin: true},
 		"ud_ping":    {Prober: ProberUDPing, builtin: true},
 	}}
 }
@@ -181,6 +195,15 @@ func (m *Module) prepare() error {
 		}
 		if r.TargetPort < 0 || r.TargetPort > 65535 {
 			return fmt.Errorf("target_port %d is not a port", r.TargetPort)
+		}
+		switch r.Via {
+		case "", ViaTCP:
+		case ViaCM:
+			if r.KeyFile != "" {
+				return fmt.Errorf("rc via cm takes no key_file: a responder with auth refuses RDMA CM peers (the CM's request cannot carry its challenge); use via tcp")
+			}
+		default:
+			return fmt.Errorf("rc via %q: tcp or cm", r.Via)
 		}
 		if r.KeyFile != "" {
 			key, err := verbsprobe.LoadKey(r.KeyFile)

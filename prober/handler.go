@@ -10,7 +10,8 @@
 // Modules: rc (a test over an RC queue pair against the target's
 // responder, `grdma probe DEV serve`: connect, traffic, lat, bw) and
 // ud_ping (UD pings through the exporter's UD prober), configured in a
-// modules file over the built-in rc_lat, rc_bw, rc_connect and ud_ping.
+// modules file over the built-in rc_lat, rc_bw, rc_connect, cm_connect and
+// ud_ping.
 //
 // A probe that fails is an answer (HTTP 200, probe_success 0), never a
 // failed scrape: an unknown module, a target that does not resolve or

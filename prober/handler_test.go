@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/grdma/grdma/pingmesh"
+	"github.com/grdma/grdma/rdmacm"
 	"github.com/grdma/grdma/udping"
 	"github.com/grdma/grdma/uverbs"
 	"github.com/grdma/grdma/uverbs/uverbstest"
@@ -396,10 +397,18 @@ modules:
 		{"modules:\n  x:\n    prober: rc\n    rc: {test: lat, key_file: /nonexistent}\n", "nonexistent"},
 		{"modules:\n  x:\n    prober: ud_ping\n    ud_ping: {count: 1000000}\n", "count"},
 		{"modules:\n  x:\n    prober: rc\n    rc: {test: connect, target_port: 70000}\n", "not a port"},
+		{"modules:\n  x:\n    prober: rc\n    rc: {test: connect, via: udp}\n", `via "udp": tcp or cm`},
+		{"modules:\n  x:\n    prober: rc\n    rc: {test: connect, via: cm, key_file: /etc/k}\n", "no key_file"},
 	} {
 		if _, err := ParseConfig("m.yml", []byte(c.yml)); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: %v, want an error with %q", c.yml, err, c.want)
 		}
+	}
+	if m := DefaultConfig().Modules["cm_connect"]; m.Prober != ProberRC || m.RC.Test != verbsprobe.TestConnect || m.RC.via() != ViaCM {
+		t.Errorf("cm_connect: %+v", m)
+	}
+	if cfg.Modules["rc_bw"].RC.via() != ViaTCP {
+		t.Errorf("an rc module without via: %q, want tcp", cfg.Modules["rc_bw"].RC.via())
 	}
 	// ud_ping without a UD prober: the built-in module is left out, a
 	// file's is refused.
@@ -407,7 +416,7 @@ modules:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := fmt.Sprint(h.Modules()); got != "[rc_bw rc_connect rc_lat]" {
+	if got := fmt.Sprint(h.Modules()); got != "[cm_connect rc_bw rc_connect rc_lat]" {
 		t.Errorf("modules without a pinger: %s", got)
 	}
 	cfg, _ = ParseConfig("m.yml", []byte("modules:\n  ud_fast:\n    prober: ud_ping\n"))
@@ -585,4 +594,34 @@ func TestProbeHostileTargets(t *testing.T) {
 	}
 	b.stop()
 	noneLeft(t, b.server, b.client)
+}
+
+// TestClassifyCM: the RDMA CM's events that end a probe over the CM, as
+// verbsprobe's CM client wraps them, and their reasons.
+func TestClassifyCM(t *testing.T) {
+	ctx := context.Background()
+	step := func(name string, err error) *verbsprobe.Result {
+		return &verbsprobe.Result{Steps: []verbsprobe.Step{{Name: name, Err: &verbsprobe.StepError{Step: name, Err: err}}}}
+	}
+	wrap := func(e *rdmacm.Error) error {
+		return &verbsprobe.PeerError{Host: "10.0.0.2:18515", Doing: "connecting over RDMA CM to", Err: e}
+	}
+	for _, c := range []struct {
+		name   string
+		res    *verbsprobe.Result
+		reason string
+	}{
+		{"nothing listens", step(verbsprobe.StepConnect, wrap(&rdmacm.Error{Step: "connect", Event: rdmacm.EventRejected, Status: 8})), ReasonNoResponder},
+		{"refused", step(verbsprobe.StepConnect, &verbsprobe.PeerError{Host: "h", Doing: "connecting over RDMA CM to",
+			Err: fmt.Errorf("refused: over its limits (%w)", &rdmacm.Error{Step: "connect", Event: rdmacm.EventRejected, Status: 28})}), ReasonRefused},
+		{"no route", step("resolve", wrap(&rdmacm.Error{Step: "resolve route", Event: rdmacm.EventRouteError, Status: -113})), ReasonNoDevice},
+		{"no RDMA device", step("resolve", wrap(&rdmacm.Error{Step: "resolve address", Event: rdmacm.EventAddrError, Status: -19})), ReasonNoDevice},
+		{"never answered", step(verbsprobe.StepConnect, wrap(&rdmacm.Error{Step: "connect", Event: rdmacm.EventUnreachable, Status: -110})), ReasonTimeout},
+		{"out of time", step(verbsprobe.StepConnect, wrap(&rdmacm.Error{Step: "connect", Err: context.DeadlineExceeded})), ReasonTimeout},
+	} {
+		f := classify(ctx, c.res, true)
+		if f == nil || f.Reason != c.reason {
+			t.Errorf("%s: %+v, want %s", c.name, f, c.reason)
+		}
+	}
 }

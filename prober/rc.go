@@ -13,7 +13,9 @@ import (
 
 	"github.com/grdma/grdma/gid"
 	"github.com/grdma/grdma/ib"
+	"github.com/grdma/grdma/locator"
 	"github.com/grdma/grdma/pingmesh"
+	"github.com/grdma/grdma/rdmacm"
 	"github.com/grdma/grdma/sysfs"
 	"github.com/grdma/grdma/verbsprobe"
 	"github.com/prometheus/client_golang/prometheus"
@@ -201,10 +203,30 @@ func probeRC(ctx context.Context, p *probe) *Failure {
 	if dl, ok := ctx.Deadline(); ok {
 		remaining = time.Until(dl)
 	}
-	p.log.Info("connecting", "address", addr.String(), "device", opts.Device, "port", opts.Port, "test", test.String())
-	res := verbsprobe.ConnectWith(ctx, opts, addr.String(), verbsprobe.ConnectConfig{Test: test, Timeout: remaining, Key: rc.key, Dial: noRetry})
+	cfg := verbsprobe.ConnectConfig{Test: test, Timeout: remaining, Key: rc.key, Dial: noRetry}
+	if rc.Via == ViaCM {
+		// The CM resolves the route and chooses the local port (unless
+		// the module's source names one); it takes no host names.
+		cfg.Via = verbsprobe.TransportCM
+		if p.module.Source.Device == "" {
+			opts.Device, opts.Port = "", 0
+		}
+		cfg.CMOpen = func() (*rdmacm.Channel, error) { return locator.OpenRDMACM(opts.Sysfs, nil) }
+	}
+	p.log.Info("connecting", "address", addr.String(), "device", opts.Device, "port", opts.Port, "test", test.String(), "via", rc.via())
+	res := verbsprobe.ConnectWith(ctx, opts, addr.String(), cfg)
 	exportRC(p, res, test)
-	return classify(ctx, res, dialed.Load())
+	// Over the CM nothing is dialled for a connect: its errors say what
+	// happened (classifyCM).
+	return classify(ctx, res, dialed.Load() || rc.Via == ViaCM)
+}
+
+// via names the module's way to its responder.
+func (r RCModule) via() string {
+	if r.Via == "" {
+		return ViaTCP
+	}
+	return r.Via
 }
 
 // checkRC refuses a test the module or the probe's time do not allow,
@@ -236,18 +258,41 @@ func classify(ctx context.Context, res *verbsprobe.Result, dialed bool) *Failure
 	err := error(s.Err)
 	var remote *verbsprobe.RemoteFailure
 	var de *pingmesh.DialError
+	var cm *rdmacm.Error
 	switch {
 	case verbsprobe.IsBusy(err):
 		return fail(ReasonBusy, s.Name, err)
 	case errors.As(err, &remote) && remote.Step == verbsprobe.StepAccept && strings.HasPrefix(remote.Message, "refused"),
 		strings.Contains(err.Error(), "shared secret"):
 		return fail(ReasonRefused, s.Name, err)
-	case errors.As(err, &de), s.Name == verbsprobe.StepConnect && !dialed:
+	case errors.As(err, &cm) && cm.Err == nil:
+		return classifyCM(s.Name, cm, err)
+	case errors.As(err, &de), s.Name == verbsprobe.StepConnect && !dialed && !errors.As(err, &cm):
 		return fail(ReasonNoResponder, s.Name, err)
 	case ctx.Err() != nil, errors.Is(err, context.DeadlineExceeded):
 		return fail(ReasonTimeout, s.Name, err)
 	}
 	return fail(ReasonFailed, s.Name, err)
+}
+
+// classifyCM is the reason of an RDMA CM event that ended a step: a
+// REJECT is a responder's refusal when it says so (its reason in the
+// private data: "refused: ..."), else nothing listens there; no route or
+// no local RDMA port for the address is this node's (no_device); a
+// request never answered (UNREACHABLE, after the CM's retries) a timeout.
+func classifyCM(step string, cm *rdmacm.Error, err error) *Failure {
+	switch cm.Event {
+	case rdmacm.EventRejected:
+		if strings.Contains(err.Error(), "refused: ") {
+			return fail(ReasonRefused, step, err)
+		}
+		return fail(ReasonNoResponder, step, err)
+	case rdmacm.EventAddrError, rdmacm.EventRouteError:
+		return fail(ReasonNoDevice, step, err)
+	case rdmacm.EventUnreachable:
+		return fail(ReasonTimeout, step, err)
+	}
+	return fail(ReasonFailed, step, err)
 }
 
 // exportRC adds the result's metrics to the probe's answer.

@@ -15,10 +15,10 @@ import (
 
 	"github.com/grdma/grdma/exporter"
 	"github.com/grdma/grdma/internal/completion"
+	"github.com/grdma/grdma/pci"
 	"github.com/grdma/grdma/pingmesh"
 	"github.com/grdma/grdma/prober"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/grdma/grdma/pci"
 	"github.com/spf13/cobra"
 )
 
@@ -37,9 +37,9 @@ type exporterOptions struct {
 	probeTimeoutOffset time.Duration
 	probeMaxConcurrent int
 
-	mesh pingmeshOptions
-	pcie          bool
-	pcieGPUs      []string
+	mesh     pingmeshOptions
+	pcie     bool
+	pcieGPUs []string
 }
 
 func (a *app) exporterCommand() *cobra.Command {
@@ -90,9 +90,10 @@ probe_duration_seconds, probe_failure_info{reason,step} when it failed, and
 the module's results. Built-in modules: rc_lat (perftest's lat write), rc_bw
 (bw write for 2 s) and rc_connect (the queue pairs to RTS, no data), each
 against the responder HOST runs (grdma probe DEV serve, port 18515 unless
-HOST:PORT says another). --probe.config.file adds or replaces modules (YAML:
+HOST:PORT says another), and cm_connect (the same connection made by the
+RDMA CM, against grdma probe DEV serve cm). --probe.config.file adds or replaces modules (YAML:
 modules: NAME: {prober: rc, timeout: 5s, source: {device, port, gid_index},
-rc: {test, op, size, iters, duration, target_port, key_file, max_size}});
+rc: {test, op, size, iters, duration, target_port, key_file, max_size, via: tcp|cm}});
 SIGHUP reads it again. A request may set op, size, iters or duration of an rc
 module. The probe's time is Prometheus' scrape timeout
 (X-Prometheus-Scrape-Timeout-Seconds) less --probe.timeout-offset, at most
@@ -144,7 +145,7 @@ modules file or pingmesh settings.`,
 	f.BoolVar(&o.devices, "collector.devices", true, "export the RDMA devices and ports (false: only /probe and the pingmesh, for a second exporter that holds the uverbs devices)")
 	f.BoolVar(&o.checks, "collector.check", false, "also export the devices and ports health checks (grdma_check_status)")
 	f.DurationVar(&o.checkInterval, "collector.check.interval", exporter.DefaultCheckInterval, "run the checks at most once per `DURATION`")
-	f.StringVar(&o.probeConfig, "probe.config.file", "", "/probe modules from `FILE` (YAML), over the built-in rc_lat, rc_bw, rc_connect")
+	f.StringVar(&o.probeConfig, "probe.config.file", "", "/probe modules from `FILE` (YAML), over the built-in rc_lat, rc_bw, rc_connect, cm_connect")
 	f.DurationVar(&o.probeTimeoutOffset, "probe.timeout-offset", prober.DefaultTimeoutOffset, "take `DURATION` from Prometheus' scrape timeout for a probe's time")
 	f.IntVar(&o.probeMaxConcurrent, "probe.max-concurrent", prober.DefaultMaxConcurrent, "run at most `N` probes at once (bandwidth tests: one)")
 	o.mesh.flags(f)

@@ -27,7 +27,8 @@ import (
 
 func TestPairProbeExporter(t *testing.T) {
 	p := withPeer(t)
-	srv := p.A.WithTimeout(10*time.Minute).Serve(probePort, grdma(), "-j", "probe", p.Dev, "serve", "timeout", "30s")
+	// serve cm: the responder answers over the RDMA CM too (cm_connect).
+	srv := p.A.WithTimeout(10*time.Minute).Serve(probePort, grdma(), "-j", "probe", p.Dev, "serve", "timeout", "30s", "cm")
 	dir := t.TempDir()
 	modules := filepath.Join(dir, "probe.yml")
 	os.WriteFile(modules, []byte(`modules:
@@ -74,34 +75,37 @@ func TestPairProbeExporter(t *testing.T) {
 		cfg := filepath.Join(dir, "prometheus.yml")
 		os.WriteFile(cfg, []byte("global: {evaluation_interval: 1s}\nscrape_configs:\n"+
 			job("rc_lat", p.PeerAddr, p.PeerAddr+":18599", "no-such-host.invalid")+
-			job("rc_bw", p.PeerAddr)+job("rc_connect", p.PeerAddr)+job("rc_lat_send", p.PeerAddr)+job("nosuch", p.PeerAddr)), 0o644)
+			job("rc_bw", p.PeerAddr)+job("rc_connect", p.PeerAddr)+job("rc_lat_send", p.PeerAddr)+job("nosuch", p.PeerAddr)+
+			job("cm_connect", p.PeerAddr, p.PeerAddr+":18599")), 0o644)
 		prom := startDaemon(t, 9090, layout.Prometheus, "--config.file="+cfg, "--storage.tsdb.path="+filepath.Join(dir, "data"),
 			"--web.listen-address="+prometheusAddr)
-		const scraped = `count(up == 1) == 7`
+		const scraped = `count(up == 1) == 9`
 		if _, ok := waitQuery(t, 90*time.Second, scraped, nonEmpty); !ok {
 			got, _ := promQuery("up")
-			t.Fatalf("Prometheus never scraped all 7 probes successfully (up: %v):\n%s\nexporter:\n%s", got, prom.output(), exp.output())
+			t.Fatalf("Prometheus never scraped all 9 probes successfully (up: %v):\n%s\nexporter:\n%s", got, prom.output(), exp.output())
 		}
 		// One time limit for all the values (each scrape interval is 4-10 s):
 		// a responder that is gone fails the test in minutes, not in one
 		// minute per value.
 		deadline := time.Now().Add(2 * time.Minute)
 		for q, want := range map[string]string{
-			`probe_success{job="rc_lat",instance="` + p.PeerAddr + `"}`:                                    "1",
-			`probe_success{job="rc_bw"}`:                                                                   "1",
-			`probe_success{job="rc_connect"}`:                                                              "1",
-			`probe_success{job="rc_lat_send"}`:                                                             "1",
-			`probe_rdma_latency_seconds_count{job="rc_lat_send"}`:                                          "20",
-			`probe_rdma_latency_seconds{job="rc_lat",quantile="0.5"} > 0`:                                  "",
-			`probe_rdma_bandwidth_bytes_per_second{job="rc_bw"} > 0`:                                       "",
-			`probe_rdma_path_mtu_bytes{job="rc_connect"}`:                                                  "1024",
-			`probe_rdma_info{job="rc_lat",device="rxe0",remote_gid="::ffff:` + p.PeerAddr + `"}`:           "1",
-			`probe_success{instance="` + p.PeerAddr + `:18599"}`:                                           "0",
-			`probe_failure_info{instance="` + p.PeerAddr + `:18599",reason="no_responder",step="connect"}`: "1",
-			`probe_failure_info{instance="no-such-host.invalid",reason="resolve"}`:                         "1",
-			`probe_failure_info{job="nosuch",reason="unknown_module"}`:                                     "1",
-			`probe_duration_seconds{instance="` + p.PeerAddr + `:18599"} < 2`:                              "",
-			`grdma_probes_total{module="rc_lat",result="success"} > 0`:                                     "",
+			`probe_success{job="rc_lat",instance="` + p.PeerAddr + `"}`:                                      "1",
+			`probe_success{job="rc_bw"}`:                                                                     "1",
+			`probe_success{job="rc_connect"}`:                                                                "1",
+			`probe_success{job="rc_lat_send"}`:                                                               "1",
+			`probe_success{job="cm_connect",instance="` + p.PeerAddr + `"}`:                                  "1",
+			`probe_failure_info{job="cm_connect",instance="` + p.PeerAddr + `:18599",reason="no_responder"}`: "1",
+			`probe_rdma_latency_seconds_count{job="rc_lat_send"}`:                                            "20",
+			`probe_rdma_latency_seconds{job="rc_lat",quantile="0.5"} > 0`:                                    "",
+			`probe_rdma_bandwidth_bytes_per_second{job="rc_bw"} > 0`:                                         "",
+			`probe_rdma_path_mtu_bytes{job="rc_connect"}`:                                                    "1024",
+			`probe_rdma_info{job="rc_lat",device="rxe0",remote_gid="::ffff:` + p.PeerAddr + `"}`:             "1",
+			`probe_success{instance="` + p.PeerAddr + `:18599"}`:                                             "0",
+			`probe_failure_info{instance="` + p.PeerAddr + `:18599",reason="no_responder",step="connect"}`:   "1",
+			`probe_failure_info{instance="no-such-host.invalid",reason="resolve"}`:                           "1",
+			`probe_failure_info{job="nosuch",reason="unknown_module"}`:                                       "1",
+			`probe_duration_seconds{instance="` + p.PeerAddr + `:18599"} < 2`:                                "",
+			`grdma_probes_total{module="rc_lat",result="success"} > 0`:                                       "",
 		} {
 			// The first probes may still be running when Prometheus
 			// scrapes: wait for the value, not for any.
