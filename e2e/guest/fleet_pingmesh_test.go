@@ -320,14 +320,19 @@ func TestFleetPingmesh(t *testing.T) {
 	pf.recover(t, "black hole", append(holeWant, holeAllowed...))
 
 	// The emulated guests' p99 is tens of ms when healthy: the median
-	// shows the 20 ms (PingmeshRTTHigh{quantile="0.5"}).
-	delayWant := append(pairAlerts("PingmeshRTTHigh", 2, n),
-		"PingmeshNodeDegraded{instance=node2}", "PingmeshTargetDegraded{target=node2}")
+	// shows the 20 ms. The node alerts name node2 (its pairs' medians
+	// against the fleet's). PingmeshRTTHigh per pair (3 x the fleet's
+	// median, for 1m) may fire but is not required here: on a loaded
+	// host the guests' healthy medians rose from 6 to 13-18 ms, putting
+	// its threshold above the delayed pairs' 31-37 ms (promtool tests it
+	// on a hardware-like baseline).
+	delayWant := []string{"PingmeshNodeDegraded{instance=node2}", "PingmeshTargetDegraded{target=node2}"}
+	delayAllowed := pairAlerts("PingmeshRTTHigh", 2, n)
 	t.Run("Delay", func(t *testing.T) {
 		pf.fault(t, "20 ms (netem node2)", func() { pf.f.Node(2).Netem(t, "delay", "20ms") },
-			`grdma:pingmesh_rtt_seconds:quantile_1m{quantile="0.5",target="node2"} > 0.02`, delayWant, nil, 4*time.Minute)
+			`grdma:pingmesh_rtt_seconds:quantile_1m{quantile="0.5",target="node2"} > 0.02`, delayWant, delayAllowed, 4*time.Minute)
 	})
-	pf.recover(t, "20 ms", delayWant)
+	pf.recover(t, "20 ms", append(delayWant, delayAllowed...))
 
 	t.Run("LargePackets", func(t *testing.T) {
 		node1, node4 := pf.f.Node(1), pf.f.Node(4)
