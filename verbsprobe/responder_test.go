@@ -203,10 +203,11 @@ func TestRespondAuth(t *testing.T) {
 	if c.OK() || !strings.Contains(r.refusals(), "an ibv_rc_pingpong client, which cannot prove the shared secret") {
 		t.Errorf("an ibv_rc_pingpong client: %v\n%s", c.Err(), r.refusals())
 	}
+	// OnPeer runs after the client's result: count once Respond returned.
+	r.stop()
 	if n := len(r.served); n != 1 {
 		t.Errorf("%d served, want 1", n)
 	}
-	r.stop()
 	noneLeft(t, append(f.clients, f.server)...)
 }
 
