@@ -16,6 +16,7 @@ import (
 	"io"
 	"net"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -156,6 +157,7 @@ func TestPairProbeServe(t *testing.T) {
 		p := withPeer(t)
 		srv := serveOnA(t, p)
 		before := p.A.Must(layout.Rdma, "-j", "res").stdout
+		idle := grdmaObjects(t, p)
 		var rss5 int
 		for i := range 50 {
 			args := []string{"probe", p.Dev, "peer", p.PeerAddr}
@@ -178,10 +180,10 @@ func TestPairProbeServe(t *testing.T) {
 		if after := p.A.Must(layout.Rdma, "-j", "res").stdout; after != before {
 			t.Errorf("A's resources while the responder idles, before the 50 peers:\n%s\nafter:\n%s", before, after)
 		}
-		for _, kind := range []string{"qp", "cq", "mr"} {
-			if r := p.A.Must(layout.Rdma, "-j", "res", "show", kind); strings.Contains(r.stdout, `"comm":"grdma"`) {
-				t.Errorf("A: a %s of grdma left while it idles:\n%s", kind, r.stdout)
-			}
+		// No peer's QP, CQ or MR left: grdma's objects are the idle
+		// responder's own (its UD ping queue pair, CQ and MR) and no more.
+		if after := grdmaObjects(t, p); after != idle {
+			t.Errorf("A: grdma's objects while the responder idles, before the 50 peers: %s; after: %s", idle, after)
 		}
 		s := stopServe(t, srv)
 		if n := count(servedLines(t, s.stdout)); n["pass"] != 50 {
@@ -221,6 +223,7 @@ func TestPairProbeServe(t *testing.T) {
 			t.Fatalf("the first peer:\n%s", r)
 		}
 		before := p.A.Must(layout.Rdma, "-j", "res").stdout
+		idle := grdmaObjects(t, p)
 		rss0 := listenerStatus(t, p, "VmRSS:")
 		addr := net.JoinHostPort(p.PeerAddr, strconv.Itoa(probePort))
 		hello := fmt.Sprintf(`{"type":"hello","grdma_probe":2,"test":{"kind":"traffic","size":%d},"seed":1,`+
@@ -294,12 +297,10 @@ func TestPairProbeServe(t *testing.T) {
 		killed.Process.Kill()
 		killed.Wait()
 		// Both peers' queue pairs go (the silent one after the timeout).
-		noQP := func() bool {
-			return !strings.Contains(p.A.Must(layout.Rdma, "-j", "res", "show", "qp").stdout, `"comm":"grdma"`)
-		}
-		if !eventually(30*time.Second, noQP) {
-			t.Errorf("A still has grdma's queue pairs 30 s after its peers went silent and died:\n%s",
-				p.A.Must(layout.Rdma, "-j", "res", "show", "qp").stdout)
+		noPeerQP := func() bool { return grdmaObjects(t, p) == idle }
+		if !eventually(30*time.Second, noPeerQP) {
+			t.Errorf("A still has its peers' objects 30 s after they went silent and died: %s (idle: %s)",
+				grdmaObjects(t, p), idle)
 		}
 		stopped.Process.Kill()
 		stopped.Wait()
@@ -387,4 +388,34 @@ func TestPairProbeServe(t *testing.T) {
 		}
 		t.Logf("SIGTERM to exit with a test running, grace 1s: %v", took.Round(10*time.Millisecond))
 	})
+}
+
+// grdmaObjects names the QPs, CQs and MRs of grdma processes on A
+// ("qp 49 UD, cq 33, mr 31"): a responder idles with its own (the UD
+// ping queue pair, its CQ and MR), and each peer's come and go.
+func grdmaObjects(t *testing.T, p *pair) string {
+	t.Helper()
+	var names []string
+	for _, kind := range []struct{ what, id string }{{"qp", "lqpn"}, {"cq", "cqn"}, {"mr", "mrn"}} {
+		var objs []map[string]any
+		out := p.A.Must(layout.Rdma, "-j", "res", "show", kind.what).stdout
+		if err := json.Unmarshal([]byte(out), &objs); err != nil {
+			t.Fatalf("rdma -j res show %s: %v\n%s", kind.what, err, out)
+		}
+		for _, o := range objs {
+			if o["comm"] != "grdma" {
+				continue
+			}
+			name := fmt.Sprintf("%s %v", kind.what, o[kind.id])
+			if typ, ok := o["type"].(string); ok {
+				name += " " + typ
+			}
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
 }
