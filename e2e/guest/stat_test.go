@@ -126,7 +126,7 @@ func TestStat(t *testing.T) {
 			}
 			if vars["dir"] != "" && len(vars) == 4 { // the directory was opened before, as a directory
 				before := calls[:len(calls)-len(rest)+m[0]]
-				opens := regexp.MustCompile(`openat\(AT_FDCWD, "` + regexp.QuoteMeta(dir) + `", [^)]*O_DIRECTORY[^)]*\)\s+= (\d+)`).FindAllStringSubmatch(before, -1)
+				opens := regexp.MustCompile(`openat\(AT_FDCWD, "`+regexp.QuoteMeta(dir)+`", [^)]*O_DIRECTORY[^)]*\)\s+= (\d+)`).FindAllStringSubmatch(before, -1)
 				if len(opens) == 0 || opens[len(opens)-1][1] != vars["dir"] {
 					t.Errorf("descriptor %s is not the directory %s opened:\n%s", vars["dir"], dir, calls)
 				}
