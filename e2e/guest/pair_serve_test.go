@@ -157,7 +157,12 @@ func TestPairProbeServe(t *testing.T) {
 		p := withPeer(t)
 		srv := serveOnA(t, p)
 		before := p.A.Must(layout.Rdma, "-j", "res").stdout
-		idle := grdmaObjects(t, p)
+		// The responder's own objects while it idles: those of its UD
+		// ping answerer (a UD QP, its CQ and MR), which live as long as it.
+		own := map[string][]string{}
+		for _, kind := range []string{"qp", "cq", "mr"} {
+			own[kind] = grdmaObjects(t, p, kind)
+		}
 		var rss5 int
 		for i := range 50 {
 			args := []string{"probe", p.Dev, "peer", p.PeerAddr}
@@ -180,10 +185,10 @@ func TestPairProbeServe(t *testing.T) {
 		if after := p.A.Must(layout.Rdma, "-j", "res").stdout; after != before {
 			t.Errorf("A's resources while the responder idles, before the 50 peers:\n%s\nafter:\n%s", before, after)
 		}
-		// No peer's QP, CQ or MR left: grdma's objects are the idle
-		// responder's own (its UD ping queue pair, CQ and MR) and no more.
-		if after := grdmaObjects(t, p); after != idle {
-			t.Errorf("A: grdma's objects while the responder idles, before the 50 peers: %s; after: %s", idle, after)
+		for _, kind := range []string{"qp", "cq", "mr"} {
+			if after := grdmaObjects(t, p, kind); !slices.Equal(after, own[kind]) {
+				t.Errorf("A: grdma's %ss while it idles, before the 50 peers %v, after %v", kind, own[kind], after)
+			}
 		}
 		s := stopServe(t, srv)
 		if n := count(servedLines(t, s.stdout)); n["pass"] != 50 {
@@ -223,7 +228,6 @@ func TestPairProbeServe(t *testing.T) {
 			t.Fatalf("the first peer:\n%s", r)
 		}
 		before := p.A.Must(layout.Rdma, "-j", "res").stdout
-		idle := grdmaObjects(t, p)
 		rss0 := listenerStatus(t, p, "VmRSS:")
 		addr := net.JoinHostPort(p.PeerAddr, strconv.Itoa(probePort))
 		hello := fmt.Sprintf(`{"type":"hello","grdma_probe":2,"test":{"kind":"traffic","size":%d},"seed":1,`+
@@ -294,27 +298,35 @@ func TestPairProbeServe(t *testing.T) {
 		// Killed mid-test: once the responder has its queue pair (the
 		// stopped peer's queued writes keep B's counters going, so
 		// packets alone do not say this one started).
-		had := grdmaObjects(t, p)
+		had := grdmaObjects(t, p, "qp")
 		killed, _, _ := startLocal(t, grdma(), "probe", p.Dev, "peer", p.PeerAddr, "bw", "send", "size", "4096", "duration", "60s")
 		newQP := func() bool {
-			for _, o := range strings.Split(grdmaObjects(t, p), ", ") {
-				if strings.HasSuffix(o, " RC") && !slices.Contains(strings.Split(had, ", "), o) {
+			for _, qp := range grdmaObjects(t, p, "qp") {
+				if strings.HasPrefix(qp, "RC ") && !slices.Contains(had, qp) {
 					return true
 				}
 			}
 			return false
 		}
 		if !eventually(30*time.Second, newQP) {
-			t.Fatalf("the peer to kill never got its queue pair on A: %s (before: %s)", grdmaObjects(t, p), had)
+			t.Fatalf("the peer to kill never got its queue pair on A: %v (before: %v)", grdmaObjects(t, p, "qp"), had)
 		}
 		trafficFlows(t, p.Dev, sentPackets(t, p.Dev))
 		killed.Process.Kill()
 		killed.Wait()
-		// Both peers' queue pairs go (the silent one after the timeout).
-		noPeerQP := func() bool { return grdmaObjects(t, p) == idle }
-		if !eventually(30*time.Second, noPeerQP) {
-			t.Errorf("A still has its peers' objects 30 s after they went silent and died: %s (idle: %s)",
-				grdmaObjects(t, p), idle)
+		// Both peers' queue pairs go (the silent one after the timeout);
+		// the UD ping answerer's stays with the responder.
+		noQP := func() bool {
+			for _, qp := range grdmaObjects(t, p, "qp") {
+				if !strings.HasPrefix(qp, "UD ") {
+					return false
+				}
+			}
+			return true
+		}
+		if !eventually(30*time.Second, noQP) {
+			t.Errorf("A still has grdma's queue pairs 30 s after its peers went silent and died:\n%s",
+				p.A.Must(layout.Rdma, "-j", "res", "show", "qp").stdout)
 		}
 		stopped.Process.Kill()
 		stopped.Wait()
@@ -404,32 +416,35 @@ func TestPairProbeServe(t *testing.T) {
 	})
 }
 
-// grdmaObjects names the QPs, CQs and MRs of grdma processes on A
-// ("qp 49 UD, cq 33, mr 31"): a responder idles with its own (the UD
-// ping queue pair, its CQ and MR), and each peer's come and go.
-func grdmaObjects(t *testing.T, p *pair) string {
+// grdmaObjects lists grdma's objects of a kind ("qp", "cq", "mr") on A
+// from rdma res, each as "TYPE NUMBER" (qp) or its number, sorted.
+func grdmaObjects(t *testing.T, p *pair, kind string) []string {
 	t.Helper()
-	var names []string
-	for _, kind := range []struct{ what, id string }{{"qp", "lqpn"}, {"cq", "cqn"}, {"mr", "mrn"}} {
-		var objs []map[string]any
-		out := p.A.Must(layout.Rdma, "-j", "res", "show", kind.what).stdout
-		if err := json.Unmarshal([]byte(out), &objs); err != nil {
-			t.Fatalf("rdma -j res show %s: %v\n%s", kind.what, err, out)
+	var objs []struct {
+		Comm string `json:"comm"`
+		Type string `json:"type"`
+		QPN  *int   `json:"lqpn"`
+		CQN  *int   `json:"cqn"`
+		MRN  *int   `json:"mrn"`
+	}
+	out := p.A.Must(layout.Rdma, "-j", "res", "show", kind).stdout
+	if err := json.Unmarshal([]byte(out), &objs); err != nil {
+		t.Fatalf("rdma -j res show %s: %v\n%s", kind, err, out)
+	}
+	var ids []string
+	for _, o := range objs {
+		if o.Comm != "grdma" {
+			continue
 		}
-		for _, o := range objs {
-			if o["comm"] != "grdma" {
-				continue
-			}
-			name := fmt.Sprintf("%s %v", kind.what, o[kind.id])
-			if typ, ok := o["type"].(string); ok {
-				name += " " + typ
-			}
-			names = append(names, name)
+		switch {
+		case o.QPN != nil:
+			ids = append(ids, fmt.Sprintf("%s %d", o.Type, *o.QPN))
+		case o.CQN != nil:
+			ids = append(ids, strconv.Itoa(*o.CQN))
+		case o.MRN != nil:
+			ids = append(ids, strconv.Itoa(*o.MRN))
 		}
 	}
-	slices.Sort(names)
-	if len(names) == 0 {
-		return "none"
-	}
-	return strings.Join(names, ", ")
+	slices.Sort(ids)
+	return ids
 }
