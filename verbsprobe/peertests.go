@@ -482,11 +482,10 @@ func (t *traffic) latency() (string, error) {
 	var rec latencyRecorder
 	doing := "running " + test.String() + " with"
 	start := time.Now()
-	// One clock read an exchange, as perftest stamps its iterations: an
-	// exchange's sample runs from the previous one's answer to its own
-	// (the loop's bookkeeping between them included). In the emulated
-	// guests a clock read is a system call (no TSC for the vDSO), where
-	// perftest reads the TSC.
+	// One clock read an exchange, as perftest stamps its iterations
+	// (get_cycles before each post): an exchange's sample runs from the
+	// previous one's answer to its own, the loop's bookkeeping between
+	// them included, as in perftest's t_typical.
 	t0 := start
 	unreaped := 0 // completions of sends not yet polled
 	for i := 0; ; i++ {
