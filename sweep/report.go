@@ -478,7 +478,7 @@ func (rep *Report) judge(insts map[testKey]*instance, main string, c Criteria, s
 		}
 		why := fmt.Sprintf("took part in no test: %s", firstReason(reasons))
 		if s := starts[r]; s != nil && s.Start.Error != "" {
-			why = "its device failed at start: " + s.Start.Error
+			why = "its device failed at start: " + strings.Join(strings.Fields(s.Start.Error), " ") // one line: the error may hold its hint on a line of its own
 		}
 		unreachable[r] = why
 	}
