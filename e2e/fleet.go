@@ -33,6 +33,9 @@ const (
 	DefaultFleetTimeout = 20 * time.Minute
 	// switchWait bounds the wait for the switch's control socket.
 	switchWait = 10 * time.Second
+	// faultGrace is how long a node whose kernel failed may go on
+	// printing (the oops, its trace) before the fleet stops.
+	faultGrace = 3 * time.Second
 )
 
 // FleetSpec is what BootFleet boots.
@@ -227,8 +230,8 @@ func (b *Bed) BootFleet(ctx context.Context, spec FleetSpec) (*FleetResult, erro
 	}
 
 	driver := machines[0]
-	for i, m := range machines[1:] {
-		go watchNode(b, layout.FleetName(i+2), m, driver)
+	for i, m := range machines {
+		go watchNode(b, layout.FleetName(i+1), m, driver)
 	}
 	f.Nodes[0], err = driver.wait()
 	f.Switch = sw.log() + sw.Ports()
@@ -254,14 +257,37 @@ func (b *Bed) BootFleet(ctx context.Context, spec FleetSpec) (*FleetResult, erro
 }
 
 // watchNode stops the fleet when node m stops before the driver does,
-// unless its agent was told to stop (its script then exits 0): a node
-// that crashed or whose agent died makes every scenario after it fail
-// on an unreachable agent, each after the agents' wait.
+// unless its agent was told to stop (its script then exits 0), or when
+// its kernel fails (an oops: QEMU runs on, the guest's agent or the
+// driver's own tests do not): a node that crashed or whose agent died
+// makes every scenario after it fail on an unreachable agent, each after
+// the agents' wait. The driver is watched for its own kernel's failure
+// (m == driver).
 func watchNode(b *Bed, name string, m, driver *machine) {
+	var driverDone <-chan struct{} = driver.done
+	if m == driver {
+		driverDone = nil
+	}
 	select {
-	case <-driver.done:
+	case <-driverDone:
+		return
+	case <-m.fault:
+		// The oops is tens of lines: let it reach the console first.
+		select {
+		case <-m.done:
+		case <-time.After(faultGrace):
+		}
+		why := "its kernel failed: " + strings.TrimSpace(m.faultLine)
+		b.logf("e2e: %s stopped the fleet after %v: %s; console tail:\n%s", name, time.Since(m.started).Round(time.Second), why, m.tail(40))
+		m.kill(why)
+		if m != driver {
+			driver.kill(fmt.Sprintf("%s failed while the scenarios ran: %s", name, why))
+		}
 		return
 	case <-m.done:
+	}
+	if m == driver {
+		return
 	}
 	rc, err := os.ReadFile(filepath.Join(m.share, "e2e", "rc"))
 	if err == nil && strings.TrimSpace(string(rc)) == "0" {
