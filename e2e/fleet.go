@@ -278,7 +278,7 @@ func watchNode(b *Bed, name string, m, driver *machine) {
 		case <-time.After(faultGrace):
 		}
 		why := "its kernel failed: " + strings.TrimSpace(m.faultLine)
-		b.logf("e2e: %s stopped the fleet after %v: %s; console tail:\n%s", name, time.Since(m.started).Round(time.Second), why, m.tail(40))
+		b.logf("e2e: %s stopped the fleet after %v: %s; its console from there:\n%s", name, time.Since(m.started).Round(time.Second), why, m.faultText())
 		m.kill(why)
 		if m != driver {
 			driver.kill(fmt.Sprintf("%s failed while the scenarios ran: %s", name, why))

@@ -126,14 +126,15 @@ type machine struct {
 	// mostly dead.
 	fault     chan struct{}
 	faultLine string
-	// recent is the console's last lines, for a watcher's message while
-	// QEMU still runs (Result.Console exists once it stopped).
-	mu     sync.Mutex
-	recent []string
+	// faultLog is the console from faultLine on (at most faultLines):
+	// the whole oops, its first lines included, however long.
+	faultLog []string
+	mu       sync.Mutex // faultLine and faultLog, for a watcher while QEMU runs
 }
 
-// recentLines bounds machine.recent.
-const recentLines = 60
+// faultLines bounds machine.faultLog (an oops with its trace and modules
+// is 50 to 80 lines).
+const faultLines = 150
 
 // kernelFaultLine matches the first line the kernel prints when it
 // fails: after its timestamp, "BUG: ..." (NULL dereference, page fault,
@@ -146,8 +147,8 @@ var kernelFaultLine = regexp.MustCompile(`^\[\s*\d+\.\d+\] (BUG: |Oops: |general
 // kernelFault reports whether a console line is a kernel failure's first.
 func kernelFault(line string) bool { return kernelFaultLine.MatchString(line) }
 
-// consoleLine takes one console line: its mark, the recent lines, a
-// kernel failure. Called from the console reader only.
+// consoleLine takes one console line: its mark, a kernel failure.
+// Called from the console reader only.
 func (m *machine) consoleLine(line string) {
 	if mark, ok := strings.CutPrefix(line, "e2e-mark: "); ok {
 		name := strings.Fields(mark + " ")[0]
@@ -158,22 +159,20 @@ func (m *machine) consoleLine(line string) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if len(m.recent) == recentLines {
-		m.recent = append(m.recent[:0], m.recent[1:]...)
-	}
-	m.recent = append(m.recent, line)
 	if m.faultLine == "" && kernelFault(line) {
 		m.faultLine = line
 		close(m.fault)
 	}
+	if m.faultLine != "" && len(m.faultLog) < faultLines {
+		m.faultLog = append(m.faultLog, line)
+	}
 }
 
-// tail is the console's last n lines so far (n ≤ recentLines).
-func (m *machine) tail(n int) string {
+// faultText is the console from the kernel's failure on.
+func (m *machine) faultText() string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	lines := m.recent[max(0, len(m.recent)-n):]
-	return strings.Join(lines, "\n") + "\n"
+	return strings.Join(m.faultLog, "\n") + "\n"
 }
 
 // launch builds the image and starts QEMU; wait collects the result.
