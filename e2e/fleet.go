@@ -258,36 +258,17 @@ func (b *Bed) BootFleet(ctx context.Context, spec FleetSpec) (*FleetResult, erro
 
 // watchNode stops the fleet when node m stops before the driver does,
 // unless its agent was told to stop (its script then exits 0), or when
-// its kernel fails (an oops: QEMU runs on, the guest's agent or the
-// driver's own tests do not): a node that crashed or whose agent died
+// its kernel fails (watchFault): a node that crashed or whose agent died
 // makes every scenario after it fail on an unreachable agent, each after
-// the agents' wait. The driver is watched for its own kernel's failure
-// (m == driver).
+// the agents' wait.
 func watchNode(b *Bed, name string, m, driver *machine) {
-	var driverDone <-chan struct{} = driver.done
-	if m == driver {
-		driverDone = nil
+	if watchFault(b, name, m, driver) {
+		return
 	}
 	select {
-	case <-driverDone:
+	case <-driver.done:
 		return
-	case <-m.fault:
-		// The oops is tens of lines: let it reach the console first.
-		select {
-		case <-m.done:
-		case <-time.After(faultGrace):
-		}
-		why := "its kernel failed: " + strings.TrimSpace(m.faultLine)
-		b.logf("e2e: %s stopped the fleet after %v: %s; its console from there:\n%s", name, time.Since(m.started).Round(time.Second), why, m.faultText())
-		m.kill(why)
-		if m != driver {
-			driver.kill(fmt.Sprintf("%s failed while the scenarios ran: %s", name, why))
-		}
-		return
-	case <-m.done:
-	}
-	if m == driver {
-		return
+	default:
 	}
 	rc, err := os.ReadFile(filepath.Join(m.share, "e2e", "rc"))
 	if err == nil && strings.TrimSpace(string(rc)) == "0" {
@@ -299,6 +280,39 @@ func watchNode(b *Bed, name string, m, driver *machine) {
 	}
 	b.logf("e2e: %s stopped after %v while the scenarios ran: %s", name, time.Since(m.started).Round(time.Second), why)
 	driver.kill(fmt.Sprintf("%s stopped while the scenarios ran: %s", name, why))
+}
+
+// watchFault waits for guest m's kernel to fail (an oops: QEMU runs on
+// while the guest's agent, or the driver's own tests, do not), for m to
+// stop, or for the driver (the guest running the scenarios; m itself for
+// the driver's own kernel) to stop. On a failure it logs the oops, kills
+// m and the driver, naming m, and returns true.
+func watchFault(b *Bed, name string, m, driver *machine) bool {
+	var driverDone <-chan struct{} = driver.done
+	if m == driver {
+		driverDone = nil
+	}
+	select {
+	case <-driverDone:
+		return false
+	case <-m.done:
+		return false
+	case <-m.fault:
+	}
+	// The oops is tens of lines: let it reach the console first.
+	select {
+	case <-m.done:
+	case <-time.After(faultGrace):
+	}
+	m.mu.Lock()
+	why := "its kernel failed: " + strings.TrimSpace(m.faultLine)
+	m.mu.Unlock()
+	b.logf("e2e: %s stopped the scenarios after %v: %s; its console from there:\n%s", name, time.Since(m.started).Round(time.Second), why, m.faultText())
+	m.kill(why)
+	if m != driver {
+		driver.kill(fmt.Sprintf("%s failed while the scenarios ran: %s", name, why))
+	}
+	return true
 }
 
 // vdeSwitch is a running vde_switch.

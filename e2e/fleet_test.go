@@ -126,7 +126,7 @@ func TestKernelFaultStopsFleet(t *testing.T) {
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		if !strings.Contains(logs.String(), "node4 stopped the fleet") || !strings.Contains(logs.String(), "RIP: 0010:0x0") {
+		if !strings.Contains(logs.String(), "node4 stopped the scenarios") || !strings.Contains(logs.String(), "RIP: 0010:0x0") {
 			t.Errorf("the bed's log does not name node4 and show its console's tail:\n%s", logs.String())
 		}
 	})
