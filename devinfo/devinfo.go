@@ -54,9 +54,9 @@ type Device struct {
 	// Driver is the kernel driver: the driver bound to the parent bus
 	// device ("mlx5_core"), or "rxe"/"siw" for the software devices.
 	Driver string
-	// BusDevice is the bus device the RDMA device sits on (its parent);
-	// nil for a software device (rxe, siw).
-	BusDevice *BusDevice
+	// BusDevice is the bus device the RDMA device sits on (its parent,
+	// pci.RDMADevice's Attachment); nil for a software device (rxe, siw).
+	BusDevice *pci.Attachment
 	// FWVer is the firmware version as ibv_devinfo prints it.
 	FWVer        string
 	NodeGUID     uint64
@@ -80,12 +80,6 @@ type Device struct {
 	// Note says why Source is SourceSysfs (the error opening uverbs).
 	Note  string
 	Ports []Port
-}
-
-// BusDevice is the device an RDMA device's driver is bound to.
-type BusDevice struct {
-	Bus  string // "pci", "auxiliary", ...
-	Name string // "0000:3b:00.0"
 }
 
 // Port is one port of a device.
@@ -274,7 +268,7 @@ func (r *Reader) addBus(d *Device) error {
 	if err != nil || a.Netdev != "" || a.Name == "" {
 		return err
 	}
-	d.BusDevice = &BusDevice{Bus: a.Bus, Name: a.Name}
+	d.BusDevice = &a
 	if a.Driver != "" {
 		d.Driver = a.Driver
 	}

@@ -45,7 +45,7 @@ var switchTree = slices.Concat([]string{"-machine", "q35"}, numa2, devices(
 	"xio3130-downstream,id=dn2,bus=up1,chassis=3,slot=0",
 	"xio3130-downstream,id=dn3,bus=up1,chassis=4,slot=0",
 	"xio3130-downstream,id=dn4,bus=up1,chassis=5,slot=0",
-	"e1000e,bus=dn1,mac=52:54:00:00:03:00",
+	"e1000e,id=nic3,bus=dn1,mac=52:54:00:00:03:00", // id: QEMU's pcie_aer_inject_error names it
 	"e1000e,bus=dn2,mac=52:54:00:00:04:00",
 	"virtio-vga,bus=dn3",
 	"x3130-upstream,id=up2,bus=dn4",
@@ -80,7 +80,7 @@ var Topologies = map[string]Topology{
 	"switch-iommu": {
 		QEMUArgs:   slices.Concat(switchTree, devices("intel-iommu,intremap=off")),
 		KernelArgs: "intel_iommu=on",
-		Doc:        "the switch layout with QEMU's Intel IOMMU on (intel_iommu=on): the kernel turns ACS on in the root and downstream ports and every group translates DMA",
+		Doc:        "the switch layout with QEMU's Intel IOMMU on (intel_iommu=on): the kernel turns ACS on in the root ports (QEMU 7.2's switch downstream ports have no ACS) and every group translates DMA",
 	},
 	"gpu-only": {
 		QEMUArgs: slices.Concat([]string{"-machine", "q35"}, devices("virtio-vga,bus=pcie.0,addr=6.0")),

@@ -57,6 +57,9 @@ type Value struct {
 	// type,pid is one word); for a Free value, the words it takes besides
 	// free text (size BYTES|cycle), which completion offers.
 	Words []string
+	// Many: the last value of a keyword that takes as many as follow
+	// (gpu BDF...): words after it that are no keyword are more of it.
+	Many bool
 }
 
 // ValueKind says what a Value names.
@@ -91,7 +94,7 @@ var (
 	port    = Value{Kind: Port}
 	netdev  = Value{Kind: Netdev}
 	netns   = Value{Kind: Netns}
-	gpuFn   = Value{Kind: GPUFunction}
+	gpuFn   = Value{Kind: GPUFunction, Many: true}
 )
 
 // KeywordNames lists the keywords of s, in their order (help included
@@ -188,11 +191,20 @@ func (s *Syntax) Next(words []string, values ValuesFunc) []string {
 		}
 		i++
 		start := i
-		for _, v := range k.Values {
+		for j, v := range k.Values {
 			if i == len(words) {
 				return values(v, words[start:i])
 			}
 			i++
+			if v.Many && j == len(k.Values)-1 {
+				for i < len(words) && node.Keyword(words[i]) == nil {
+					i++
+				}
+				if i == len(words) { // another value, or the next keyword
+					more := slices.DeleteFunc(values(v, words[start:i]), func(w string) bool { return slices.Contains(words[start:i], w) })
+					return append(more, offered(node.KeywordNames())...)
+				}
+			}
 		}
 	}
 }

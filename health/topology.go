@@ -13,7 +13,8 @@ import (
 // CheckGDRTopology is the gdr check with the PCIe topology: CheckGDR's
 // node result, which is not PASS on a node with no RDMA device on PCI
 // (nothing to do GPUDirect RDMA with: WARN, with the GPU and kernel
-// readiness still in the message), then one result per GPU for the NIC
+// readiness still in the message; a node result that warns or fails for
+// another reason says so too), then one result per GPU for the NIC
 // NCCL would use with it (topo.Choice), then one per other NIC whose PCIe
 // link is degraded. A GPU's result, subject "GPU<n> <device>" and detail
 // *GDRPairDetail, is the worst of:
@@ -48,13 +49,18 @@ func CheckGDRTopology(rep gpudirect.Report, t *topo.Topology) []Result {
 		}
 	}
 	nodeRes.Facts = append(nodeRes.Facts, Fact{"rdma_devices_on_pci", fmt.Sprint(onPCI)})
-	if onPCI == 0 && nodeRes.Status == Pass {
-		nodeRes.Status = Warn
+	if onPCI == 0 {
 		what := "no RDMA device"
 		if len(t.NICs) > 0 {
 			what = "no RDMA device on PCI"
 		}
-		nodeRes.Message = what + ": nothing to do GPUDirect RDMA with (GPU and kernel ready: " + nodeRes.Message + ")"
+		what += ": nothing to do GPUDirect RDMA with"
+		if nodeRes.Status == Pass {
+			nodeRes.Status = Warn
+			nodeRes.Message = what + " (GPU and kernel ready: " + nodeRes.Message + ")"
+		} else {
+			nodeRes.Message += "; " + what // whatever else is wrong, say this too
+		}
 	}
 	results := []Result{nodeRes}
 	chosen := map[string]bool{}

@@ -3,6 +3,7 @@ package health
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -129,6 +130,12 @@ func TestCheckGDRTopologyGPUOnly(t *testing.T) {
 			!hasFact(r, "rdma_devices_on_pci", "0") || !hasFact(r, "gpu", "GPU0 0000:00:06.0 0x1af4:0x1050") || r.Detail == nil {
 			t.Errorf("%s: %s %q %v", k, r.Status, r.Message, r.Facts)
 		}
+		// A node result that warns already (no NVIDIA driver) says it too.
+		noDriver := gpudirect.Check(os.DirFS(filepath.Join("..", "gpudirect", "testdata", "no-gpu")), gpudirect.Options{})
+		r = CheckGDRTopology(noDriver, top)[0]
+		if r.Status != Warn || !strings.HasPrefix(r.Message, "no NVIDIA driver") || !strings.HasSuffix(r.Message, "; no RDMA device: nothing to do GPUDirect RDMA with") {
+			t.Errorf("%s without the driver: %s %q", k, r.Status, r.Message)
+		}
 	}
 }
 
@@ -179,4 +186,38 @@ func hasFact(r Result, name, prefix string) bool {
 		}
 	}
 	return false
+}
+
+// TestCheckGDRTopologySharedAER: a GPU that shares its NIC while closer
+// NICs idle warns, and so do AER errors at the GPU, the NIC or a bridge
+// between them. QEMU gives every NIC the same path bandwidth (NCCL then
+// never prefers a farther NIC: topo's TestCloserIdle makes one faster in
+// memory) and raises no AER error, so the captured switch layout gets the
+// choice's sharing and a counter of its root port written in.
+func TestCheckGDRTopologySharedAER(t *testing.T) {
+	top := readTopology(t, "switch-6.12", topo.Options{NodeGDR: new(true)}, "0000:05:00.0", "0000:0a:00.0")
+	c := &top.Choices[1] // GPU1, PHB from every NIC but NODE and SYS ones
+	c.SharedWith, c.Closer = []string{"GPU0"}, []string{top.NICs[2].Name}
+	p := top.Pairs[slices.IndexFunc(top.Pairs, func(p topo.Pair) bool { return p.GPU == c.GPU && p.NIC == c.NIC })]
+	if len(p.Between) == 0 {
+		t.Fatalf("%s-%s: no bridge between", p.GPU, p.NIC)
+	}
+	bridge := p.Between[len(p.Between)-1]
+	top.Functions[bridge].AER = &pci.AER{Correctable: 3}
+	r := bySubject(CheckGDRTopology(gdrNode(t), top))["GPU1"]
+	for _, want := range []string{
+		"shares " + nicDevices(top, []string{c.NIC}) + " with GPU0 while closer NICs idle: " + top.NICs[2].Device,
+		"AER errors at " + bridge.String() + " since boot: 3 correctable, 0 non-fatal, 0 fatal",
+		"beyond NCCL_NET_GDR_LEVEL PXB",
+	} {
+		if r.Status != Warn || !strings.Contains(r.Message, want) {
+			t.Errorf("%s %q, want WARN with %q", r.Status, r.Message, want)
+		}
+	}
+	// Sharing alone, with no closer NIC idle, is NCCL's plan: no warning.
+	c.Closer = nil
+	top.Functions[bridge].AER = &pci.AER{}
+	if r := bySubject(CheckGDRTopology(gdrNode(t), top))["GPU1"]; strings.Contains(r.Message, "shares") || strings.Contains(r.Message, "AER") {
+		t.Errorf("%s %q", r.Status, r.Message)
+	}
 }

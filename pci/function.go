@@ -23,6 +23,9 @@ const (
 	ClassVGA        Class = 0x030000 // display: VGA compatible
 	Class3D         Class = 0x030200 // display: 3D controller (datacenter GPUs)
 	ClassNVSwitch   Class = 0x068000 // bridge: other (NVIDIA NVSwitch)
+	// ClassProcessingAccelerator is what AMD Instinct MI300 GPUs report
+	// (amdgpu binds it; RCCL takes it for a GPU).
+	ClassProcessingAccelerator Class = 0x120000
 )
 
 // Base returns the base class: 0x03 display, 0x02 network, 0x06 bridge.

@@ -71,16 +71,15 @@ type NVIDIAInfo struct {
 }
 
 // isGPU reports whether f is a GPU by its IDs: an NVIDIA or AMD display
-// function (class 0x03xxxx: VGA 0x0300, 3D 0x0302, AMD Instinct 0x0380).
-// NVSwitches (0x0680), audio functions (0x0403) and bridges are not.
+// function (class 0x03xxxx: VGA 0x0300, 3D 0x0302, AMD Instinct MI200
+// 0x0380), or an AMD processing accelerator (0x1200: Instinct MI300, which
+// RCCL's class table takes for a GPU too). NVSwitches (0x0680), audio
+// functions (0x0403) and bridges are not.
 func isGPU(f pci.Identity) (vendor string, ok bool) {
-	if f.Class.Base() != 0x03 {
-		return "", false
-	}
-	switch f.Vendor {
-	case VendorNVIDIA:
+	switch {
+	case f.Vendor == VendorNVIDIA && f.Class.Base() == 0x03:
 		return "NVIDIA", true
-	case VendorAMD:
+	case f.Vendor == VendorAMD && (f.Class.Base() == 0x03 || f.Class>>8 == pci.ClassProcessingAccelerator>>8):
 		return "AMD", true
 	}
 	return "", false

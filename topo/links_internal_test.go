@@ -76,8 +76,8 @@ func TestParseNVIDIAInfo(t *testing.T) {
 	}
 }
 
-// TestGPUByID: NVIDIA and AMD display functions are GPUs, NVIDIA's
-// NVSwitch and audio functions are not; Turing (0x1E00) and newer can
+// TestGPUByID: NVIDIA and AMD display functions and AMD's processing
+// accelerators are GPUs, NVIDIA's NVSwitch and audio functions are not; Turing (0x1E00) and newer can
 // export dma-buf.
 func TestGPUByID(t *testing.T) {
 	for _, tt := range []struct {
@@ -85,11 +85,13 @@ func TestGPUByID(t *testing.T) {
 		vendor string
 		dmabuf *bool
 	}{
-		{pci.Identity{Class: pci.Class3D, Vendor: VendorNVIDIA, Device: 0x2330}, "NVIDIA", new(true)},  // H100 SXM
-		{pci.Identity{Class: pci.Class3D, Vendor: VendorNVIDIA, Device: 0x20b0}, "NVIDIA", new(true)},  // A100
-		{pci.Identity{Class: pci.Class3D, Vendor: VendorNVIDIA, Device: 0x1db1}, "NVIDIA", new(false)}, // V100
-		{pci.Identity{Class: pci.ClassVGA, Vendor: VendorNVIDIA, Device: 0x1e02}, "NVIDIA", new(true)}, // TITAN RTX
-		{pci.Identity{Class: 0x038000, Vendor: VendorAMD, Device: 0x74a1}, "AMD", nil},                 // MI300X
+		{pci.Identity{Class: pci.Class3D, Vendor: VendorNVIDIA, Device: 0x2330}, "NVIDIA", new(true)},        // H100 SXM
+		{pci.Identity{Class: pci.Class3D, Vendor: VendorNVIDIA, Device: 0x20b0}, "NVIDIA", new(true)},        // A100
+		{pci.Identity{Class: pci.Class3D, Vendor: VendorNVIDIA, Device: 0x1db1}, "NVIDIA", new(false)},       // V100
+		{pci.Identity{Class: pci.ClassVGA, Vendor: VendorNVIDIA, Device: 0x1e02}, "NVIDIA", new(true)},       // TITAN RTX
+		{pci.Identity{Class: 0x038000, Vendor: VendorAMD, Device: 0x740c}, "AMD", nil},                       // MI250X
+		{pci.Identity{Class: pci.ClassProcessingAccelerator, Vendor: VendorAMD, Device: 0x74a1}, "AMD", nil}, // MI300X
+		{pci.Identity{Class: pci.ClassProcessingAccelerator, Vendor: 0x1e52, Device: 0x0001}, "", nil},       // another vendor's accelerator
 		{pci.Identity{Class: pci.ClassNVSwitch, Vendor: VendorNVIDIA, Device: 0x22a3}, "", nil},
 		{pci.Identity{Class: 0x040300, Vendor: VendorNVIDIA, Device: 0x22ba}, "", nil},
 		{pci.Identity{Class: pci.ClassVGA, Vendor: 0x1234, Device: 0x1111}, "", nil}, // QEMU's VGA

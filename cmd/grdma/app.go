@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/grdma/grdma/cmdline"
@@ -67,6 +68,10 @@ type app struct {
 
 func newApp(stdin io.Reader, stdout, stderr io.Writer) *app {
 	return &app{
+		// The environment's roots are the defaults of --sysfs-root and
+		// --proc-root: set here, as execute restores the options it starts
+		// from after defining the flags.
+		opts:   globalOptions{sysfsRoot: os.Getenv("GRDMA_SYSFS_ROOT"), procRoot: os.Getenv("GRDMA_PROC_ROOT")},
 		stdin:  stdin,
 		stdout: stdout,
 		stderr: stderr,

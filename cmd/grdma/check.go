@@ -131,7 +131,7 @@ func (a *app) check(args []string, quiet bool, textfile string) error {
 			rep := gpudirect.Check(sys, gpudirect.Options{ProbeDMABuf: node.DMABufProbe(sys, a.nl)})
 			t, err := topo.Read(sys, topo.Options{GPUs: exp.GPUs, NodeGDR: gpudirect.NodeCanRegister(rep)})
 			if err != nil {
-				return &cannotRunError{fmt.Errorf("gdr: reading the PCI topology: %w", err)}
+				return &cannotRunError{fmt.Errorf("gdr: %w", topoError(err))}
 			}
 			results = append(results, health.CheckGDRTopology(rep, t)...)
 		case "cm":

@@ -221,3 +221,44 @@ func TestCompletionScripts(t *testing.T) {
 		}
 	}
 }
+
+// TestCompletionTopo: topo's words, and after gpu (topo's and check's)
+// the display functions of the captured switch layout: the virtio-vga
+// behind the switch and the VGA on its own root port, not the NICs,
+// bridges or host bridges; after one, the others and the keywords.
+func TestCompletionTopo(t *testing.T) {
+	tree := filepath.Join("..", "..", "pci", "testdata", "switch-6.12")
+	for _, c := range []struct{ line, want string }{
+		{"topo ", "show gpu gdr-level platform"},
+		{"topo gpu ", "0000:05:00.0 0000:0a:00.0"},
+		{"topo gpu 0000:0", "0000:05:00.0 0000:0a:00.0"},
+		{"topo gpu 0000:05:00.0 0000:0a", "0000:0a:00.0"},
+		// gpu takes as many as follow: the others, or the next keyword
+		{"topo gpu 0000:05:00.0 ", "0000:0a:00.0 show gpu gdr-level platform"},
+		{"topo gpu 0000:05:00.0 0000:0a:00.0 ", "show gpu gdr-level platform"},
+		{"topo gpu 0000:05:00.0 gdr-level ", "LOC PIX PXB PHB SYS"},
+		{"topo gdr-level ", "LOC PIX PXB PHB SYS"},
+		{"topo gdr-level P", "PIX PXB PHB"},
+		{"topo platform ", "bare-metal virtual"},
+		{"check gdr gpu ", "0000:05:00.0 0000:0a:00.0"},
+	} {
+		t.Run(c.line, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			a := newApp(strings.NewReader(""), &out, &errOut)
+			a.dial = recordedDial("6.12")
+			args := append([]string{"__complete", "--sysfs-root", tree}, strings.Split(c.line, " ")...)
+			if code := a.main(args); code != 0 {
+				t.Fatalf("exit %d: %s", code, errOut.String())
+			}
+			lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+			var got []string
+			for _, l := range lines[:len(lines)-1] {
+				name, _, _ := strings.Cut(l, "\t")
+				got = append(got, name)
+			}
+			if strings.Join(got, " ") != c.want || lines[len(lines)-1] != ":4" {
+				t.Errorf("got %q %s, want %q :4", got, lines[len(lines)-1], c.want)
+			}
+		})
+	}
+}

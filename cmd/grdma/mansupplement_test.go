@@ -38,6 +38,7 @@ var manSupplement = manpage.Supplement{
 	RootExamples: manRootExamples,
 	RootSections: ".TP\n\\fB\\-h\\fR, \\fB\\-\\-help\\fR\nPrint the help of grdma, or of an object (also \\fBgrdma\\fR \\fIOBJECT\\fR \\fBhelp\\fR).\n" +
 		".SH ENVIRONMENT\n.TP\n.B GRDMA_SYSFS_ROOT\nThe default of \\fB\\-\\-sysfs\\-root\\fR.\n" +
+		".TP\n.B GRDMA_PROC_ROOT\nThe default of \\fB\\-\\-proc\\-root\\fR.\n" +
 		".SH FILES\n" +
 		".TP\n.I /sys/class/infiniband\nRDMA devices and ports: rates, GID tables, counters.\n" +
 		".TP\n.I /sys/class/net\nnetwork devices, for RoCE ports and link add.\n" +

@@ -76,12 +76,18 @@ func (a *app) topo(cmd *cobra.Command, words []string) error {
 	rep := gpudirect.Check(fsys, gpudirect.Options{})
 	opts.NodeGDR = gpudirect.NodeCanRegister(rep)
 	t, err := topo.Read(fsys, opts)
+	if err != nil {
+		return topoError(err)
+	}
+	return render.Topology(a.stdout, t, output.Options{JSON: a.opts.json, Pretty: a.opts.pretty})
+}
+
+// topoError words an error of topo.Read for topo and check gdr: a
+// function named by gpu BDF that does not exist, or a read that failed.
+func topoError(err error) error {
 	var nf *topo.NotFoundError
 	if errors.As(err, &nf) {
 		return fmt.Errorf("gpu %s: no such PCI function (lspci or ls /sys/bus/pci/devices lists them)", nf.Address)
 	}
-	if err != nil {
-		return err
-	}
-	return render.Topology(a.stdout, t, output.Options{JSON: a.opts.json, Pretty: a.opts.pretty})
+	return fmt.Errorf("reading the PCI topology: %w", err)
 }

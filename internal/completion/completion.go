@@ -136,8 +136,8 @@ func (c *completer) netdevs() []string {
 	return dirNames(fsys.ReadDir("sys/class/net"))
 }
 
-// displays lists the PCI display functions (class 0x03): what gpu BDF
-// names.
+// displays lists the PCI display functions (class 0x03) and processing
+// accelerators (0x12): what gpu BDF names.
 func (c *completer) displays() []string {
 	if c.src.Sysfs == nil {
 		return nil
@@ -149,7 +149,7 @@ func (c *completer) displays() []string {
 	addrs, _ := pci.List(fsys)
 	var out []string
 	for _, a := range addrs {
-		if id, err := pci.ReadIdentity(fsys, a); err == nil && id.Class.Base() == 0x03 {
+		if id, err := pci.ReadIdentity(fsys, a); err == nil && (id.Class.Base() == 0x03 || id.Class.Base() == 0x12) {
 			out = append(out, a.String())
 		}
 	}

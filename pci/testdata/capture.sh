@@ -31,6 +31,23 @@ if command -v loadmod >/dev/null; then # the e2e guest
 	sleep 2
 fi
 
+# grdma.wait_aer=BDF on the kernel command line: wait (up to 2 minutes)
+# until the function's AER counters show an error, which the host injects
+# through QEMU's monitor (pcie_aer_inject_error; testdata/README.md).
+for p in $(cat /proc/cmdline); do
+	case $p in grdma.wait_aer=*) WAIT_AER=${p#grdma.wait_aer=} ;; esac
+done
+if [ -n "$WAIT_AER" ]; then
+	n=0
+	until grep -q 'TOTAL_ERR_COR [1-9]' /sys/bus/pci/devices/$WAIT_AER/aer_dev_correctable 2>/dev/null || [ $n -ge 120 ]; do
+		sleep 1
+		n=$((n + 1))
+	done
+	echo "$WAIT_AER after ${n}s:" >$OUT/aer.txt
+	cat /sys/bus/pci/devices/$WAIT_AER/aer_dev_correctable >>$OUT/aer.txt
+	dmesg | grep -i aer >>$OUT/aer.txt
+fi
+
 i=0
 for n in $(ls /sys/class/net); do
 	case $(readlink /sys/class/net/$n) in
