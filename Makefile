@@ -50,13 +50,14 @@ test:
 	CGO_ENABLED=0 $(GO) test -tags $(NOPROM) ./cmd/grdma
 	@$(MAKE) --no-print-directory test-race test-arm64
 
-# The exporter under the race detector (it serves scrapes concurrently,
-# one server per listen address), and the sweep (a node's rounds, its
-# listener and its partners run at once; a coordinator's pairs and their
-# HTTP probes): needs cgo and a C compiler.
+# The exporter, /probe and the pingmesh under the race detector (they
+# serve scrapes and probes concurrently, one server per listen address),
+# and the sweep (a node's rounds, its listener and its partners run at
+# once; a coordinator's pairs and their HTTP probes): needs cgo and a C
+# compiler.
 test-race:
 	@if command -v $$($(GO) env CC) >/dev/null; then \
-		echo "CGO_ENABLED=1 $(GO) test -race ./exporter/... ./sweep/..."; CGO_ENABLED=1 $(GO) test -race ./exporter/... ./sweep/...; \
+		echo "CGO_ENABLED=1 $(GO) test -race ./exporter/... ./prober/... ./pingmesh/... ./sweep/..."; CGO_ENABLED=1 $(GO) test -race ./exporter/... ./prober/... ./pingmesh/... ./sweep/...; \
 	else \
 		echo "race tests SKIPPED: no C compiler ($$($(GO) env CC)) for go test -race"; \
 	fi

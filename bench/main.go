@@ -32,7 +32,7 @@ import (
 )
 
 // goBenchPackages hold the Go benchmarks BENCHMARKS.md reports.
-var goBenchPackages = []string{"./nldev", "./sysfs", "./gid", "./exporter", "./topo"}
+var goBenchPackages = []string{"./nldev", "./sysfs", "./gid", "./exporter", "./topo", "./pingmesh"}
 
 func main() {
 	kernels := flag.String("kernels", strings.Join(e2e.Labels, ","), "comma list of kernels to boot, one after the other")

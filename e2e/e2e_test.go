@@ -602,7 +602,8 @@ func TestHungGuestIsKilled(t *testing.T) {
 func TestAlertRules(t *testing.T) {
 	_, bed := readyBed(t)
 	dir := filepath.Join(bed.Repo, "deploy", "prometheus")
-	for _, args := range [][]string{{"check", "rules", "grdma-alerts.yml"}, {"test", "rules", "grdma-alerts_test.yml"}} {
+	for _, args := range [][]string{{"check", "rules", "grdma-alerts.yml", "grdma-pingmesh.yml"},
+		{"test", "rules", "grdma-alerts_test.yml", "grdma-pingmesh_test.yml"}} {
 		cmd := exec.Command(layout.Promtool, args...)
 		cmd.Dir = dir
 		out, err := cmd.CombinedOutput()

@@ -33,6 +33,9 @@ const (
 	DefaultFleetTimeout = 20 * time.Minute
 	// switchWait bounds the wait for the switch's control socket.
 	switchWait = 10 * time.Second
+	// faultGrace is how long a node whose kernel failed may go on
+	// printing (the oops, its trace) before the fleet stops.
+	faultGrace = 3 * time.Second
 )
 
 // FleetSpec is what BootFleet boots.
@@ -227,8 +230,8 @@ func (b *Bed) BootFleet(ctx context.Context, spec FleetSpec) (*FleetResult, erro
 	}
 
 	driver := machines[0]
-	for i, m := range machines[1:] {
-		go watchNode(b, layout.FleetName(i+2), m, driver)
+	for i, m := range machines {
+		go watchNode(b, layout.FleetName(i+1), m, driver)
 	}
 	f.Nodes[0], err = driver.wait()
 	f.Switch = sw.log() + sw.Ports()
@@ -254,14 +257,18 @@ func (b *Bed) BootFleet(ctx context.Context, spec FleetSpec) (*FleetResult, erro
 }
 
 // watchNode stops the fleet when node m stops before the driver does,
-// unless its agent was told to stop (its script then exits 0): a node
-// that crashed or whose agent died makes every scenario after it fail
-// on an unreachable agent, each after the agents' wait.
+// unless its agent was told to stop (its script then exits 0), or when
+// its kernel fails (watchFault): a node that crashed or whose agent died
+// makes every scenario after it fail on an unreachable agent, each after
+// the agents' wait.
 func watchNode(b *Bed, name string, m, driver *machine) {
+	if watchFault(b, name, m, driver) {
+		return
+	}
 	select {
 	case <-driver.done:
 		return
-	case <-m.done:
+	default:
 	}
 	rc, err := os.ReadFile(filepath.Join(m.share, "e2e", "rc"))
 	if err == nil && strings.TrimSpace(string(rc)) == "0" {
@@ -273,6 +280,39 @@ func watchNode(b *Bed, name string, m, driver *machine) {
 	}
 	b.logf("e2e: %s stopped after %v while the scenarios ran: %s", name, time.Since(m.started).Round(time.Second), why)
 	driver.kill(fmt.Sprintf("%s stopped while the scenarios ran: %s", name, why))
+}
+
+// watchFault waits for guest m's kernel to fail (an oops: QEMU runs on
+// while the guest's agent, or the driver's own tests, do not), for m to
+// stop, or for the driver (the guest running the scenarios; m itself for
+// the driver's own kernel) to stop. On a failure it logs the oops, kills
+// m and the driver, naming m, and returns true.
+func watchFault(b *Bed, name string, m, driver *machine) bool {
+	var driverDone <-chan struct{} = driver.done
+	if m == driver {
+		driverDone = nil
+	}
+	select {
+	case <-driverDone:
+		return false
+	case <-m.done:
+		return false
+	case <-m.fault:
+	}
+	// The oops is tens of lines: let it reach the console first.
+	select {
+	case <-m.done:
+	case <-time.After(faultGrace):
+	}
+	m.mu.Lock()
+	why := "its kernel failed: " + strings.TrimSpace(m.faultLine)
+	m.mu.Unlock()
+	b.logf("e2e: %s stopped the scenarios after %v: %s; its console from there:\n%s", name, time.Since(m.started).Round(time.Second), why, m.faultText())
+	m.kill(why)
+	if m != driver {
+		driver.kill(fmt.Sprintf("%s failed while the scenarios ran: %s", name, why))
+	}
+	return true
 }
 
 // vdeSwitch is a running vde_switch.

@@ -1,8 +1,12 @@
 package e2e
 
 import (
+	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -47,4 +51,101 @@ func TestSwitchConsole(t *testing.T) {
 			t.Errorf("Ports does not show %q:\n%s", want, ports)
 		}
 	}
+}
+
+// testMachine is a machine without QEMU: its console is fed by hand and
+// killed says why it was killed.
+func testMachine(t *testing.T) (m *machine, killed chan struct{}) {
+	killed = make(chan struct{})
+	var once sync.Once
+	m = &machine{r: &Result{}, marks: map[string]time.Time{}, share: t.TempDir(), started: time.Now(),
+		done: make(chan struct{}), running: make(chan struct{}), fault: make(chan struct{}),
+		cancel: func() { once.Do(func() { close(killed) }) }}
+	return m, killed
+}
+
+// consoleFile is a recorded console, one line at a time.
+func consoleFile(t *testing.T, name string) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+}
+
+// TestKernelFaultStopsFleet: a node whose kernel oopses while QEMU runs on
+// (main's full e2e, 6.12: rdma_rxe's NULL call in a kworker on the
+// responder, node4; every later scenario then waited 3 min for its agent)
+// stops the fleet at once, the node named with the oops's first line; a
+// healthy console stops nothing. testdata/oops-6.12-rxe.console is node4's
+// console tail from that run (the bed kept its last 40 lines) after the
+// line the 6.12 kernel prints first for such a fault (arch/x86/mm/fault.c);
+// healthy-6.12.console is node2's tail from the same run (rxe's EINVAL
+// messages, the link's counters).
+func TestKernelFaultStopsFleet(t *testing.T) {
+	oops := consoleFile(t, "oops-6.12-rxe.console")
+	var faults []string
+	for _, l := range oops {
+		if kernelFault(l) {
+			faults = append(faults, l)
+		}
+	}
+	if len(faults) != 1 || !strings.Contains(faults[0], "BUG: kernel NULL pointer dereference") {
+		t.Errorf("kernel failure lines of the oops: %q, want its BUG line only", faults)
+	}
+	healthy := consoleFile(t, "healthy-6.12.console")
+	for _, l := range append(healthy, "agent: 22:46:35 BUG: not a kernel line", "[   12.000001] WARNING: CPU: 0 PID: 1 at somewhere") {
+		if kernelFault(l) {
+			t.Errorf("a kernel failure in %q", l)
+		}
+	}
+
+	t.Run("oops", func(t *testing.T) {
+		driver, driverKilled := testMachine(t)
+		node, nodeKilled := testMachine(t)
+		var logs strings.Builder
+		var mu sync.Mutex
+		b := &Bed{Logf: func(format string, args ...any) { mu.Lock(); defer mu.Unlock(); fmt.Fprintf(&logs, format, args...) }}
+		go watchNode(b, "node4", node, driver)
+		for _, l := range append(healthy, oops...) {
+			node.consoleLine(l)
+		}
+		for _, c := range []chan struct{}{driverKilled, nodeKilled} {
+			select {
+			case <-c:
+			case <-time.After(time.Minute): // a hang guard, not a timed assertion
+				t.Fatalf("the fleet was not stopped; driver: %q, node: %q", driver.r.killed, node.r.killed)
+			}
+		}
+		if want := "node4 failed while the scenarios ran: its kernel failed: [  212.431006] BUG: kernel NULL pointer dereference"; !strings.HasPrefix(driver.r.killed, want) {
+			t.Errorf("the driver killed for %q, want %q", driver.r.killed, want)
+		}
+		if !strings.HasPrefix(node.r.killed, "its kernel failed: ") {
+			t.Errorf("node4 killed for %q", node.r.killed)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if !strings.Contains(logs.String(), "node4 stopped the scenarios") || !strings.Contains(logs.String(), "RIP: 0010:0x0") {
+			t.Errorf("the bed's log does not name node4 and show its console's tail:\n%s", logs.String())
+		}
+	})
+	t.Run("healthy", func(t *testing.T) {
+		driver, _ := testMachine(t)
+		node, _ := testMachine(t)
+		for _, l := range healthy {
+			node.consoleLine(l)
+		}
+		if err := os.MkdirAll(filepath.Join(node.share, "e2e"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(node.share, "e2e", "rc"), []byte("0\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		close(node.done) // its agent was told to stop
+		watchNode(&Bed{Logf: t.Logf}, "node2", node, driver)
+		if driver.r.killed != "" || node.r.killed != "" {
+			t.Errorf("a healthy node stopped the fleet: driver %q, node %q", driver.r.killed, node.r.killed)
+		}
+	})
 }

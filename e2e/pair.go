@@ -152,6 +152,10 @@ func (b *Bed) BootPair(ctx context.Context, spec PairSpec) (*PairResult, error) 
 		}
 		return p, err
 	}
+	// A kernel failure of either guest stops the pair at once (see
+	// watchFault): B's scenarios would wait for A's agent, or for B.
+	go watchFault(b, "guest A", ma, mb)
+	go watchFault(b, "guest B", mb, mb)
 	p.B, err = mb.wait()
 	select {
 	case <-ma.done:

@@ -120,6 +120,59 @@ type machine struct {
 	// killOnce keeps the first reason to kill it (the fleet's watchers
 	// and its time limit may both try).
 	killOnce sync.Once
+	// fault is closed at the console's first line that says the guest's
+	// kernel failed (an oops, a BUG, a panic: see kernelFault), which
+	// faultLine then holds; QEMU keeps running after one, its guest
+	// mostly dead.
+	fault     chan struct{}
+	faultLine string
+	// faultLog is the console from faultLine on (at most faultLines):
+	// the whole oops, its first lines included, however long.
+	faultLog []string
+	mu       sync.Mutex // faultLine and faultLog, for a watcher while QEMU runs
+}
+
+// faultLines bounds machine.faultLog (an oops with its trace and modules
+// is 50 to 80 lines).
+const faultLines = 150
+
+// kernelFaultLine matches the first line the kernel prints when it
+// fails: after its timestamp, "BUG: ..." (NULL dereference, page fault,
+// soft lockup, scheduling while atomic), "Oops: ...", "general protection
+// fault", "kernel BUG at", "Kernel panic". Each of these leaves the guest
+// (or the task that held the failing lock) dead while QEMU runs on. A
+// WARNING is not one: the kernel carries on after it.
+var kernelFaultLine = regexp.MustCompile(`^\[\s*\d+\.\d+\] (BUG: |Oops: |general protection fault|kernel BUG at |Kernel panic - )`)
+
+// kernelFault reports whether a console line is a kernel failure's first.
+func kernelFault(line string) bool { return kernelFaultLine.MatchString(line) }
+
+// consoleLine takes one console line: its mark, a kernel failure.
+// Called from the console reader only.
+func (m *machine) consoleLine(line string) {
+	if mark, ok := strings.CutPrefix(line, "e2e-mark: "); ok {
+		name := strings.Fields(mark + " ")[0]
+		if _, seen := m.marks[name]; !seen && name == "run" {
+			close(m.running)
+		}
+		m.marks[name] = time.Now()
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.faultLine == "" && kernelFault(line) {
+		m.faultLine = line
+		close(m.fault)
+	}
+	if m.faultLine != "" && len(m.faultLog) < faultLines {
+		m.faultLog = append(m.faultLog, line)
+	}
+}
+
+// faultText is the console from the kernel's failure on.
+func (m *machine) faultText() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return strings.Join(m.faultLog, "\n") + "\n"
 }
 
 // launch builds the image and starts QEMU; wait collects the result.
@@ -140,7 +193,7 @@ func (b *Bed) launch(ctx context.Context, g *Guest, opt BootOptions) (*machine, 
 		return nil, err
 	}
 	m := &machine{r: &Result{Kernel: g.Kernel, RC: -1, dir: dir}, ctx: ctx,
-		share: filepath.Join(dir, "share"), marks: map[string]time.Time{}, done: make(chan struct{}), running: make(chan struct{})}
+		share: filepath.Join(dir, "share"), marks: map[string]time.Time{}, done: make(chan struct{}), running: make(chan struct{}), fault: make(chan struct{})}
 	if g.Link != nil {
 		m.r.Name = g.Link.Name
 	}
@@ -214,13 +267,7 @@ func (b *Bed) launch(ctx context.Context, g *Guest, opt BootOptions) (*machine, 
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
 			line := ansi.ReplaceAllString(strings.TrimRight(sc.Text(), "\r"), "")
-			if mark, ok := strings.CutPrefix(line, "e2e-mark: "); ok {
-				name := strings.Fields(mark + " ")[0]
-				if _, seen := m.marks[name]; !seen && name == "run" {
-					close(m.running)
-				}
-				m.marks[name] = time.Now()
-			}
+			m.consoleLine(line)
 			console.WriteString(line + "\n")
 			if opt.Console != nil {
 				fmt.Fprintln(opt.Console, line)

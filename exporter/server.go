@@ -27,11 +27,15 @@ const DefaultListenAddress = ":10041"
 // DefaultTelemetryPath is the path metrics are served on.
 const DefaultTelemetryPath = "/metrics"
 
-// NewRegistry returns a registry with c, the Go runtime and process
-// collectors (go_*, process_*: memory, file descriptors) and nothing else.
+// NewRegistry returns a registry with c (unless nil), the Go runtime and
+// process collectors (go_*, process_*: memory, file descriptors) and
+// nothing else.
 func NewRegistry(c prometheus.Collector) (*prometheus.Registry, error) {
 	reg := prometheus.NewRegistry()
 	for _, col := range []prometheus.Collector{c, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
+		if col == nil {
+			continue
+		}
 		if err := reg.Register(col); err != nil {
 			return nil, err
 		}
@@ -99,25 +103,53 @@ const (
 // are answered 503 Service Unavailable at once. 0 is no limit, as
 // node_exporter's --web.max-requests 0.
 func Handler(reg *prometheus.Registry, telemetryPath, version string, maxRequests int) (http.Handler, error) {
-	if err := checkTelemetryPath(telemetryPath); err != nil {
+	return NewHandler(HandlerOptions{Registry: reg, TelemetryPath: telemetryPath, Version: version, MaxRequests: maxRequests})
+}
+
+// HandlerOptions configure NewHandler.
+type HandlerOptions struct {
+	Registry      *prometheus.Registry
+	TelemetryPath string
+	Version       string
+	MaxRequests   int
+	// Probe, when set, serves ProbePath: blackbox-style probes
+	// (package prober), with limits of their own.
+	Probe http.Handler
+}
+
+// ProbePath is where the probe handler is served.
+const ProbePath = "/probe"
+
+// NewHandler is Handler with the probe endpoint.
+func NewHandler(o HandlerOptions) (http.Handler, error) {
+	if err := checkTelemetryPath(o.TelemetryPath); err != nil {
 		return nil, err
 	}
-	if maxRequests < 0 {
-		return nil, fmt.Errorf("--web.max-requests must be 0 (no limit) or more, not %d", maxRequests)
+	if o.MaxRequests < 0 {
+		return nil, fmt.Errorf("--web.max-requests must be 0 (no limit) or more, not %d", o.MaxRequests)
+	}
+	if o.Probe != nil && o.TelemetryPath == ProbePath {
+		return nil, fmt.Errorf("telemetry path %s is the probe endpoint's: choose another", ProbePath)
 	}
 	mux := http.NewServeMux()
-	metrics := promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+	metrics := promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{
 		ErrorHandling:       promhttp.ContinueOnError,
-		Registry:            reg,
-		MaxRequestsInFlight: maxRequests,
+		Registry:            o.Registry,
+		MaxRequestsInFlight: o.MaxRequests,
 	})
-	mux.Handle(telemetryPath, promhttp.InstrumentMetricHandler(reg, metrics))
-	if telemetryPath != "/" {
+	mux.Handle(o.TelemetryPath, promhttp.InstrumentMetricHandler(o.Registry, metrics))
+	links := []web.LandingLinks{{Address: o.TelemetryPath, Text: "Metrics"}}
+	if o.Probe != nil {
+		mux.Handle(ProbePath, o.Probe)
+		links = append(links, web.LandingLinks{Address: ProbePath, Text: "Probe",
+			Description: "RDMA probes from this node: /probe?target=HOST&module=NAME (add &debug=true for the probe's log)"})
+	}
+	if o.TelemetryPath != "/" {
 		landing, err := web.NewLandingPage(web.LandingConfig{
 			Name:        "grdma exporter",
 			Description: "RDMA devices and ports of this node: states, rates, counters, GIDs, resources, health checks",
-			Version:     version,
-			Links:       []web.LandingLinks{{Address: telemetryPath, Text: "Metrics"}},
+			Version:     o.Version,
+			Links:       links,
 		})
 		if err != nil {
 			return nil, err

@@ -2,6 +2,7 @@ package exporter
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -243,4 +244,57 @@ func openFDs() int {
 		}
 	}
 	return n
+}
+
+// TestServeProbe: the probe handler is served on /probe behind the same
+// basic auth as the metrics, and may not share the telemetry path.
+func TestServeProbe(t *testing.T) {
+	reg, err := NewRegistry(recorded(t, Options{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "probe_success 1 # %s\n", r.URL.Query().Get("target"))
+	})
+	if _, err := NewHandler(HandlerOptions{Registry: reg, TelemetryPath: ProbePath, Probe: probe}); err == nil {
+		t.Error("telemetry path /probe accepted beside the probe handler")
+	}
+	h, err := NewHandler(HandlerOptions{Registry: reg, TelemetryPath: "/metrics", Version: "test", Probe: probe})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	listening := make(chan []net.Addr, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- Serve(ctx, h, ServerOptions{ListenAddresses: []string{"127.0.0.1:0"}, ConfigFile: basicAuthConfig(t),
+			Listening: func(a []net.Addr) { listening <- a }})
+	}()
+	base := "http://" + (<-listening)[0].String()
+	get := func(path string, auth bool) (int, string) {
+		req, _ := http.NewRequest("GET", base+path, nil)
+		if auth {
+			req.SetBasicAuth("prom", "secret")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, _ := get("/probe?target=node2&module=rc_lat", false); code != http.StatusUnauthorized {
+		t.Errorf("/probe without credentials: HTTP %d, want 401", code)
+	}
+	if code, body := get("/probe?target=node2&module=rc_lat", true); code != 200 || body != "probe_success 1 # node2\n" {
+		t.Errorf("/probe: HTTP %d %q", code, body)
+	}
+	if code, body := get("/", true); code != 200 || !strings.Contains(body, "/probe") {
+		t.Errorf("landing page without the probe link: HTTP %d\n%s", code, body)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Error(err)
+	}
 }

@@ -193,6 +193,11 @@ var Probe = &Syntax{Pos: []Positional{{Value: devPort}}, Keywords: []Keyword{
 	{"ud-pingpong", nil},
 	{"ping", nil},
 	{"interval", []Value{free}},
+	{"cm", nil},
+	{"tos", []Value{free}},
+	{"rping", nil},
+	{"ucmatose", nil},
+	{"fabtests", nil},
 }}
 
 // objects are the grammars by object name. monitor takes no words and

@@ -2,6 +2,8 @@ package grammar
 
 import (
 	"math"
+	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -43,7 +45,34 @@ type ProbeRequest struct {
 	Ping     bool
 	Interval time.Duration
 	PingSize int
+	// CM: a probe over the RDMA CM ("cm"), nil otherwise.
+	CM *CMProbe
+
+	listenRaw, rawPeer string // as given
 }
+
+// CMProbe is a probe over the RDMA CM: grdma's own (Mode ""), or an
+// interoperability mode with a peer tool (CMInteropModes), whose words
+// after the mode word are the mode's to parse.
+type CMProbe struct {
+	Mode     string
+	ModeArgs []string
+	// Addr is the listener's address (listen, serve): ADDR:PORT, the
+	// unspecified address and DefaultPeerPort unless given.
+	Addr netip.AddrPort
+	// Peer is the peer's address (peer IP[:PORT]) for grdma's mode.
+	Peer netip.AddrPort
+	// Raw is the address as given after cm (listen) or peer ("" when
+	// none), for the interop modes, whose default ports differ.
+	Raw string
+	// ToS is the connection's ToS ("tos N"); nil: the port's default
+	// (grdma cm set).
+	ToS *uint8
+}
+
+// CMInteropModes are the mode words after cm that another tool's
+// protocol speaks (cmd/grdma hands their words to the mode).
+var CMInteropModes = []string{"rping", "ucmatose", "fabtests"}
 
 // DefaultPingInterval is ping's: a probe a second.
 const DefaultPingInterval = time.Second
@@ -75,13 +104,16 @@ func ParseProbe(words []string) (ProbeRequest, error) {
 	if args.Empty() {
 		return ProbeRequest{}, cmdline.Usagef("", "probe needs a device: DEV[/PORT]")
 	}
-	target, err := args.DevPort(args.Next())
-	if err != nil {
-		return ProbeRequest{}, err
+	req := ProbeRequest{Count: 1, Options: verbsprobe.Options{GIDIndex: verbsprobe.AutoGID}}
+	if w := args.Words[0]; w != "peer" && w != "listen" && w != "serve" {
+		target, err := args.DevPort(args.Next())
+		if err != nil {
+			return ProbeRequest{}, err
+		}
+		req.Options.Device, req.Options.Port = target.Device, target.Port
 	}
-	req := ProbeRequest{Count: 1, Options: verbsprobe.Options{Device: target.Device, Port: target.Port, GIDIndex: verbsprobe.AutoGID}}
 	seen := map[string]bool{}
-	for !args.Empty() {
+	for !args.Empty() && (req.CM == nil || req.CM.Mode == "") {
 		kw, err := args.Keyword("argument", "", ProbeKeywords...)
 		if err != nil {
 			return ProbeRequest{}, err
@@ -93,6 +125,18 @@ func ParseProbe(words []string) (ProbeRequest, error) {
 		if err := req.parseKeyword(args, kw); err != nil {
 			return ProbeRequest{}, err
 		}
+	}
+	if req.CM != nil {
+		if err := req.checkCM(seen); err != nil {
+			return ProbeRequest{}, err
+		}
+		return req, nil
+	}
+	if req.Options.Device == "" {
+		return ProbeRequest{}, cmdline.Usagef("", "probe needs a device: DEV[/PORT] (only a probe over cm finds it itself)")
+	}
+	if seen["tos"] {
+		return ProbeRequest{}, cmdline.Usagef("", "tos is the ToS of a connection over the RDMA CM: give it after cm")
 	}
 	if req.Test.Kind == verbsprobe.TestTraffic && !req.TwoHost() {
 		req.Options.Traffic = true // this host alone
@@ -172,6 +216,7 @@ func (req *ProbeRequest) parseKeyword(args *cmdline.Args, kw string) (err error)
 		req.Listen, req.Serve = kw == "listen", kw == "serve"
 		if !args.Empty() && !isProbeKeyword(args.Words[0]) {
 			req.ListenAddr = args.Next()
+			req.listenRaw = req.ListenAddr
 		}
 		if req.ListenAddr, err = verbsprobe.ListenAddress(req.ListenAddr); err != nil {
 			return cmdline.Usagef("", "%s: %v", kw, err)
@@ -191,6 +236,7 @@ func (req *ProbeRequest) parseKeyword(args *cmdline.Args, kw string) (err error)
 		if err != nil {
 			return err
 		}
+		req.rawPeer = v
 		if req.PeerAddr, err = verbsprobe.PeerAddress(v); err != nil {
 			return cmdline.Usagef("", "peer: %v", err)
 		}
@@ -203,6 +249,27 @@ func (req *ProbeRequest) parseKeyword(args *cmdline.Args, kw string) (err error)
 		req.Test.Size, err = args.Number("size", 1, verbsprobe.MaxTestSize)
 	case "ping":
 		req.Ping = true
+	case "cm":
+		req.CM = &CMProbe{}
+		if !args.Empty() && slices.Contains(CMInteropModes, args.Words[0]) {
+			req.CM.Mode = args.Next()
+			req.CM.ModeArgs = append([]string(nil), args.Words...)
+			args.Words = nil
+			return nil
+		}
+		if !args.Empty() && !isProbeKeyword(args.Words[0]) {
+			req.CM.Raw = args.Next()
+		}
+	case "tos":
+		var n int
+		n, err = args.Number("tos", 0, math.MaxUint8)
+		tos := uint8(n)
+		if req.CM == nil {
+			req.CM = &CMProbe{}
+		}
+		req.CM.ToS = &tos
+	case "rping", "ucmatose", "fabtests":
+		return cmdline.Usagef("", "%s is a mode of a probe over the RDMA CM: ... cm %s", kw, kw)
 	case "interval":
 		req.Interval, err = args.Duration("interval", time.Hour)
 	case "iters":
@@ -329,4 +396,85 @@ func (req *ProbeRequest) checkServe(seen map[string]bool) error {
 		return cmdline.Usagef("", "peer-memory %d is more than memory %d: one peer could never be served", p, total)
 	}
 	return nil
+}
+
+// checkCM checks the words of a probe over the RDMA CM and reads its
+// addresses: peer IP[:PORT] (an IP address: the CM resolves no names),
+// listen|serve cm [ADDR][:PORT]. The device may be left out but for
+// serve, whose device is opened before any peer comes.
+func (req *ProbeRequest) checkCM(seen map[string]bool) error {
+	cm := req.CM
+	switch {
+	case !req.TwoHost():
+		return cmdline.Usagef("", "cm connects two hosts: probe [DEV] peer IP cm on one, probe [DEV] listen cm on the other")
+	case seen["tos"] && !seen["cm"]:
+		return cmdline.Usagef("", "tos is the ToS of a connection over the RDMA CM: give it after cm")
+	}
+	if cm.Mode != "" {
+		if req.Serve {
+			return cmdline.Usagef("", "serve answers grdma probes over cm; %s is served by listen cm %s", cm.Mode, cm.Mode)
+		}
+		if req.Listen {
+			cm.Raw = req.rawListen(seen)
+		} else {
+			cm.Raw = req.rawPeer
+		}
+		return nil
+	}
+	switch {
+	case req.Ping || seen["pingpong"] || seen["ud-pingpong"]:
+		return cmdline.Usagef("", "over cm a probe runs connect, traffic, bw or lat")
+	case seen["auth"]:
+		return cmdline.Usagef("", "auth cannot be proven over cm (56 bytes of request private data): leave out auth or cm")
+	case seen["count"] || seen["interval"]:
+		return cmdline.Usagef("", "count repeats a probe of this host alone; between hosts use iters or duration")
+	case req.Serve && req.Options.Device == "" && (req.rawListen(seen) == "" || strings.HasPrefix(req.rawListen(seen), ":")):
+		return cmdline.Usagef("", "serve cm needs DEV or the address to serve (ADDR[:PORT]): the responder opens its device before any peer comes")
+	case req.Listen && seen["tos"]:
+		return cmdline.Usagef("", "tos is the client's: the CM's server answers with the client's ToS")
+	}
+	if req.Listen || req.Serve {
+		addr := req.rawListen(seen)
+		hp, err := verbsprobe.ListenAddress(addr)
+		if strings.HasPrefix(hp, ":") {
+			hp = "0.0.0.0" + hp
+		}
+		if err == nil {
+			cm.Addr, err = netip.ParseAddrPort(hp)
+		}
+		if err != nil {
+			return cmdline.Usagef("", "cm: listen address %q: an IP address and port ([ADDR][:PORT]): %v", addr, err)
+		}
+		cm.Addr = netip.AddrPortFrom(cm.Addr.Addr().Unmap(), cm.Addr.Port())
+		if req.Serve {
+			return req.checkServe(seen)
+		}
+		if req.Test.Kind != "" {
+			return cmdline.Usagef("", "listen serves the test its peer asks for: give %s to probe ... peer IP cm", req.Test.Kind)
+		}
+		return nil
+	}
+	ap, err := netip.ParseAddrPort(req.PeerAddr)
+	if err != nil {
+		return cmdline.Usagef("", "peer %s: the RDMA CM connects to an IP address (it resolves no names): give the peer's IP", req.rawPeer)
+	}
+	cm.Peer = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	if seen["iters"] && seen["duration"] {
+		return cmdline.Usagef("", "iters or duration, not both")
+	}
+	if err := req.Test.WithDefaults().Validate(); err != nil {
+		return cmdline.Usagef("", "%v", err)
+	}
+	return nil
+}
+
+// rawListen is the listen address as given: after listen or after cm.
+func (req *ProbeRequest) rawListen(seen map[string]bool) string {
+	if req.CM.Raw != "" {
+		return req.CM.Raw
+	}
+	if req.listenRaw != "" {
+		return req.listenRaw
+	}
+	return ""
 }

@@ -77,6 +77,9 @@ type Error struct {
 	// network namespace resolves them ("" when there is none).
 	Egress    string
 	EgressSrc netip.Addr
+	// Private is a REJECTED event's private data (the peer's reason, in
+	// its application's format; zero padded), nil for other events.
+	Private []byte
 }
 
 // DevicePort is an RDMA device port as the CM names it: the device's

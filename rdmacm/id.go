@@ -142,6 +142,9 @@ func (id *ID) await(ctx context.Context, step string, want EventType, start time
 func (id *ID) stepError(step string, ev Event, err error, start time.Time) *Error {
 	id.mu.Lock()
 	e := &Error{Step: step, Event: ev.Type, Status: ev.Status, Err: err, Src: id.src, Dst: id.dst, Device: id.dev, TOS: id.tos}
+	if ev.Type == EventRejected {
+		e.Private = ev.Conn.PrivateData
+	}
 	sgid := id.sgid
 	id.mu.Unlock()
 	if !start.IsZero() {

@@ -3,6 +3,7 @@ package render
 import (
 	"fmt"
 	"math"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -30,7 +31,11 @@ func ProbeResult(p *output.Printer, r *verbsprobe.Result, series *verbsprobe.Ser
 // and a peer's terminal controls must not rewrite a FAIL as a PASS.
 func probeText(p *output.Printer, r *verbsprobe.Result, series *verbsprobe.Series, count int) {
 	var b strings.Builder
-	fmt.Fprintf(&b, "probe %s/%d", esc(r.Device), r.Port)
+	if r.Device == "" {
+		b.WriteString("probe") // over the RDMA CM, before it chose the device
+	} else {
+		fmt.Fprintf(&b, "probe %s/%d", esc(r.Device), r.Port)
+	}
 	var about []string
 	if r.Driver != "" {
 		about = append(about, "driver "+esc(r.Driver))
@@ -54,6 +59,9 @@ func probeText(p *output.Printer, r *verbsprobe.Result, series *verbsprobe.Serie
 	}
 	if peer := peerSummary(r); peer != "" {
 		fmt.Fprintf(&b, "\n  %s", peer)
+	}
+	if r.Peer != nil && r.Peer.CM != nil && r.Peer.CM.Device != "" {
+		fmt.Fprintf(&b, "\n  %s", cmText(r.Peer.CM))
 	}
 	b.WriteString("\n")
 	for _, s := range r.Steps {
@@ -326,6 +334,76 @@ func peerJSON(p *output.Printer, r *verbsprobe.Result) {
 		p.CloseObject()
 	}
 	resultsJSON(p, pr.Measurements)
+	if pr.CM != nil {
+		cmJSON(p, pr.CM)
+	}
+}
+
+// cmText is what the RDMA CM chose, and its steps' times: "rdma_cm:
+// 10.0.0.1:18515 from 10.0.0.2:41234 via rxe0/1 GID 1 ::ffff:10.0.0.2
+// (RoCE v2), path MTU 1024, ToS 0, hop limit 64; resolve address 310µs,
+// ...".
+func cmText(ci *verbsprobe.CMInfo) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "rdma_cm: %s from %s via %s/%d", ci.Dst, ci.Src, esc(ci.Device), ci.Port)
+	if ci.GIDIndex >= 0 {
+		fmt.Fprintf(&b, " GID %d", ci.GIDIndex)
+	}
+	if !ci.GID.IsZero() {
+		fmt.Fprintf(&b, " %s", ci.GID)
+	}
+	if ci.RoCE != "" {
+		fmt.Fprintf(&b, " (%s)", ci.RoCE)
+	}
+	if ci.PathMTU != 0 {
+		fmt.Fprintf(&b, ", path MTU %d", ci.PathMTU.Bytes())
+	}
+	fmt.Fprintf(&b, ", ToS %d, hop limit %d", ci.TrafficClass, ci.HopLimit)
+	if ci.ControlPort != 0 {
+		fmt.Fprintf(&b, ", control TCP %d", ci.ControlPort)
+	}
+	for i, st := range ci.Steps {
+		sep := ", "
+		if i == 0 {
+			sep = "; "
+		}
+		fmt.Fprintf(&b, "%s%s %s", sep, st.Name, Duration(st.Duration))
+	}
+	return b.String()
+}
+
+// cmJSON is the "cm" object of a probe over the RDMA CM.
+func cmJSON(p *output.Printer, ci *verbsprobe.CMInfo) {
+	p.OpenObject("cm")
+	addr := func(a netip.AddrPort) string {
+		if !a.IsValid() {
+			return ""
+		}
+		return a.String()
+	}
+	p.Untrusted(output.JSONOnly, "src", "", addr(ci.Src))
+	p.Untrusted(output.JSONOnly, "dst", "", addr(ci.Dst))
+	p.Untrusted(output.JSONOnly, "ifname", "", ci.Device)
+	p.Uint(output.JSONOnly, "port", "", uint64(ci.Port))
+	p.Int(output.JSONOnly, "gid_index", "", int64(ci.GIDIndex))
+	p.Untrusted(output.JSONOnly, "gid", "", ci.GID.String())
+	p.Untrusted(output.JSONOnly, "dgid", "", ci.DGID.String())
+	p.Untrusted(output.JSONOnly, "roce", "", ci.RoCE)
+	p.Uint(output.JSONOnly, "path_mtu", "", uint64(ci.PathMTU.Bytes()))
+	p.Uint(output.JSONOnly, "tos", "", uint64(ci.TrafficClass))
+	p.Uint(output.JSONOnly, "hop_limit", "", uint64(ci.HopLimit))
+	if ci.ControlPort != 0 {
+		p.Uint(output.JSONOnly, "control_port", "", uint64(ci.ControlPort))
+	}
+	p.OpenArray(output.JSONOnly, "steps", "")
+	for _, st := range ci.Steps {
+		p.OpenObject("")
+		p.String(output.JSONOnly, "name", "", st.Name)
+		p.Float(output.JSONOnly, "usec", "", usec(st.Duration), 1)
+		p.CloseObject()
+	}
+	p.CloseArray(output.JSONOnly, "")
+	p.CloseObject()
 }
 
 // testJSON prints a test as the "test" object.

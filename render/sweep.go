@@ -45,11 +45,15 @@ func SweepReport(w io.Writer, rep *sweep.Report, o output.Options) error {
 	n := len(rep.Params.Hosts)
 	fmt.Fprintf(&b, "sweep %s: %s\n", rep.Sweep, esc(rep.Params.String()))
 	judged, bad, retested := 0, 0, 0
+	var suspects []sweep.PairReport
 	for _, p := range rep.Pairs {
 		if !p.Unreachable {
 			judged++
 			if p.Bad {
 				bad++
+			}
+			if p.Suspect {
+				suspects = append(suspects, p)
 			}
 			if p.Retested {
 				retested++
@@ -57,6 +61,9 @@ func SweepReport(w io.Writer, rep *sweep.Report, o output.Options) error {
 		}
 	}
 	fmt.Fprintf(&b, "%d nodes, %d pairs judged, %d bad", n, judged, bad)
+	if len(suspects) > 0 {
+		fmt.Fprintf(&b, ", %d suspect", len(suspects))
+	}
 	if retested > 0 {
 		fmt.Fprintf(&b, " (%d retested: the retest's verdict stands)", retested)
 	}
@@ -101,6 +108,12 @@ func SweepReport(w io.Writer, rep *sweep.Report, o output.Options) error {
 				}
 				fmt.Fprintf(&b, "  %-12s   %s\n", "", esc(e))
 			}
+		}
+	}
+	if len(suspects) > 0 {
+		b.WriteString("\nsuspect pairs (one test beyond a limit the fleet's spread relaxed, the pair's others within: no verdict unless a retest fails too or the node's other pairs agree):\n")
+		for _, p := range suspects {
+			fmt.Fprintf(&b, "  %s–%s: %s\n", esc(p.A), esc(p.B), esc(strings.Join(p.Reasons, "; ")))
 		}
 	}
 	cleared := 0

@@ -228,3 +228,27 @@ func parseSVG(t *testing.T, b []byte) svgDoc {
 	}
 	return doc
 }
+
+// A suspect pair (one test beyond the relaxed limit of a fleet that
+// spreads) is counted and listed, without a verdict.
+func TestSweepReportSuspect(t *testing.T) {
+	rep, err := sweep.Build(sweepRecords(8, func(c, s int) float64 {
+		if c == 1 && s == 4 {
+			return 0.002
+		}
+		return 0.03 * (1 + float64((c*7+s*3)%10)/5)
+	}), sweep.DefaultCriteria)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	if err := SweepReport(&b, rep, output.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	name := func(r int) string { return rep.Params.Hosts[r] }
+	for _, want := range []string{"0 bad, 1 suspect", "suspect pairs (", name(1) + "–" + name(4) + ": bw write", "PASS: no verdict", "retest 1 pairs"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("want %q in:\n%s", want, b.String())
+		}
+	}
+}

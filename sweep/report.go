@@ -136,6 +136,14 @@ type PairReport struct {
 	RankB   int      `json:"rank_b"`
 	Bad     bool     `json:"bad"`
 	Reasons []string `json:"reasons,omitempty"`
+	// Suspect is set, and Bad not, when a single measurement of the pair
+	// is beyond a limit that the fleet's own spread relaxed while its
+	// other measurements passed and no retest ran: on a fleet whose
+	// healthy pairs spread that much, one such reading is not evidence
+	// enough for a verdict of its own. A suspect pair counts against its
+	// nodes (a node with most of its pairs flagged is bad) and is
+	// retested (Confirm), but makes no link or pairs verdict.
+	Suspect bool `json:"suspect,omitempty"`
 	// Retested is set when a confirm pass retested the pair: its verdict
 	// is the retest's; Cleared when the retest passed.
 	Retested bool `json:"retested,omitempty"`
@@ -154,8 +162,8 @@ type NodeReport struct {
 	Grdma   string `json:"grdma,omitempty"`
 	Error   string `json:"error,omitempty"` // its device failed at start
 	Tests   int    `json:"tests"`           // tests it took part in that ran
-	Bad     int    `json:"bad_pairs"`
-	Pairs   int    `json:"pairs"` // judged pairs
+	Bad     int    `json:"bad_pairs"`       // judged pairs bad or suspect
+	Pairs   int    `json:"pairs"`           // judged pairs
 }
 
 // Report is the judgement of a sweep: matrices, thresholds, pairs,
@@ -470,7 +478,7 @@ func (rep *Report) judge(insts map[testKey]*instance, main string, c Criteria, s
 		}
 		why := fmt.Sprintf("took part in no test: %s", firstReason(reasons))
 		if s := starts[r]; s != nil && s.Start.Error != "" {
-			why = "its device failed at start: " + s.Start.Error
+			why = "its device failed at start: " + strings.Join(strings.Fields(s.Start.Error), " ") // one line: the error may hold its hint on a line of its own
 		}
 		unreachable[r] = why
 	}
@@ -478,9 +486,12 @@ func (rep *Report) judge(insts map[testKey]*instance, main string, c Criteria, s
 	bwT, latT := rep.threshold(metricBW), rep.threshold(metricLat)
 	type pairAcc struct {
 		main, confirm []string // reasons the tests were bad
-		ranMain       bool
-		ranConfirm    bool
-		unreachable   bool
+		// mainOK counts the main pass's measurements within the limits,
+		// mainWeak its bad ones beyond a relaxed limit only.
+		mainOK, mainWeak int
+		ranMain          bool
+		ranConfirm       bool
+		unreachable      bool
 	}
 	pairs := map[Pair]*pairAcc{}
 	acc := func(a, b int) *pairAcc {
@@ -499,6 +510,7 @@ func (rep *Report) judge(insts map[testKey]*instance, main string, c Criteria, s
 		_, uc := unreachable[k.client]
 		_, us := unreachable[k.server]
 		var why string
+		weak := false // beyond a relaxed limit only: no floor, no failure
 		switch {
 		case uc || us:
 			pa.unreachable = true
@@ -510,6 +522,7 @@ func (rep *Report) judge(insts map[testKey]*instance, main string, c Criteria, s
 				v := in.figures.BWGbps
 				if how, bad := bwT.bad(v); bad {
 					why = fmt.Sprintf("bw %s %s→%s %.3g Gb/s, %s", in.test.Op, name(k.client), name(k.server), v, how)
+					weak = bwT.Relaxed && !(bwT.Floor > 0 && v < bwT.Floor)
 				} else if f := c.BWPortFraction; f > 0 {
 					if limit := f * slowerPort(starts, k.client, k.server); limit > 0 && v < limit {
 						why = fmt.Sprintf("bw %s %s→%s %.3g Gb/s, below %.0f%% of the port rate (%.3g)", in.test.Op, name(k.client), name(k.server), v, f*100, limit)
@@ -518,6 +531,7 @@ func (rep *Report) judge(insts map[testKey]*instance, main string, c Criteria, s
 			} else if l := in.figures.LatUsec; l != nil {
 				if how, bad := latT.bad(l.Median); bad {
 					why = fmt.Sprintf("lat %s %s–%s %.3g µs, %s", in.test.Op, name(k.client), name(k.server), l.Median, how)
+					weak = latT.Relaxed && !(latT.Floor > 0 && l.Median > latT.Floor)
 				}
 			}
 			if why != "" {
@@ -536,8 +550,14 @@ func (rep *Report) judge(insts map[testKey]*instance, main string, c Criteria, s
 			}
 		} else if k.pass == main {
 			pa.ranMain = true
-			if why != "" {
+			switch {
+			case why == "" && in.state == StateOK:
+				pa.mainOK++
+			case why != "":
 				pa.main = append(pa.main, why)
+				if weak {
+					pa.mainWeak++
+				}
 			}
 		}
 	}
@@ -554,6 +574,9 @@ func (rep *Report) judge(insts map[testKey]*instance, main string, c Criteria, s
 			pr.Cleared = !pr.Bad && len(pa.main) > 0
 		case pa.ranMain:
 			pr.Bad, pr.Reasons = len(pa.main) > 0, pa.main
+			if len(pa.main) == 1 && pa.mainWeak == 1 && pa.mainOK > 0 {
+				pr.Bad, pr.Suspect = false, true
+			}
 		default:
 			continue
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -382,5 +383,97 @@ func TestRecordsRoundTrip(t *testing.T) {
 	b, _ := json.Marshal(recs[3])
 	if !strings.Contains(string(b), `"grdma_sweep":1`) || strings.Contains(string(b), "Where") {
 		t.Errorf("record JSON: %s", b)
+	}
+}
+
+// One test of one pair beyond a relaxed limit, the pair's other tests
+// within it (6.1's healthy bed in main's make e2e: node2→node5 at a fifth
+// of the median, node5→node2 fine): suspect, retested, no verdict. Two
+// tests of the pair beyond it, a node slow in one direction only, or a
+// retest that fails again: verdicts as before. On hardware (no
+// relaxation) one bad test is a verdict, as in ClusterKit.
+func TestSuspectPair(t *testing.T) {
+	p := testParams(8, KindAllPairs)
+	bw := noisy(0.03, 3.3, 7)
+	lat := noisy(11000, 3.3, 8)
+	with := func(bad func(c, s int) bool) func(c, s int) float64 {
+		return func(c, s int) float64 {
+			if bad(c, s) {
+				return 0.003
+			}
+			return bw(c, s)
+		}
+	}
+	build := func(recs []Record) *Report {
+		t.Helper()
+		rep, err := Build(recs, DefaultCriteria)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	pairOf := func(rep *Report, a, b int) PairReport {
+		for _, pr := range rep.Pairs {
+			if pr.RankA == a && pr.RankB == b {
+				return pr
+			}
+		}
+		t.Fatalf("no pair %d-%d", a, b)
+		return PairReport{}
+	}
+
+	oneWay := with(func(c, s int) bool { return c == 1 && s == 4 })
+	main := synth(p, synthSpec{bw: oneWay, lat: lat})
+	rep := build(main)
+	pr := pairOf(rep, 1, 4)
+	if !rep.OK || !rep.Thresholds[0].Relaxed || pr.Bad || !pr.Suspect || len(pr.Reasons) != 1 {
+		t.Fatalf("one test beyond the relaxed limit: want no verdict and a suspect pair: %s %+v %+v", verdictsOf(rep), pr, rep.Thresholds[0])
+	}
+	if rep.Confirm == nil || !slices.Contains(rep.Confirm.Pairs(), Pair{1, 4}) {
+		t.Errorf("the suspect pair is retested: %+v", rep.Confirm)
+	}
+	var text bytes.Buffer
+	if err := json.NewEncoder(&text).Encode(pr); err != nil || !strings.Contains(text.String(), `"suspect":true`) {
+		t.Errorf("JSON of a suspect pair: %s %v", text.String(), err)
+	}
+
+	// The retest fails too: a link verdict.
+	confirm := *rep.Confirm
+	again := append(slices.Clone(main), synth(p, synthSpec{bw: oneWay, lat: lat, sched: &confirm, noStart: true})...)
+	if rep := build(again); verdictsOf(rep) != "link node02,node05" || !pairOf(rep, 1, 4).Retested {
+		t.Errorf("a suspect pair bad on its retest: %q", verdictsOf(rep))
+	}
+	// Both ways bad: a link verdict from the first pass.
+	both := with(func(c, s int) bool { return (c == 1 && s == 4) || (c == 4 && s == 1) })
+	if rep := build(synth(p, synthSpec{bw: both, lat: lat})); verdictsOf(rep) != "link node02,node05" {
+		t.Errorf("both ways bad: %q", verdictsOf(rep))
+	}
+	// A node slow sending only: every pair of it suspect, the node bad.
+	egress := with(func(c, s int) bool { return c == 6 })
+	if rep := build(synth(p, synthSpec{bw: egress, lat: lat})); verdictsOf(rep) != "node node07" {
+		t.Errorf("a node slow one way: %q", verdictsOf(rep))
+	}
+	// A failed test is never merely suspect.
+	failed := func(c, s int) *TestRecord {
+		if c == 1 && s == 4 {
+			return &TestRecord{Outcome: OutcomeFailed, Error: "send: 0 of 1 completions"}
+		}
+		return nil
+	}
+	if rep := build(synth(p, synthSpec{bw: bw, lat: lat, failed: failed})); rep.OK || pairOf(rep, 1, 4).Suspect {
+		t.Errorf("a failed test: %q %+v", verdictsOf(rep), pairOf(rep, 1, 4))
+	}
+
+	// Hardware: one direction at 89 % of 98 Gb/s is a link verdict.
+	hp := testParams(16, KindAllPairs)
+	hbw := noisy(98, 1.03, 1)
+	oneSlow := func(c, s int) float64 {
+		if c == 3 && s == 9 {
+			return 0.89 * 98
+		}
+		return hbw(c, s)
+	}
+	if rep := build(synth(hp, synthSpec{bw: oneSlow, lat: noisy(2.1, 1.03, 2)})); verdictsOf(rep) != "link node04,node10" {
+		t.Errorf("hardware, one direction at 89 %%: %q", verdictsOf(rep))
 	}
 }

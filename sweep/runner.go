@@ -131,7 +131,7 @@ func (r *Runner) Run(ctx context.Context) (Summary, error) {
 	checkErr := r.Tester.Check(ctx)
 	start := &StartRecord{Grdma: r.Grdma, Device: r.Device, RankFrom: r.RankFrom, Params: r.Params, PortRateGbps: r.PortRateGbps}
 	if checkErr != nil {
-		start.Error = peerText(checkErr.Error())
+		start.Error = peerText(strings.Join(strings.Fields(checkErr.Error()), " ")) // one line: the hint comes on a line of its own
 		r.st.mu.Lock()
 		r.st.broken = true
 		r.st.mu.Unlock()

@@ -36,7 +36,7 @@ type fakeTester struct {
 
 func (t fakeTester) Check(ctx context.Context) error {
 	if t.f.broken[t.rank] {
-		return errors.New("probe rxe0/1 failed at open: no such device")
+		return errors.New("probe rxe0/1 failed at open: no such device\n  likely cause: no RDMA devices")
 	}
 	return nil
 }
@@ -346,8 +346,8 @@ func TestRunnerBrokenDevice(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(rep.Verdicts) != 1 || rep.Verdicts[0].Kind != VerdictUnreachable || rep.Verdicts[0].Ranks[0] != 4 ||
-		!strings.Contains(rep.Verdicts[0].Reason, "no such device") {
-		t.Fatalf("want rank 4 unreachable with its device's error: %+v", rep.Verdicts)
+		!strings.Contains(rep.Verdicts[0].Reason, "no such device likely cause: no RDMA devices") {
+		t.Fatalf("want rank 4 unreachable with its device's error on one line: %+v", rep.Verdicts)
 	}
 }
 

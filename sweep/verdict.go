@@ -35,6 +35,10 @@ type Verdict struct {
 	Evidence []string `json:"evidence,omitempty"`
 }
 
+// flagged reports whether the pair is bad or suspect: it counts against
+// its nodes and is retested.
+func (p *PairReport) flagged() bool { return p.Bad || p.Suspect }
+
 // attribute turns bad pairs into verdicts: unreachable nodes first, then
 // nodes, then links, then what is left.
 func (rep *Report) attribute(unreachable map[int]string) {
@@ -57,7 +61,7 @@ func (rep *Report) attribute(unreachable map[int]string) {
 	for r, ps := range judged {
 		rep.Nodes[r].Pairs = len(ps)
 		for _, p := range ps {
-			if p.Bad {
+			if p.flagged() {
 				rep.Nodes[r].Bad++
 			}
 		}
@@ -77,7 +81,7 @@ func (rep *Report) attribute(unreachable map[int]string) {
 				continue
 			}
 			n++
-			if p.Bad {
+			if p.flagged() {
 				bad++
 			}
 		}
@@ -92,7 +96,7 @@ func (rep *Report) attribute(unreachable map[int]string) {
 		var badPartners, fineOnes []string
 		var evidence []string
 		for _, p := range judged[r] {
-			if !p.Bad {
+			if !p.flagged() {
 				continue
 			}
 			y := other(p, r)
@@ -162,7 +166,7 @@ func (rep *Report) confirmPlan(badNodes map[int]bool) {
 	var flagged []Pair
 	hasBad := map[int]bool{}
 	for _, p := range rep.Pairs {
-		if p.Bad && !p.Unreachable {
+		if p.flagged() && !p.Unreachable {
 			flagged = append(flagged, Pair{p.RankA, p.RankB})
 			hasBad[p.RankA], hasBad[p.RankB] = true, true
 		}

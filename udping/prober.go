@@ -49,7 +49,8 @@ type Prober struct {
 	ntargets  atomic.Int64   // len(targets), for Add's bound
 	held      map[*heldAH]bool
 	runCtx    context.Context
-	swept     time.Time // forgetUnused's last sweep
+	backoff   restartBackoff // Run's only
+	swept     time.Time      // forgetUnused's last sweep
 	// lastSend is when the last probe left: Spin polls after it.
 	lastSend time.Time
 
@@ -482,11 +483,53 @@ func (p *Prober) Run(ctx context.Context) error {
 			err = p.handle(wcs, time.Now())
 		}
 		if err != nil {
+			// A queue pair that keeps failing (a local firewall refusing
+			// RoCE makes every send complete in error) is made again
+			// less and less often: each remake asks every target's
+			// responder again over TCP.
+			if d := p.backoff.next(time.Now()); d > 0 {
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-time.After(d):
+				}
+			}
 			if rerr := p.restart(rctx); rerr != nil {
 				return fmt.Errorf("udping: the prober's queue pair failed (%v) and could not be made again: %w", err, rerr)
 			}
 		}
 	}
+}
+
+// Spacing of the remakes of a failing queue pair (restartBackoff).
+const (
+	restartFirstDelay = 100 * time.Millisecond
+	restartMaxDelay   = 10 * time.Second
+	restartQuiet      = time.Minute
+)
+
+// restartBackoff spaces the remakes of a queue pair: the first failure
+// after a quiet minute is remade at once, then each next one waits twice
+// as long as the one before, from restartFirstDelay up to
+// restartMaxDelay (so a node whose sends always fail still remakes it,
+// and counts a restart, every 10 s).
+type restartBackoff struct {
+	last  time.Time // when the last remake was done
+	delay time.Duration
+}
+
+// next is how long to wait before the remake asked for at now.
+func (b *restartBackoff) next(now time.Time) time.Duration {
+	switch {
+	case b.last.IsZero() || now.Sub(b.last) > restartQuiet:
+		b.delay = 0
+	case b.delay == 0:
+		b.delay = restartFirstDelay
+	default:
+		b.delay = min(2*b.delay, restartMaxDelay)
+	}
+	b.last = now.Add(b.delay)
+	return b.delay
 }
 
 // stop ends Run: what waits is told, and nothing more is taken.

@@ -86,7 +86,11 @@ func probe(ctx context.Context, opts Options, x Exchange, res *Result) *Result {
 	defer x.Close()
 	if dc, ok := x.(DeviceChooser); ok {
 		var chosen Options
-		if !rec.step(ctx, StepResolve, func() (detail string, err error) {
+		name := StepResolve
+		if n, ok := x.(interface{ chooseStep() string }); ok {
+			name = n.chooseStep() // a CM listener's: its peer's request
+		}
+		if !rec.step(ctx, name, func() (detail string, err error) {
 			chosen, detail, err = dc.ChooseDevice(ctx, opts)
 			return detail, err
 		}) {

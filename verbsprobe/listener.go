@@ -94,6 +94,9 @@ type arrival struct {
 	pingpong []byte       // the ibv_rc_pingpong client's address
 	refused  int          // connections refused before it (acceptFirst)
 	release  func()       // gives back what admit reserved; nil: nothing
+	// cm is a request over the RDMA CM (cmserve.go); conn and rd are
+	// then nil.
+	cm *cmArrived
 }
 
 // acceptor accepts connections and reads each one's first message

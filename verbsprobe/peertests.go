@@ -482,15 +482,19 @@ func (t *traffic) latency() (string, error) {
 	var rec latencyRecorder
 	doing := "running " + test.String() + " with"
 	start := time.Now()
+	// One clock read an exchange, as perftest stamps its iterations
+	// (get_cycles before each post): an exchange's sample runs from the
+	// previous one's answer to its own, the loop's bookkeeping between
+	// them included, as in perftest's t_typical.
+	t0 := start
 	unreaped := 0 // completions of sends not yet polled
 	for i := 0; ; i++ {
-		last := (test.Duration == 0 && i == test.Iters-1) || (test.Duration > 0 && time.Since(start) >= test.Duration)
+		last := (test.Duration == 0 && i == test.Iters-1) || (test.Duration > 0 && t0.Sub(start) >= test.Duration)
 		v := seqByte(i)
 		if last {
 			v |= stopBit
 		}
 		src[len(src)-1] = v
-		t0 := time.Now()
 		if err := t.qp.PostSend(wr); err != nil {
 			return "", err
 		}
@@ -535,6 +539,7 @@ func (t *traffic) latency() (string, error) {
 		if last {
 			break
 		}
+		t0 = t1
 	}
 	st := rec.stats()
 	meas := Measurement{Test: test.Kind, Op: test.Op, Size: test.Size, Iters: st.Samples,

@@ -47,6 +47,7 @@ import (
 
 	"github.com/grdma/grdma/gid"
 	"github.com/grdma/grdma/ib"
+	"github.com/grdma/grdma/rdmacm"
 	"github.com/grdma/grdma/sysfs"
 	"github.com/grdma/grdma/uverbs"
 )
@@ -170,6 +171,9 @@ type PeerResult struct {
 	// Pinned is the bytes of memory this side registered for the test.
 	Pinned       int
 	Measurements []Measurement
+	// CM is what the RDMA CM chose and its steps' times, for a probe
+	// over it (ConnectConfig.Via, ResponderConfig.CM, ServeCM).
+	CM *CMInfo
 }
 
 // OK reports whether the probe did everything it was asked and every
@@ -245,6 +249,22 @@ type ConnectConfig struct {
 	Key []byte
 	// Dial, when set, connects to the peer instead of TCP (tests: a pipe).
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Via is how the peer is reached: grdma's TCP exchange (the zero
+	// value) or the RDMA CM (cm.go: addr is then IP:PORT in the CM's TCP
+	// port space, and Options.Device may be empty: the route chooses).
+	// Over the CM, Key is not used (a listener with auth refuses CM
+	// peers) and Dial only makes the control channel of tests that move
+	// data.
+	Via Transport
+	// CMOpen opens the RDMA CM's channel (TransportCM); nil:
+	// locator.OpenRDMACM on Options.Sysfs, without netlink (errors then
+	// name devices by index).
+	CMOpen func() (*rdmacm.Channel, error)
+	// CMToS, when set, is the ToS of the connection (rdma_set_option
+	// RDMA_OPTION_ID_TOS) instead of the port's default (grdma cm set).
+	CMToS *uint8
+
+	cmOpen func() (cmChannel, error) // tests: a fake CM
 }
 
 // ConnectWith is Connect with a ConnectConfig.
@@ -255,6 +275,9 @@ func ConnectWith(ctx context.Context, opts Options, addr string, cfg ConnectConf
 	if err := test.Validate(); err != nil {
 		newRecorder(ctx, res, nil).record(StepConnect, 0, "", err)
 		return res
+	}
+	if cfg.Via == TransportCM {
+		return connectCM(ctx, opts, addr, cfg, test, res)
 	}
 	side := peerSide{s: newSession(RoleClient, addr, test, cfg.Timeout), peer: res.Peer}
 	side.s.dialer = cfg.Dial

@@ -61,6 +61,9 @@ type wireMessage struct {
 	Detail   string    `json:"detail,omitempty"`
 	Nonce    []byte    `json:"nonce,omitempty"` // challenge
 	MAC      []byte    `json:"mac,omitempty"`   // auth
+	// Token names a probe over the RDMA CM on its control channel: the
+	// one the server's CM reply offered (cm.go).
+	Token []byte `json:"token,omitempty"`
 }
 
 // Roles of the two sides.

@@ -42,6 +42,16 @@ type ResponderConfig struct {
 	// Device's): probers ask for its address with a TestUDPing hello.
 	// The device must be rxe's and have a GID.
 	UDPing *udping.ResponderConfig
+	// CM, when set, also answers probes over the RDMA CM
+	// (ConnectConfig.Via = TransportCM) at its address, on the Device
+	// (requests to other devices are rejected), under the same limits:
+	// a request over the peers or memory is rejected busy, one over a
+	// peer's limits refused, each in the REJ's private data. With Key
+	// set, CM requests are refused: their 56 bytes cannot carry the
+	// challenge.
+	CM *CMListen
+	// cmOpen: tests' fake CM.
+	cmOpen func() (cmChannel, error)
 	// OnUDPing, when set, is given the UD ping responder once it runs
 	// (its Stats).
 	OnUDPing func(*udping.Responder)
@@ -135,7 +145,7 @@ func Respond(ctx context.Context, dev *Device, ln net.Listener, cfg ResponderCon
 	})
 	defer stop()
 	var wg sync.WaitGroup
-	err := a.loop(ctx, func(arr *arrival) bool {
+	serve := func(arr *arrival) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -150,17 +160,72 @@ func Respond(ctx context.Context, dev *Device, ln net.Listener, cfg ResponderCon
 				cfg.OnPeer(res)
 			}
 		}()
+	}
+	var cmDone chan struct{}
+	cmStopAll, cmClose := func() {}, func() {}
+	if cfg.CM != nil {
+		cma, err := openCMArrivals(dev, cfg)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		cmClose = func() { cma.ch.Close() } // after the peers, whose IDs are on it
+		cmDone = make(chan struct{})
+		cmCtx, cmStop := context.WithCancel(ctx)
+		cmStopAll = cmStop // also when ln fails first
+		go func() {
+			defer close(cmDone)
+			defer cma.close()
+			for {
+				arr, err := cma.next(cmCtx)
+				if err != nil {
+					return // ctx ended (or the channel failed: the TCP side goes on)
+				}
+				if err := capa.admit(arr); err != nil {
+					arr.cm.reject(true, err)
+					cma.refuse(arr.from(), true, err)
+					continue
+				}
+				serve(arr)
+			}
+		}()
+	}
+	err := a.loop(ctx, func(arr *arrival) bool {
+		serve(arr)
 		return true
 	})
+	if cmDone != nil {
+		cmStopAll()
+		<-cmDone
+	}
 	wg.Wait()
+	cmClose()
 	return err
+}
+
+// openCMArrivals opens the CM and listens where cfg.CM says.
+func openCMArrivals(dev *Device, cfg ResponderConfig) (*cmArrivals, error) {
+	open := cfg.cmOpen
+	if open == nil {
+		open = func() (cmChannel, error) { return openCM(cfg.CM.Open, dev.opts.Sysfs) }
+	}
+	ch, err := open()
+	if err != nil {
+		return nil, err
+	}
+	a, err := listenCM(ch, *cfg.CM, cfg.ServeConfig)
+	if err != nil {
+		ch.Close()
+		return nil, err
+	}
+	return a, nil
 }
 
 // servePeer serves one peer whose first message arrived, on dev.
 func servePeer(ctx context.Context, dev *Device, arr *arrival, cfg ServeConfig) *Result {
 	res := &Result{}
 	dev.describe(res)
-	res.Peer = &PeerResult{Role: RoleServer, Host: arr.conn.RemoteAddr().String()}
+	res.Peer = &PeerResult{Role: RoleServer, Host: arr.from()}
 	x := serverFor(arr, cfg, res.Peer)
 	rec := newRecorder(ctx, res, &dev.target)
 	rec.failed = x.Failed

@@ -389,6 +389,9 @@ func isTrafficStep(name string) bool {
 // serverFor is the exchange of a peer whose first message arrived: grdma's
 // or ibv_rc_pingpong's.
 func serverFor(arr *arrival, cfg ServeConfig, peer *PeerResult) Exchange {
+	if arr.cm != nil {
+		return newCMServer(arr, cfg, peer)
+	}
 	s := newSession(RoleServer, arr.conn.RemoteAddr().String(), cfg.Pingpong, cfg.Timeout)
 	if arr.hello == nil {
 		return &pingpongServer{peerSide: peerSide{s: s, peer: peer}, arr: arr, cfg: cfg}

@@ -15,6 +15,8 @@ func TestExporterUsage(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "web.yml")
 	os.WriteFile(bad, []byte("basic_auth_users: [nope\n"), 0o644)
+	modules := filepath.Join(dir, "probe.yml")
+	os.WriteFile(modules, []byte("modules:\n  x:\n    prober: icmp\n"), 0o644)
 	for _, c := range []struct {
 		args []string
 		msg  string
@@ -29,11 +31,44 @@ func TestExporterUsage(t *testing.T) {
 		{[]string{"--web.max-requests=-1"}, "--web.max-requests must be 0 (no limit) or more, not -1"},
 		{[]string{"--web.max-requests=many"}, `invalid argument "many" for "--web.max-requests"`},
 		{[]string{"now"}, `"now"`},
+		{[]string{"--probe.config.file=" + modules}, `--probe.config.file: ` + modules + `: module x: unknown prober "icmp"`},
+		{[]string{"--probe.config.file=" + filepath.Join(dir, "missing.yml")}, "missing.yml"},
+		{[]string{"--probe.max-concurrent=0"}, "--probe.max-concurrent must be from 1 to 256, not 0"},
+		{[]string{"--probe.timeout-offset=-1s"}, "--probe.timeout-offset must not be negative"},
+		{[]string{"--collector.devices=false", "--collector.check"}, "--collector.check reads the devices"},
+		{[]string{"--pingmesh.targets=/x.yml"}, "--pingmesh.targets goes with --collector.pingmesh"},
+		{[]string{"--collector.pingmesh"}, "--collector.pingmesh needs --pingmesh.targets FILE"},
+		{[]string{"--collector.pingmesh", "--pingmesh.targets=/etc/hosts"}, "a file_sd file is .json, .yml or .yaml"},
+		{[]string{"--collector.pingmesh", "--pingmesh.targets=/m.yml", "--pingmesh.rate=0"}, "--pingmesh.rate 0: more than 0"},
+		{[]string{"--collector.pingmesh", "--pingmesh.targets=/m.yml", "--pingmesh.sizes=8"}, "size 8: from"},
+		{[]string{"--collector.pingmesh", "--pingmesh.targets=/m.yml", "--pingmesh.aggregate-by=__x"}, "aggregation label"},
+		{[]string{"--collector.pingmesh", "--pingmesh.targets=/m.yml", "--pingmesh.key-file=" + filepath.Join(dir, "nokey")}, "--pingmesh.key-file"},
 		{[]string{"-n", "blue"}, "-n blue reaches RDMA netlink only"},
 	} {
 		_, stderr, code := runGrdma(t, standardKernel("6.12"), append([]string{"exporter"}, c.args...)...)
 		if code != exitUsage || !strings.Contains(stderr, c.msg) {
 			t.Errorf("exporter %s: exit %d, stderr %q; want 2 and %q", strings.Join(c.args, " "), code, stderr, c.msg)
+		}
+	}
+}
+
+// TestExporterCompletion: the new flags complete by name, and
+// --pingmesh.device with the devices and their ports.
+func TestExporterCompletion(t *testing.T) {
+	for line, want := range map[string]string{
+		"exporter --pingmesh.device ":     "rxe0 rxe1",
+		"exporter --pingmesh.device rxe0": "rxe0 rxe0/1",
+		"exporter --pingmesh.t":           "--pingmesh.targets --pingmesh.timeout",
+		"exporter --probe.":               "--probe.config.file --probe.max-concurrent --probe.timeout-offset",
+		"exporter --collector.pi":         "--collector.pingmesh",
+	} {
+		got, _ := complete(t, recordedDial("6.12"), strings.Split(line, " ")...)
+		var names []string
+		for _, g := range got {
+			names = append(names, strings.SplitN(g, "\t", 2)[0])
+		}
+		if strings.Join(names, " ") != want {
+			t.Errorf("%q: got %q, want %q", line, names, want)
 		}
 	}
 }

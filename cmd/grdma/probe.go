@@ -19,7 +19,12 @@ func (a *app) probeCommand() *cobra.Command {
 			"  probe DEV[/PORT] [gid-index N] listen [[ADDR]:PORT] [pingpong | ud-pingpong] [size BYTES] [iters N] [timeout D] [from HOST[/PREFIX]...] [auth FILE]\n" +
 			"  probe DEV[/PORT] [gid-index N] serve [[ADDR]:PORT] [size BYTES] [duration D] [peers N] [memory BYTES] [peer-memory BYTES] [pingpong] [iters N] [timeout D] [grace D] [from HOST[/PREFIX]...] [auth FILE]\n" +
 			"  probe DEV[/PORT] [gid-index N] peer HOST[:PORT] [traffic | bw [write|send|read] | lat [write|send|read] | pingpong | ud-pingpong] [size BYTES] [iters N] [duration D] [timeout D] [auth FILE]\n" +
-			"  probe DEV[/PORT] [gid-index N] peer HOST[:PORT] ping [count N] [interval D] [size BYTES|cycle] [timeout D] [auth FILE]",
+			"  probe DEV[/PORT] [gid-index N] peer HOST[:PORT] ping [count N] [interval D] [size BYTES|cycle] [timeout D] [auth FILE]\n" +
+			"  probe [DEV[/PORT]] peer IP[:PORT] cm [traffic | bw [write|send|read] | lat [write|send|read]] [tos N] [size BYTES] [iters N] [duration D] [timeout D]\n" +
+			"  probe [DEV[/PORT]] listen cm [ADDR][:PORT] [size BYTES] [timeout D] [from HOST[/PREFIX]...]\n" +
+			"  probe [DEV[/PORT]] serve cm [ADDR][:PORT] [size BYTES] [duration D] [peers N] [memory BYTES] [peer-memory BYTES] [timeout D] [grace D] [from HOST[/PREFIX]...]\n" +
+			"  probe [DEV[/PORT]] peer IP[:PORT] cm rping|ucmatose|fabtests ...\n" +
+			"  probe [DEV[/PORT]] listen cm rping|ucmatose|fabtests ...",
 		Short: "Prove that a device can run an RC queue pair, and carry traffic, alone or with a peer host",
 		Long: `Run the verbs path of an RDMA device port (1 unless given) through the kernel's
 uverbs interface, without libibverbs: open the device, allocate a protection
@@ -115,6 +120,51 @@ through 64, 512, 1024 and the path MTU unless size is given. timeout
 process's clock when a completion is polled; rxe has no completion
 timestamps), as the output says. Exit status 0 when a reply came.
 
+cm connects over the RDMA Connection Manager, by IP address, the way
+librdmacm applications (perftest -R, rping, libfabric's verbs provider,
+NVMe-oF) connect: the client resolves the address and the route (the CM
+picks the device, port, source GID, RoCE version and ToS: DEV may be left
+out, and if given must be the one the CM picks), the queue pair numbers
+travel in the CM's REQ and REP (port 18515 in the CM's TCP port space
+unless given) and every queue pair transition takes the kernel's
+INIT_QP_ATTR answer. The output adds what the CM chose (an rdma_cm line;
+"cm" in JSON): the device and port, the GID index and GID, the RoCE
+version, path MTU, ToS and hop limit, and the time of each CM step
+(resolve address, resolve route, connect, establish, disconnect).
+tos N sets the connection's ToS instead of the port's default (grdma cm
+set). The REQ carries the test (a 32-byte hello in its private data); the
+connect test needs nothing else. traffic, bw and lat need the peer's
+memory key and their done and verdict messages: the server offers, in
+its REP, a TCP port of its own for that one peer (on the address the
+request came to) and a random token the client must present there, so a
+firewall passing only RoCE fails those tests at establish, naming the
+port. "listen cm" waits for one peer over the CM (its device is the one
+the request arrives on when DEV is left out); "serve cm" also answers
+probes over the CM on the responder's device (without DEV: the one the CM
+binds ADDR's connections to), under the same limits (a
+peer over peers or memory is rejected busy, one over a peer's limits
+refused, the reason in the REJ's private data); auth cannot be proven
+over the CM, so give it without cm. Failures name the CM event:
+ADDR_ERROR (no RDMA device for the address: the netdev the route leaves
+through), REJECTED reason 8 (nothing listens on PORT at IP) or 28
+(refused), UNREACHABLE and timeouts (with the RoCE version and ToS used).
+Nothing is left behind: no CM ID (rdma res show cm_id) on either side.
+rping and ucmatose after cm speak those tools' protocols (rdmacm-utils),
+as client (peer IP[:PORT] cm MODE) or as server for one client (listen
+cm MODE [ADDR][:PORT]), with their default ports (rping 7174, ucmatose
+7471) and words count N, size N, tos N (a client's) and timeout D.
+"cm rping" against rping -s: count pings (5) of size bytes (64, 26 to
+65535; at most the server's -S), each read by the server (RDMA READ) and
+written back (RDMA WRITE) and compared, as rping -c -V does; "listen cm
+rping" serves rping -c -a IP -C N -S N -v -V until it disconnects (or
+count pings). "cm ucmatose" against ucmatose's server: count messages
+(10, at most 1024) of size bytes (100) received, then as many sent back;
+"listen cm ucmatose" serves ucmatose -s IP -C N -S N. The peer is not
+trusted: a message of another length, a buffer over 65535 bytes or data
+written back that differ fail the run, naming what the peer did; its
+data (the first ping's, shown as the peer's data) is printed escaped.
+fabtests (fi_pingpong's protocol) is not implemented yet.
+
 rxe (Soft-RoCE) is probed fully; mlx5 up to a queue pair in RTS (no
 traffic); other drivers up to the protection domain, then reported as not
 supported.
@@ -133,7 +183,10 @@ failed (or the driver is not supported), 2 the command line was wrong.`,
   grdma probe rxe0 listen ud-pingpong          # for ibv_ud_pingpong -g 1 HOST
   grdma probe rxe0 peer hosta ping count 10    # against probe rxe0 serve on hosta
   grdma -j probe rxe0 peer hosta ping count 4 size 1024 interval 200ms
-  grdma -j probe rxe0 serve 10.0.0.1 peers 32 from 10.0.0.0/24 auth /etc/grdma/probe.key`,
+  grdma -j probe rxe0 serve 10.0.0.1 peers 32 from 10.0.0.0/24 auth /etc/grdma/probe.key
+  grdma probe listen cm 10.0.0.1               # over the RDMA CM, on host A
+  grdma probe peer 10.0.0.1 cm bw write        # on host B: the CM picks the device
+  grdma -j probe peer 10.0.0.1 cm tos 104`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 && args[0] == "help" {
 				return cmd.Help()

@@ -18,6 +18,9 @@ import (
 // probePeer runs a probe between two hosts: this side listens (or
 // serves), or connects to its peer.
 func (a *app) probePeer(ctx context.Context, req grammar.ProbeRequest) error {
+	if req.CM != nil {
+		return a.probeCM(ctx, req)
+	}
 	var key []byte
 	if req.Auth != "" {
 		var err error
@@ -80,6 +83,14 @@ func listenFor(ctx context.Context, req grammar.ProbeRequest) (net.Listener, []n
 // probeServe runs a responder until SIGINT or SIGTERM: one line per peer
 // on stdout (JSON with -j), the device's steps when it cannot open.
 func (a *app) probeServe(ctx context.Context, req grammar.ProbeRequest, key []byte) error {
+	if req.CM != nil && req.Options.Device == "" {
+		// serve cm ADDR: the device the CM binds ADDR's connections to.
+		name, port, err := verbsprobe.CMDevice(ctx, a.cmOpener(req), req.Options.Sysfs, req.CM.Addr.Addr())
+		if err != nil {
+			return fmt.Errorf("probe serve cm %s: which device: %w", req.CM.Addr.Addr(), err)
+		}
+		req.Options.Device, req.Options.Port = name, port
+	}
 	dev, err := a.openProbeDevice(ctx, req)
 	if dev == nil {
 		return err
@@ -91,6 +102,10 @@ func (a *app) probeServe(ctx context.Context, req grammar.ProbeRequest, key []by
 	}
 	cfg := req.Responder
 	cfg.Pingpong, cfg.Timeout, cfg.Allow, cfg.Key = req.Test, req.Timeout, allow, key
+	if req.CM != nil {
+		cfg.CM = &verbsprobe.CMListen{Addr: req.CM.Addr, Open: a.cmOpener(req)}
+		fmt.Fprintf(os.Stderr, "grdma: probe %s also serving over RDMA CM on %s\n", dev.Name(), req.CM.Addr)
+	}
 	cfg = cfg.WithDefaults()
 	fmt.Fprintf(os.Stderr, "grdma: probe %s serving on %s: peers %d, memory %d, peer-memory %d, size %d, duration %v, timeout %v%s\n",
 		dev.Name(), ln.Addr(), cfg.MaxPeers, cfg.MaxPinnedTotal, cfg.Limits.MaxPinned, cfg.Limits.MaxSize, cfg.Limits.MaxDuration, cfg.Timeout,

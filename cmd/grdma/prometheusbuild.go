@@ -17,6 +17,6 @@ package main
 
 // The exporter command's summary, the same in both builds.
 const (
-	exporterUse   = "exporter [--web.listen-address ADDR]... [--web.telemetry-path PATH] [--web.config.file FILE] [--collector.check [--collector.check.interval D]]"
+	exporterUse   = "exporter [--web.listen-address ADDR]... [--web.telemetry-path PATH] [--web.config.file FILE] [--collector.check [--collector.check.interval D]] [--probe.config.file FILE] [--collector.pingmesh --pingmesh.targets FILE]"
 	exporterShort = "Serve RDMA metrics to Prometheus"
 )

@@ -94,7 +94,9 @@ oversubscribed fleets), the limit is the fleet's median moved spread (2.5)
 times its ratio to the best, which stays ClusterKit's while the best pair
 is within about 2% of the median (spread 0: ClusterKit's limits always).
 bw-floor GBPS, port-fraction F (of the slower port's rate) and lat-ceiling
-USEC add absolute limits. Verdicts: node (most of its pairs bad while its
+USEC add absolute limits. One test beyond such a relaxed limit, the pair's
+other tests within, makes the pair suspect: listed and retested, no verdict
+of its own. Verdicts: node (most of its pairs bad or suspect while its
 partners are fine with the others), link (a bad pair whose nodes are both
 fine with the others), unreachable (it took part in no test), pairs (bad
 pairs neither explains). The report refuses records of different

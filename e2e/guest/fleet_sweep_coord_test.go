@@ -167,8 +167,8 @@ func TestFleetSweepCoordHealthy(t *testing.T) {
 		if r.res.code != 0 || !r.rep.OK || len(r.rep.Pairs) != f.Size()*(f.Size()-1)/2 || r.rep.Missing != 0 {
 			t.Fatalf("run %d: want no verdict over every pair:\n%s\n%s", i, r.res, r.textReport(t))
 		}
-		if strings.Contains(r.svg, svgBad) || strings.Contains(r.svg, svgVerdict) {
-			t.Errorf("run %d: the heatmap shows a pair beyond the limit or a verdict", i)
+		if strings.Contains(r.svg, svgVerdict) || (strings.Contains(r.svg, svgBad) && !onlyUnconfirmed(r.rep)) {
+			t.Errorf("run %d: the heatmap shows a verdict, or a pair beyond the limit its retest did not clear", i)
 		}
 		t.Logf("run %d: %s", i, r.figures())
 		t.Logf("FIGURE sweep_coordinated n=%d wall_s=%.1f cpu_s=%.2f max_rss_kib=%d", f.Size(), r.wall.Seconds(), r.cpu.Seconds(), r.maxRSSKiB)

@@ -111,6 +111,11 @@ func startLocalAgent() (string, error) {
 	return localAgent.addr, localAgent.err
 }
 
+// lostAgents are the nodes whose agent did not answer within agentWait
+// (node name → when): a guest whose kernel failed stays so, and every
+// later scenario that needs it fails at once instead of waiting again.
+var lostAgents sync.Map
+
 // rxeWait bounds the wait for a node's rxe port to be ACTIVE with its
 // IPv4 GID.
 const rxeWait = 20 * time.Second
@@ -149,7 +154,11 @@ func withFleet(t *testing.T, n int) *fleet {
 			peerHost: &peerHost{t: t, c: &peer.Client{Addr: addr, Tag: t.Name()}, name: layout.FleetName(i)}})
 	}
 	if errs := f.each(func(nd *node) error {
+		if why, ok := lostAgents.Load(nd.Name); ok {
+			return fmt.Errorf("agent at %s lost earlier in this run (%s): not waiting again", nd.c.Addr, why)
+		}
 		if !eventually(agentWait, nd.c.Reachable) {
+			lostAgents.Store(nd.Name, fmt.Sprintf("not reachable within %v in %s", agentWait, t.Name()))
 			return fmt.Errorf("agent at %s not reachable within %v\n%s", nd.c.Addr, agentWait, run("/bin/ping", "-c", "2", "-w", "5", nd.Addr))
 		}
 		return nil

@@ -295,8 +295,22 @@ func TestPairProbeServe(t *testing.T) {
 		stopped, _, _ := startLocal(t, grdma(), "probe", p.Dev, "peer", p.PeerAddr, "bw", "write", "size", "4096", "duration", "60s")
 		trafficFlows(t, p.Dev, sentPackets(t, p.Dev))
 		stopped.Process.Signal(syscall.SIGSTOP)
-		// Killed mid-test.
+		// Killed mid-test: once the responder has its queue pair (the
+		// stopped peer's queued writes keep B's counters going, so
+		// packets alone do not say this one started).
+		had := grdmaObjects(t, p, "qp")
 		killed, _, _ := startLocal(t, grdma(), "probe", p.Dev, "peer", p.PeerAddr, "bw", "send", "size", "4096", "duration", "60s")
+		newQP := func() bool {
+			for _, qp := range grdmaObjects(t, p, "qp") {
+				if strings.HasPrefix(qp, "RC ") && !slices.Contains(had, qp) {
+					return true
+				}
+			}
+			return false
+		}
+		if !eventually(30*time.Second, newQP) {
+			t.Fatalf("the peer to kill never got its queue pair on A: %v (before: %v)", grdmaObjects(t, p, "qp"), had)
+		}
 		trafficFlows(t, p.Dev, sentPackets(t, p.Dev))
 		killed.Process.Kill()
 		killed.Wait()

@@ -181,3 +181,10 @@ func (c *completer) values(v grammar.Value, done []string) []string {
 	}
 	return v.Words // free text (names, numbers), and the words it also takes
 }
+
+// DevPorts completes a DEV[/PORT] value of an option (the exporter's
+// --pingmesh.device): device names, then the ports of the one named.
+func DevPorts(src Names, toComplete string) []string {
+	c := &completer{src: src, toComplete: toComplete}
+	return c.filter(c.ports(true))
+}

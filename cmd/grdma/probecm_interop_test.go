@@ -1,0 +1,27 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// Bad words of the interoperability modes are usage errors (exit 2)
+// that name the problem, before anything is opened.
+func TestProbeCMInteropUsage(t *testing.T) {
+	k := standardKernel("6.12")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"probe", "peer", "10.0.0.2", "cm", "rping", "bogus"}, `unknown rping argument "bogus"`},
+		{[]string{"probe", "peer", "10.0.0.2", "cm", "rping", "size", "10"}, "rping takes 26 to 65535"},
+		{[]string{"probe", "peer", "10.0.0.2", "cm", "ucmatose", "count", "2000"}, "1 to 1024 messages"},
+		{[]string{"probe", "listen", "cm", "rping", "not-an-ip"}, "give an IP address"},
+		{[]string{"probe", "listen", "cm", "rping", "tos", "4"}, "tos is the client's"},
+	} {
+		_, stderr, code := runGrdma(t, k, tc.args...)
+		if code != 2 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%q: exit %d, %q; want 2 and %q", tc.args, code, stderr, tc.want)
+		}
+	}
+}
