@@ -91,7 +91,7 @@ func (a *cmArrivals) next(ctx context.Context) (*arrival, error) {
 		arr := &arrival{cm: &cmArrived{ch: a.ch, req: req}}
 		from := req.addr.Dst.String()
 		if err := a.check(arr); err != nil {
-			arr.cm.reject(false, fmt.Errorf("refused: %w", err))
+			arr.cm.reject(false, err)
 			a.refuse(from, false, err)
 			continue
 		}
@@ -189,7 +189,7 @@ func (x *cmServer) Begin(ctx context.Context, d *Device) (context.Context, strin
 func (x *cmServer) refuse(err error) error {
 	if !x.accepted {
 		x.accepted = true // nothing more to tell
-		x.id.Reject(rdmacm.RejectConsumer, refusalData(false, "refused: "+err.Error()))
+		x.id.Reject(rdmacm.RejectConsumer, refusalData(false, err.Error()))
 	}
 	return err
 }
@@ -394,7 +394,7 @@ func (x *cmListenExchange) ChooseDevice(ctx context.Context, opts Options) (Opti
 			err = fmt.Errorf("the request came to %s/%d; this side serves %s/%d", name, port, opts.Device, max(opts.Port, 1))
 		}
 		if err != nil {
-			arr.cm.reject(false, fmt.Errorf("refused: %w", err))
+			arr.cm.reject(false, err)
 			a.refuse(arr.from(), false, err)
 			continue
 		}
