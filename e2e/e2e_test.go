@@ -96,6 +96,18 @@ func kernelLabels() []string {
 	return Labels
 }
 
+// fleetKernelLabels are the kernels the fleet boots: E2E_FLEET_KERNELS,
+// else E2E_KERNELS, else DefaultFleetKernels (6.1 alone: see there).
+func fleetKernelLabels() []string {
+	if k := os.Getenv("E2E_FLEET_KERNELS"); k != "" {
+		return strings.Split(k, ",")
+	}
+	if os.Getenv("E2E_KERNELS") != "" {
+		return kernelLabels()
+	}
+	return DefaultFleetKernels
+}
+
 // guestTimeout is the per-guest time limit (E2E_TIMEOUT, default DefaultGuestTimeout).
 func guestTimeout() time.Duration {
 	if d, err := time.ParseDuration(os.Getenv("E2E_TIMEOUT")); err == nil {
@@ -267,7 +279,7 @@ func TestTwoHosts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, label := range kernelLabels() {
+	for _, label := range fleetKernelLabels() {
 		t.Run(label, func(t *testing.T) {
 			k, err := bed.Kernel(ctx, label)
 			if err != nil {

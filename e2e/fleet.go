@@ -17,6 +17,15 @@ import (
 	"github.com/grdma/grdma/e2e/layout"
 )
 
+// DefaultFleetKernels are the kernels make e2e boots the fleet on (the
+// single guests and the pair boot every kernel). Debian's 6.12.117
+// rdma_rxe crashes under the fleet's concurrent RC load in these emulated
+// guests — three different faults in four 8-guest runs (a NULL call under
+// rxe_receiver's ACK, kmalloc faults and a double fault under
+// rxe_requester), never on 6.1 — which would fail make e2e at random: the
+// 6.12 fleet runs when asked (E2E_FLEET_KERNELS=6.1,6.12 or E2E_KERNELS).
+var DefaultFleetKernels = []string{"6.1"}
+
 // Fleet defaults (see e2e/README.md for the measurements behind them).
 const (
 	// DefaultFleetSize is the number of guests TestFleet boots: the sweep
@@ -30,7 +39,7 @@ const (
 	// DefaultFleetTimeout is the driver's time limit: every lane's fleet
 	// scenarios run in one boot per kernel (see e2e/README.md for their
 	// times); the limit catches a hang, it is not a speed goal.
-	DefaultFleetTimeout = 20 * time.Minute
+	DefaultFleetTimeout = 40 * time.Minute
 	// switchWait bounds the wait for the switch's control socket.
 	switchWait = 10 * time.Second
 	// faultGrace is how long a node whose kernel failed may go on

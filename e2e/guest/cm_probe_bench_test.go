@@ -5,7 +5,6 @@ package guest
 import (
 	"os"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -19,11 +18,11 @@ import (
 // against ib_send_lat -R by median (t_typical), and the CM connection
 // set-up, timed from outside: `grdma probe peer IP cm` (resolve →
 // established → disconnect, and the process) against `rping -c -C 1`.
-// It logs FIGURE lines and asserts nothing about them. It runs on 6.12
-// (or with E2E_CM_BENCH=1).
+// It logs FIGURE lines and asserts nothing about them. It runs with
+// E2E_CM_BENCH=1 (3 min: not in every make e2e), as the other benchmarks.
 func TestFleetProbeCMBench(t *testing.T) {
-	if u, _ := os.ReadFile("/proc/sys/kernel/osrelease"); !strings.HasPrefix(string(u), "6.12") && os.Getenv("E2E_CM_BENCH") == "" {
-		t.Skip("the benchmark runs on 6.12 (or with E2E_CM_BENCH=1)")
+	if os.Getenv("E2E_CM_BENCH") == "" {
+		t.Skip("E2E_CM_BENCH not set")
 	}
 	f := withFleet(t, 2)
 	n1, n2 := f.Node(1), f.Node(2)
