@@ -34,6 +34,11 @@ func TestToolsPresent(t *testing.T) {
 		}
 	}
 	// What runs without a link (the scenarios across guests run the rest).
+	// nft opens its netlink socket even for -v: nf_tables must be loaded
+	// (the fault helpers load it on demand; earlier tests may not have).
+	if !moduleLoaded("nf_tables") {
+		loadModules(t, "nf_tables")
+	}
 	for _, c := range [][]string{
 		{layout.Tc, "-V"},
 		{layout.Nft, "-v"},
