@@ -279,7 +279,7 @@ func TestTwoHosts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, label := range fleetKernelLabels() {
+	for _, label := range kernelLabels() {
 		t.Run(label, func(t *testing.T) {
 			k, err := bed.Kernel(ctx, label)
 			if err != nil {
@@ -487,7 +487,7 @@ func TestFleet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, label := range kernelLabels() {
+	for _, label := range fleetKernelLabels() {
 		t.Run(label, func(t *testing.T) {
 			k, err := bed.Kernel(ctx, label)
 			if err != nil {
