@@ -41,6 +41,7 @@ $(BINPROM): $(GOSRC)
 # skip a failure); staticcheck (pinned in go.mod) must be clean and
 # go.mod tidy.
 test:
+	@out=$$(gofmt -l $$(find . -name '*.go' -not -path './.cache/*')); test -z "$$out" || { echo "gofmt would change: $$out"; exit 1; }
 	$(GO) vet ./...
 	$(GO) vet -tags $(NOPROM) ./cmd/grdma
 	$(GO) tool staticcheck ./...

@@ -211,7 +211,9 @@ func respondB(b *testing.B, d *uverbstest.Device) string {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- verbsprobe.Respond(ctx, dev, ln, verbsprobe.ResponderConfig{UDPing: &udping.ResponderConfig{}}) }()
+	go func() {
+		done <- verbsprobe.Respond(ctx, dev, ln, verbsprobe.ResponderConfig{UDPing: &udping.ResponderConfig{}})
+	}()
 	b.Cleanup(func() { cancel(); <-done; dev.Close() })
 	return ln.Addr().String()
 }

@@ -11,8 +11,8 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/grdma/grdma/output"
 	"github.com/grdma/grdma/locator"
+	"github.com/grdma/grdma/output"
 	"github.com/grdma/grdma/rdmacm"
 	"github.com/grdma/grdma/sysfs"
 	"github.com/grdma/grdma/uverbs"
