@@ -21,31 +21,12 @@ func twoHosts() (n *Network, a, b *Host) {
 	return n, a, b
 }
 
-func open(t *testing.T, h *Host) rdmacm.CM {
+// must fails the test at err.
+func must(t *testing.T, err error) {
 	t.Helper()
-	cm, err := h.Open()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return cm
-}
-
-func newConn(t *testing.T, cm rdmacm.CM) rdmacm.Conn {
-	t.Helper()
-	c, err := cm.CreateConn(rdmacm.PortSpaceTCP)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-func newListener(t *testing.T, cm rdmacm.CM) rdmacm.Listener {
-	t.Helper()
-	l, err := cm.CreateListener(rdmacm.PortSpaceTCP)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
 }
 
 // A rejected request: the reason and the private data reach the client
@@ -56,13 +37,18 @@ func TestConnection(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	n, a, b := twoHosts()
-	cmA, cmB := open(t, a), open(t, b)
-	l := newListener(t, cmB)
+	cmA, err := a.Open()
+	must(t, err)
+	cmB, err := b.Open()
+	must(t, err)
+	l, err := cmB.CreateListener(rdmacm.PortSpaceTCP)
+	must(t, err)
 	srvAddr := netip.MustParseAddrPort("127.0.0.2:18515")
 	if err := l.Bind(srvAddr); err != nil || !n.Listening(srvAddr) || n.Listeners() != 1 {
 		t.Fatalf("bind: %v, listeners %d", err, n.Listeners())
 	}
-	l2 := newListener(t, cmB)
+	l2, err := cmB.CreateListener(rdmacm.PortSpaceTCP)
+	must(t, err)
 	if err := l2.Bind(srvAddr); err == nil {
 		t.Error("a second listener bound the same address")
 	}
@@ -81,7 +67,8 @@ func TestConnection(t *testing.T) {
 		}
 	}()
 	dial := func(tos uint8, qpn uint32) (rdmacm.Conn, chan error) {
-		c := newConn(t, cmA)
+		c, err := cmA.CreateConn(rdmacm.PortSpaceTCP)
+		must(t, err)
 		if err := c.ResolveAddr(ctx, netip.AddrPort{}, srvAddr, time.Second); err != nil {
 			t.Fatal(err)
 		}
@@ -159,14 +146,19 @@ func TestConnection(t *testing.T) {
 // context.
 func TestErrors(t *testing.T) {
 	n, a, b := twoHosts()
-	cm := open(t, a)
-	c := newConn(t, cm)
+	cm, err := a.Open()
+	must(t, err)
+	c, err := cm.CreateConn(rdmacm.PortSpaceTCP)
+	must(t, err)
 	defer c.Destroy()
 	var ce *rdmacm.Error
 	if err := c.ResolveAddr(context.Background(), netip.AddrPort{}, netip.MustParseAddrPort("10.99.0.1:1"), time.Second); !errors.As(err, &ce) || ce.Event != rdmacm.EventAddrError {
 		t.Errorf("unknown address: %v", err)
 	}
-	l := newListener(t, open(t, b))
+	cmB, err := b.Open()
+	must(t, err)
+	l, err := cmB.CreateListener(rdmacm.PortSpaceTCP)
+	must(t, err)
 	defer l.Destroy()
 	l.Bind(netip.MustParseAddrPort("0.0.0.0:7174"))
 	n.DropRequests(true)
