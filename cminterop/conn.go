@@ -371,14 +371,13 @@ func (s *session) dial(ctx context.Context, cfg Config, sendWR, recvWR uint32, s
 	})
 }
 
-// accept listens on cfg.Addr, takes one request and connects it as a
-// librdmacm server does: the queue pair (prepare posts receives), RTR
-// and RTS with this side's resources (at most 1 each way: what rping and
-// ucmatose use), ACCEPT, and ESTABLISHED. The listener is destroyed once
-// the request is taken: one peer a run.
-func (s *session) accept(ctx context.Context, cfg Config, sendWR, recvWR uint32, size int, prepare func(*endpoint) error) error {
+// listen opens the CM and listens on cfg.Addr (the "listen" step); a
+// protocol that must listen before it tells its peer to connect (perftest
+// -R's data connection) calls it before accept, which then takes the
+// request.
+func (s *session) listen(cfg Config) error {
 	var err error
-	if err := s.step("listen", func() (string, error) {
+	return s.step("listen", func() (string, error) {
 		if s.k, err = openKernel(cfg); err != nil {
 			return "", err
 		}
@@ -395,8 +394,20 @@ func (s *session) accept(ctx context.Context, cfg Config, sendWR, recvWR uint32,
 			cfg.OnListen(cfg.Addr)
 		}
 		return cfg.Addr.String(), nil
-	}); err != nil {
-		return err
+	})
+}
+
+// accept listens on cfg.Addr, takes one request and connects it as a
+// librdmacm server does: the queue pair (prepare posts receives), RTR
+// and RTS with this side's resources (at most 1 each way: what rping and
+// ucmatose use), ACCEPT, and ESTABLISHED. The listener is destroyed once
+// the request is taken: one peer a run.
+func (s *session) accept(ctx context.Context, cfg Config, sendWR, recvWR uint32, size int, prepare func(*endpoint) error) error {
+	var err error
+	if s.listener == nil {
+		if err := s.listen(cfg); err != nil {
+			return err
+		}
 	}
 	var req rdmacm.ConnRequest
 	if err := s.step(verbsprobe.CMStepRequest, func() (string, error) {

@@ -18,16 +18,20 @@ type Mode string
 const (
 	Rping    Mode = "rping"    // rdmacm-utils' rping (-s server, -c client)
 	Ucmatose Mode = "ucmatose" // rdmacm-utils' ucmatose (server without -s, client with -s)
+	Perftest Mode = "perftest" // perftest's ib_write_bw, ib_send_lat, ... with -R (rdma_cm)
 )
 
 // Modes are the peers, in the order help lists them.
-var Modes = []Mode{Rping, Ucmatose}
+var Modes = []Mode{Rping, Ucmatose, Perftest}
 
 // Port is the mode's default port (the RDMA CM's TCP port space), as the
 // peer program's own default.
 func (m Mode) Port() uint16 {
-	if m == Ucmatose {
+	switch m {
+	case Ucmatose:
 		return 7471
+	case Perftest:
+		return 18515
 	}
 	return 7174
 }
@@ -65,10 +69,15 @@ type Config struct {
 	// the unspecified address listens on every device). A zero port is
 	// the mode's.
 	Addr netip.AddrPort
-	// Count is the pings or messages; a server serves at most Count
-	// pings, and with 0 as many as the client sends.
+	// Count is the pings or messages (perftest's iterations, its -n); a
+	// server serves at most Count pings, and with 0 as many as the
+	// client sends.
 	Count int
 	Size  int
+	// Test and Op are perftest's test: bw or lat, and write, send or read
+	// (ib_write_bw is bw write). Other modes leave them zero.
+	Test verbsprobe.TestKind
+	Op   verbsprobe.Operation
 	// ToS is the client's ToS (rdma_set_option TOS); nil: the port's
 	// default (grdma cm set). A server mirrors its client's.
 	ToS *uint8
@@ -111,8 +120,12 @@ func (cfg Config) Validate(m Mode, server bool) error {
 		if c*s > MaxBytes {
 			return fmt.Errorf("ucmatose count %d × size %d: at most %d bytes each way", c, s, MaxBytes)
 		}
+	case Perftest:
+		if err := cfg.validatePerftest(); err != nil {
+			return err
+		}
 	default:
-		return fmt.Errorf("no peer protocol %q (have rping, ucmatose)", m)
+		return fmt.Errorf("no peer protocol %q (have rping, ucmatose, perftest)", m)
 	}
 	if cfg.Timeout < 0 {
 		return fmt.Errorf("timeout %v: must not be negative", cfg.Timeout)
@@ -138,6 +151,8 @@ func (cfg Config) withDefaults(m Mode, server bool) (count, size int) {
 		if size == 0 {
 			size = DefaultUcmatoseSize
 		}
+	case Perftest:
+		count, size = cfg.perftestDefaults()
 	}
 	return count, size
 }
@@ -167,6 +182,18 @@ type Result struct {
 	// Count is the pings or messages exchanged in full; Size their size.
 	Count int
 	Size  int
+	// Test and Op are perftest's test (bw write, lat send, ...).
+	Test verbsprobe.TestKind
+	Op   verbsprobe.Operation
+	// Measurement is what a perftest run measured on this side, as
+	// grdma's own bw and lat tests report it (Gb/s; µs percentiles).
+	Measurement *verbsprobe.Measurement
+	// PeerVersion is the version perftest announced (unescaped: the peer
+	// wrote it; at most 15 bytes of digits and dots).
+	PeerVersion string
+	// PeerReport is the bw report perftest's client sent a server (its
+	// own figures, checked for sense); nil otherwise.
+	PeerReport *PerftestReport
 	// Bytes is the payload moved, both ways.
 	Bytes uint64
 	// Elapsed is the exchange's time (from the first message to the last
@@ -189,7 +216,7 @@ func (r *Result) OK() bool { return r.Err == nil }
 
 // Run runs mode m as role against, or for, the peer program.
 func Run(ctx context.Context, m Mode, role Role, cfg Config) *Result {
-	res := &Result{Mode: m, Role: role}
+	res := &Result{Mode: m, Role: role, Test: cfg.Test, Op: cfg.Op}
 	res.CM.GIDIndex = -1
 	if err := cfg.Validate(m, role == Server); err != nil {
 		res.Err = err
@@ -220,6 +247,10 @@ func Run(ctx context.Context, m Mode, role Role, cfg Config) *Result {
 		res.Err = rpingServer(ctx, s, cfg, count)
 	case m == Ucmatose && role == Client:
 		res.Err = ucmatoseClient(ctx, s, cfg, count, size)
+	case m == Perftest && role == Client:
+		res.Err = perftestClient(ctx, s, cfg, count, size)
+	case m == Perftest:
+		res.Err = perftestServer(ctx, s, cfg, count, size)
 	default:
 		res.Err = ucmatoseServer(ctx, s, cfg, count, size)
 	}

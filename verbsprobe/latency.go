@@ -61,3 +61,13 @@ func (r *latencyRecorder) stats() *LatencyStats {
 	at := func(q float64) time.Duration { return sorted[int(q*float64(len(sorted)-1)+0.5)] }
 	return &LatencyStats{Samples: r.n, Min: r.min, Median: at(0.5), Avg: r.sum / time.Duration(r.n), P99: at(0.99), Max: r.max}
 }
+
+// LatencyOf summarizes samples as a probe's lat test does (nil without
+// any): for protocols that time exchanges outside this package.
+func LatencyOf(samples []time.Duration) *LatencyStats {
+	var r latencyRecorder
+	for _, d := range samples {
+		r.add(d)
+	}
+	return r.stats()
+}
