@@ -9,10 +9,11 @@ import (
 	"time"
 
 	"github.com/grdma/grdma/cmdline"
+	"github.com/grdma/grdma/verbsprobe"
 )
 
 // CMInterop is an interoperability mode of a probe over the RDMA CM
-// (probe ... cm rping|ucmatose|fabtests WORDS): what ParseCMInterop makes
+// (probe ... cm rping|ucmatose|perftest|fabtests WORDS): what ParseCMInterop makes
 // of the mode's words and of the address.
 type CMInterop struct {
 	Mode string
@@ -23,6 +24,10 @@ type CMInterop struct {
 	// Count and Size: "count N" (pings, messages; fabtests' iters N),
 	// "size N"; 0 when not given (the mode's default).
 	Count, Size int
+	// Test and Op are perftest's test: "bw|lat write|send|read" right
+	// after the mode word (ib_write_bw is bw write).
+	Test verbsprobe.TestKind
+	Op   verbsprobe.Operation
 	// ToS is "tos N" (a client's), nil when not given.
 	ToS *uint8
 	// Timeout is "timeout D" (the whole run), 0 when not given.
@@ -32,10 +37,13 @@ type CMInterop struct {
 // CMInteropHelp is the grammar of the interoperability modes.
 const CMInteropHelp = `Usage: grdma probe [DEV] peer IP[:PORT] cm rping|ucmatose [count N] [size N] [tos N] [timeout D]
        grdma probe [DEV] listen cm [ADDR][:PORT] rping|ucmatose [count N] [size N] [timeout D]
-rping's port is 7174 (rping -s, rping -c -a IP -C N -v -V), ucmatose's 7471.`
+       grdma probe [DEV] peer IP[:PORT] cm perftest bw|lat write|send|read [size N] [iters N] [tos N] [timeout D]
+       grdma probe [DEV] listen cm perftest bw|lat write|send|read [ADDR][:PORT] [size N] [iters N] [timeout D]
+rping's port is 7174 (rping -s, rping -c -a IP -C N -v -V), ucmatose's 7471,
+perftest's 18515 (ib_write_bw -R, ib_send_lat -R [IP] ...; size and iters as theirs).`
 
 // CMInteropPorts are the modes' default ports (the peer tools' own).
-var CMInteropPorts = map[string]uint16{"rping": 7174, "ucmatose": 7471, "fabtests": 47592}
+var CMInteropPorts = map[string]uint16{"rping": 7174, "ucmatose": 7471, "perftest": 18515, "fabtests": 47592}
 
 // ParseCMInterop parses the words after an interoperability mode word
 // (CMProbe.ModeArgs) and the address as typed (CMProbe.Raw); listen is
@@ -44,7 +52,13 @@ func ParseCMInterop(mode string, words []string, raw string, listen bool) (CMInt
 	r := CMInterop{Mode: mode}
 	port, ok := CMInteropPorts[mode]
 	if !ok {
-		return r, cmdline.Usagef(CMInteropHelp, "no interoperability mode %q: rping, ucmatose", mode)
+		return r, cmdline.Usagef(CMInteropHelp, "no interoperability mode %q: rping, ucmatose, perftest", mode)
+	}
+	if mode == "perftest" {
+		var err error
+		if r.Test, r.Op, words, err = parsePerftestTest(words); err != nil {
+			return r, err
+		}
 	}
 	// The issue's form puts a listener's address after the mode word:
 	// listen cm rping [ADDR][:PORT].
@@ -71,7 +85,11 @@ func ParseCMInterop(mode string, words []string, raw string, listen bool) (CMInt
 		case "count", "iters":
 			r.Count, err = args.Number(kw, 1, 1<<30)
 		case "size":
-			r.Size, err = args.Number("size", 1, 65535)
+			maxSize := 65535
+			if mode == "perftest" {
+				maxSize = 8 << 20 // perftest's own limit
+			}
+			r.Size, err = args.Number("size", 1, maxSize)
 		case "tos":
 			if listen {
 				return r, cmdline.Usagef(CMInteropHelp, "tos is the client's: a server mirrors its client's ToS")
@@ -118,10 +136,34 @@ func parseInteropAddr(raw string, def uint16, listen bool) (netip.AddrPort, erro
 	return netip.AddrPort{}, cmdline.Usagef(CMInteropHelp, "%s address %q: give an IP address, IP:PORT or [IPv6]:PORT (the RDMA CM connects by IP address)", what, raw)
 }
 
+// parsePerftestTest reads perftest's "bw|lat write|send|read" and
+// returns the words after them.
+func parsePerftestTest(words []string) (verbsprobe.TestKind, verbsprobe.Operation, []string, error) {
+	args := cmdline.NewArgs(words, CMInteropHelp)
+	if args.Empty() {
+		return "", "", nil, cmdline.Usagef(CMInteropHelp, "perftest needs its test: bw|lat write|send|read (ib_write_bw -R is bw write)")
+	}
+	test, err := args.Keyword("perftest test", "", string(verbsprobe.TestBandwidth), string(verbsprobe.TestLatency))
+	if err != nil {
+		return "", "", nil, err
+	}
+	if args.Empty() {
+		return "", "", nil, cmdline.Usagef(CMInteropHelp, "perftest %s needs its operation: write, send or read", test)
+	}
+	op, err := args.Keyword("perftest operation", "", string(verbsprobe.OpWrite), string(verbsprobe.OpSend), string(verbsprobe.OpRead))
+	if err != nil {
+		return "", "", nil, err
+	}
+	return verbsprobe.TestKind(test), verbsprobe.Operation(op), args.Words, nil
+}
+
 // interopKeywords are a mode's words.
 func interopKeywords(mode string) []string {
-	if mode == "fabtests" {
+	switch mode {
+	case "fabtests":
 		return []string{"iters", "size", "timeout"}
+	case "perftest":
+		return []string{"size", "iters", "tos", "timeout"}
 	}
 	return []string{"count", "size", "tos", "timeout"}
 }

@@ -197,6 +197,7 @@ var Probe = &Syntax{Pos: []Positional{{Value: devPort}}, Keywords: []Keyword{
 	{"tos", []Value{free}},
 	{"rping", nil},
 	{"ucmatose", nil},
+	{"perftest", []Value{words("bw", "lat"), words("write", "send", "read")}},
 	{"fabtests", nil},
 }}
 

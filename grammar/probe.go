@@ -72,7 +72,7 @@ type CMProbe struct {
 
 // CMInteropModes are the mode words after cm that another tool's
 // protocol speaks (cmd/grdma hands their words to the mode).
-var CMInteropModes = []string{"rping", "ucmatose", "fabtests"}
+var CMInteropModes = []string{"rping", "ucmatose", "perftest", "fabtests"}
 
 // DefaultPingInterval is ping's: a probe a second.
 const DefaultPingInterval = time.Second
@@ -268,7 +268,7 @@ func (req *ProbeRequest) parseKeyword(args *cmdline.Args, kw string) (err error)
 			req.CM = &CMProbe{}
 		}
 		req.CM.ToS = &tos
-	case "rping", "ucmatose", "fabtests":
+	case "rping", "ucmatose", "perftest", "fabtests":
 		return cmdline.Usagef("", "%s is a mode of a probe over the RDMA CM: ... cm %s", kw, kw)
 	case "interval":
 		req.Interval, err = args.Duration("interval", time.Hour)

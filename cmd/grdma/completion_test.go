@@ -104,7 +104,7 @@ func TestCompletion(t *testing.T) {
 		{"res show qp state R", "RESET RTR RTS"},
 		{"res show cq poll-ctx ", "DIRECT SOFTIRQ WORKQUEUE UNBOUND_WORKQUEUE"},
 		{"probe ", "rxe0 rxe1"},
-		{"probe rxe0/1 ", "gid-index traffic count listen peer bw lat pingpong size iters duration timeout from serve peers memory peer-memory grace auth ud-pingpong ping interval cm tos rping ucmatose fabtests"},
+		{"probe rxe0/1 ", "gid-index traffic count listen peer bw lat pingpong size iters duration timeout from serve peers memory peer-memory grace auth ud-pingpong ping interval cm tos rping ucmatose perftest fabtests"},
 		{"probe rxe0 peer h ping size ", "cycle"},
 		{"sweep ", "run coordinate report"},
 		{"sweep run ", "rxe0 rxe1"},

@@ -13,7 +13,7 @@ import (
 )
 
 // probeCMInterop runs an interoperability mode of a probe over the RDMA
-// CM: grdma as rping's or ucmatose's client (peer IP cm MODE) or server
+// CM: grdma as rping's, ucmatose's or perftest's client (peer IP cm MODE) or server
 // (listen cm MODE), speaking the tool's own protocol.
 func (a *app) probeCMInterop(ctx context.Context, req grammar.ProbeRequest) error {
 	in, err := grammar.ParseCMInterop(req.CM.Mode, req.CM.ModeArgs, req.CM.Raw, req.Listen)
@@ -28,7 +28,7 @@ func (a *app) probeCMInterop(ctx context.Context, req grammar.ProbeRequest) erro
 	if req.Listen {
 		role = cminterop.Server
 	}
-	cfg := cminterop.Config{Addr: in.Addr, Count: in.Count, Size: in.Size, ToS: in.ToS, Timeout: in.Timeout,
+	cfg := cminterop.Config{Addr: in.Addr, Count: in.Count, Size: in.Size, Test: in.Test, Op: in.Op, ToS: in.ToS, Timeout: in.Timeout,
 		Device: req.Options.Device, Sysfs: req.Options.Sysfs, Open: a.cmOpener(req)}
 	if cfg.Timeout == 0 {
 		cfg.Timeout = req.Timeout

@@ -10,7 +10,7 @@ import (
 	"github.com/grdma/grdma/e2e/layout"
 )
 
-// interopReport is `grdma -j probe … cm rping|ucmatose`.
+// interopReport is `grdma -j probe … cm rping|ucmatose|perftest`.
 type interopReport struct {
 	Mode   string `json:"mode"`
 	Role   string `json:"role"`
@@ -20,7 +20,24 @@ type interopReport struct {
 	Count  int    `json:"count"`
 	Size   int    `json:"size"`
 	Sample string `json:"sample"`
-	Steps  []struct {
+	// perftest's
+	Test        string `json:"test"`
+	Op          string `json:"op"`
+	PeerVersion string `json:"peer_version"`
+	Results     []struct {
+		Size   int     `json:"size"`
+		Iters  int     `json:"iters"`
+		BWGbps float64 `json:"bw_gbps"`
+		Lat    *struct {
+			Median float64 `json:"median"`
+			P99    float64 `json:"p99"`
+		} `json:"lat_usec"`
+	} `json:"results"`
+	PeerReport *struct {
+		Iters    int     `json:"iters"`
+		BWAvgMBs float64 `json:"bw_avg_mbs"`
+	} `json:"peer_report"`
+	Steps []struct {
 		Name string  `json:"name"`
 		OK   bool    `json:"ok"`
 		Usec float64 `json:"usec"`
@@ -119,6 +136,111 @@ func TestFleetCMInterop(t *testing.T) {
 			t.Fatalf("ucmatose -s against grdma:\n%s\ngrdma:\n%s", cli, s)
 		}
 		checkCM(t, "grdma listen", rep, s)
+	})
+
+	// perftest -R: grdma against ib_write_bw -R and ib_send_lat -R on
+	// node 2, and grdma serving their clients from node 1. FIGURE lines
+	// put grdma's figures next to perftest's own (a perftest pair in the
+	// same guests first).
+	const bwIters, latIters = "2000", "1000"
+	perftestTable := func(t *testing.T, who string, r result) []string {
+		t.Helper()
+		lines := strings.Split(r.stdout, "\n")
+		for i, line := range lines {
+			if strings.HasPrefix(strings.TrimSpace(line), "#bytes") && i+1 < len(lines) {
+				return strings.Fields(lines[i+1])
+			}
+		}
+		t.Errorf("%s: no #bytes result table:\n%s", who, r)
+		return nil
+	}
+	field := func(f []string, i int) string {
+		if i < len(f) {
+			return f[i]
+		}
+		return "?"
+	}
+	t.Run("perftest_reference", func(t *testing.T) {
+		clean(t)
+		ps := n2.on(t).ServeCM(toolPort, layout.IbWriteBw, "-d", f.Dev, "-R", "-n", bwIters)
+		pc := run(layout.IbWriteBw, "-d", f.Dev, "-R", "-n", bwIters, n2.Addr)
+		s := ps.Wait()
+		if s.code != 0 || pc.code != 0 {
+			t.Fatalf("ib_write_bw -R pair:\n%s\n%s", s, pc)
+		}
+		t.Logf("FIGURE perftest pair bw write 65536 × %s: ib_write_bw -R client %s MB/s", bwIters, field(perftestTable(t, "ib_write_bw", pc), 3))
+		ps = n2.on(t).ServeCM(toolPort, layout.IbSendLat, "-d", f.Dev, "-R", "-n", latIters)
+		pc = run(layout.IbSendLat, "-d", f.Dev, "-R", "-n", latIters, n2.Addr)
+		s = ps.Wait()
+		if s.code != 0 || pc.code != 0 {
+			t.Fatalf("ib_send_lat -R pair:\n%s\n%s", s, pc)
+		}
+		t.Logf("FIGURE perftest pair lat send 2 × %s: ib_send_lat -R client t_typical %s µs", latIters, field(perftestTable(t, "ib_send_lat", pc), 4))
+	})
+
+	t.Run("to_ib_write_bw_server", func(t *testing.T) {
+		clean(t)
+		srv := n2.on(t).ServeCM(toolPort, layout.IbWriteBw, "-d", f.Dev, "-R", "-n", bwIters)
+		cli := run(grdma(), "-j", "probe", "peer", n2.Addr, "cm", "perftest", "bw", "write", "iters", bwIters)
+		s := srv.Wait()
+		rep := parseInterop(t, "grdma", cli)
+		if cli.code != 0 || s.code != 0 || !rep.OK || rep.Role != "client" || len(rep.Results) != 1 || rep.Results[0].Iters != 2000 ||
+			rep.Results[0].Size != 65536 || rep.Results[0].BWGbps <= 0 || rep.PeerVersion == "" {
+			t.Fatalf("grdma against ib_write_bw -R:\n%s\nib_write_bw -R:\n%s", cli, s)
+		}
+		checkCM(t, "grdma", rep, cli)
+		// perftest's server prints the client's report: grdma's.
+		f := perftestTable(t, "ib_write_bw -R server", s)
+		if field(f, 1) != bwIters || !positive(field(f, 3)) {
+			t.Errorf("ib_write_bw -R printed %q for grdma's report\n%s", f, s)
+		}
+		t.Logf("FIGURE grdma cm perftest bw write (client) against ib_write_bw -R: %.3f Gb/s (%.1f MB/s); ib_write_bw -R server printed %s MB/s",
+			rep.Results[0].BWGbps, rep.Results[0].BWGbps*1e9/8/(1<<20), field(f, 3))
+	})
+
+	t.Run("from_ib_write_bw_client", func(t *testing.T) {
+		clean(t)
+		srv := n2.on(t).ServeCM(toolPort, grdma(), "-j", "probe", "listen", "cm", "perftest", "bw", "write", n2.Addr)
+		cli := run(layout.IbWriteBw, "-d", f.Dev, "-R", "-n", bwIters, n2.Addr)
+		s := srv.Wait()
+		rep := parseInterop(t, "grdma", s)
+		if cli.code != 0 || s.code != 0 || !rep.OK || rep.Role != "server" || rep.PeerReport == nil || rep.PeerReport.Iters != 2000 || len(rep.Results) != 1 {
+			t.Fatalf("ib_write_bw -R against grdma:\n%s\ngrdma:\n%s", cli, s)
+		}
+		checkCM(t, "grdma listen", rep, s)
+		f := perftestTable(t, "ib_write_bw -R client", cli)
+		t.Logf("FIGURE ib_write_bw -R client against grdma listen cm perftest bw write: perftest %s MB/s; grdma reports the client's %.1f MB/s, its own view %.3f Gb/s",
+			field(f, 3), rep.PeerReport.BWAvgMBs, rep.Results[0].BWGbps)
+	})
+
+	t.Run("to_ib_send_lat_server", func(t *testing.T) {
+		clean(t)
+		srv := n2.on(t).ServeCM(toolPort, layout.IbSendLat, "-d", f.Dev, "-R", "-n", latIters)
+		cli := run(grdma(), "-j", "probe", "peer", n2.Addr, "cm", "perftest", "lat", "send", "iters", latIters)
+		s := srv.Wait()
+		rep := parseInterop(t, "grdma", cli)
+		if cli.code != 0 || s.code != 0 || !rep.OK || len(rep.Results) != 1 || rep.Results[0].Lat == nil || rep.Results[0].Iters != 1000 || rep.Results[0].Size != 2 {
+			t.Fatalf("grdma against ib_send_lat -R:\n%s\nib_send_lat -R:\n%s", cli, s)
+		}
+		checkCM(t, "grdma", rep, cli)
+		f := perftestTable(t, "ib_send_lat -R server", s)
+		t.Logf("FIGURE grdma cm perftest lat send (client) against ib_send_lat -R: median %.2f µs, p99 %.2f µs; ib_send_lat -R server t_typical %s µs",
+			rep.Results[0].Lat.Median, rep.Results[0].Lat.P99, field(f, 4))
+	})
+
+	t.Run("from_ib_send_lat_client", func(t *testing.T) {
+		clean(t)
+		srv := n2.on(t).ServeCM(toolPort, grdma(), "-j", "probe", "listen", "cm", "perftest", "lat", "send", n2.Addr, "iters", latIters)
+		cli := run(layout.IbSendLat, "-d", f.Dev, "-R", "-n", latIters, n2.Addr)
+		s := srv.Wait()
+		rep := parseInterop(t, "grdma", s)
+		if cli.code != 0 || s.code != 0 || !rep.OK || rep.Role != "server" || len(rep.Results) != 1 || rep.Results[0].Lat == nil {
+			t.Fatalf("ib_send_lat -R against grdma:\n%s\ngrdma:\n%s", cli, s)
+		}
+		checkCM(t, "grdma listen", rep, s)
+		f := perftestTable(t, "ib_send_lat -R client", cli)
+		t.Logf("FIGURE ib_send_lat -R client against grdma listen cm perftest lat send: perftest t_typical %s µs; grdma median %.2f µs, p99 %.2f µs",
+			field(f, 4), rep.Results[0].Lat.Median, rep.Results[0].Lat.P99)
 	})
 
 	t.Run("rejected_nothing_listens", func(t *testing.T) {
