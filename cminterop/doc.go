@@ -1,8 +1,9 @@
 // Package cminterop speaks the wire protocols of RDMA CM peers that
 // nobody here wrote, over package rdmacm (connection by IP address) and
 // package uverbs (the queue pair and its memory): rping's
-// (rdmacm-utils, port 7174) and ucmatose's (port 7471), each as client
-// and as server.
+// (rdmacm-utils, port 7174), ucmatose's (port 7471) and perftest's -R
+// (ib_write_bw -R and the others, port 18515), each as client and as
+// server.
 //
 // Each run returns a *Result: the steps with their durations, what the
 // CM chose (device, port, GID and its index, RoCE version, path MTU,
@@ -27,4 +28,14 @@
 //   - ucmatose: the server SENDs count messages of size bytes once the
 //     connection is established, the client receives them all and SENDs
 //     count replies; the server disconnects.
+//   - perftest -R: a control connection whose SENDs carry the
+//     parameters, one message each way at a time, the client's first
+//     (the version, the cycle buffer and cache line, the MTU, then
+//     pingpong_dest handshakes), and a data connection on the same port
+//     made after the first handshake, on which the client runs the test
+//     (bw write|read: a window of RDMA WRITEs or READs, then its bw
+//     report to the server; lat send: a SEND ping-pong; lat read: one
+//     RDMA READ at a time). The peer's version (5.70 or later), cycle
+//     buffer (at most MaxPerftestCycleBuffer), cache line and report are
+//     checked before anything is registered for them.
 package cminterop

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 
 	"github.com/grdma/grdma/cminterop"
+	"github.com/grdma/grdma/verbsprobe"
 )
 
 // Pings an rping server (rping -s -a 10.0.0.2 -S 100) five times, by IP
@@ -26,4 +27,17 @@ func Example_server() {
 	cfg := cminterop.Config{Count: 10, Size: 300}
 	r := cminterop.Run(context.Background(), cminterop.Ucmatose, cminterop.Server, cfg)
 	fmt.Println(r.OK(), r.Count)
+}
+
+// Measures RDMA WRITE bandwidth against ib_write_bw -R on 10.0.0.2
+// (perftest's default port 18515, 64 KiB × 5000 unless told), as
+// ib_write_bw -R 10.0.0.2 would.
+func Example_perftest() {
+	cfg := cminterop.Config{Addr: netip.MustParseAddrPort("10.0.0.2:0"), Test: verbsprobe.TestBandwidth, Op: verbsprobe.OpWrite}
+	r := cminterop.Run(context.Background(), cminterop.Perftest, cminterop.Client, cfg)
+	if r.Err != nil {
+		fmt.Println(r.Err)
+		return
+	}
+	fmt.Printf("%.2f Gb/s against perftest %s\n", r.Measurement.BWGbps(), r.PeerVersion)
 }

@@ -76,8 +76,8 @@ const (
 
 // perftestOps are the tests built so far.
 var perftestOps = map[verbsprobe.TestKind][]verbsprobe.Operation{
-	verbsprobe.TestBandwidth: {verbsprobe.OpWrite},
-	verbsprobe.TestLatency:   {verbsprobe.OpSend},
+	verbsprobe.TestBandwidth: {verbsprobe.OpWrite, verbsprobe.OpRead},
+	verbsprobe.TestLatency:   {verbsprobe.OpSend, verbsprobe.OpRead},
 }
 
 func (cfg Config) validatePerftest() error {
@@ -96,7 +96,7 @@ func (cfg Config) validatePerftest() error {
 		built = built || op == cfg.Op
 	}
 	if !built {
-		return fmt.Errorf("perftest %s %s (ib_%s_%s -R) is not in this grdma yet: bw write and lat send are", cfg.Test, cfg.Op, cfg.Op, cfg.Test)
+		return fmt.Errorf("perftest %s %s (ib_%s_%s -R) is not in this grdma yet: bw write|read and lat send|read are", cfg.Test, cfg.Op, cfg.Op, cfg.Test)
 	}
 	if cfg.Size < 0 || cfg.Size > MaxPerftestSize {
 		return fmt.Errorf("perftest size %d: 1 to %d bytes (perftest's own limit)", cfg.Size, MaxPerftestSize)
@@ -418,20 +418,25 @@ const (
 )
 
 // Depths of the data connection: bw's window of outstanding RDMA
-// WRITEs, and lat's receives posted ahead.
+// WRITEs or READs, lat's receives posted ahead; the READs a client asks
+// the server to take at once (perftest's out_reads: its 16 where the
+// device allows).
 const (
 	perftestWindow    = 128
 	perftestLatRecvs  = 64
 	perftestLatSendWR = 4
+	perftestOutReads  = 16
 )
 
 // perftestShape is the data endpoint's queue depths and buffer.
 func perftestShape(cfg Config, iters, size int, st perftestSetup, server bool) (sendWR, recvWR uint32, buf int) {
-	if cfg.Test == verbsprobe.TestLatency {
+	switch {
+	case cfg.Test == verbsprobe.TestLatency && cfg.Op == verbsprobe.OpSend:
 		return perftestLatSendWR, uint32(min(iters, perftestLatRecvs)), 2 * size
-	}
-	if server {
+	case server: // the client's RDMA WRITEs or READs land here
 		return 1, 1, perftestBuffer(size, st)
+	case cfg.Test == verbsprobe.TestLatency: // lat read: one READ at a time
+		return perftestLatSendWR, 1, size
 	}
 	return perftestWindow, 1, size
 }
@@ -466,6 +471,10 @@ func perftestClient(ctx context.Context, s *session, cfg Config, iters, size int
 	// answered the first handshake, so a REQ may meet REJECTED (nothing
 	// listens) at first; perftest retries 10 times, 100 ms apart.
 	sendWR, recvWR, buf := perftestShape(cfg, iters, size, st, false)
+	dataParam := param
+	if cfg.Op == verbsprobe.OpRead {
+		dataParam.ResponderResources, dataParam.InitiatorDepth = perftestOutReads, perftestOutReads
+	}
 	var d *session
 	defer func() {
 		if d != nil {
@@ -479,7 +488,7 @@ func perftestClient(ctx context.Context, s *session, cfg Config, iters, size int
 	for {
 		d = &session{res: &Result{}}
 		d.res.CM.GIDIndex = -1
-		err := d.dial(ctx, cfg, sendWR, recvWR, buf, param, func(e *endpoint) error { return nil })
+		err := d.dial(ctx, cfg, sendWR, recvWR, buf, dataParam, func(e *endpoint) error { return nil })
 		var ce *rdmacm.Error
 		if err == nil || !errors.As(err, &ce) || ce.Event != rdmacm.EventRejected || rejected == 9 {
 			s.adopt(d, rejected)
@@ -520,7 +529,7 @@ func perftestClient(ctx context.Context, s *session, cfg Config, iters, size int
 	name := fmt.Sprintf("%s %s", cfg.Test, cfg.Op)
 	if cfg.Test == verbsprobe.TestBandwidth {
 		if err := s.step(name, func() (string, error) {
-			m, err := writeBW(ctx, d.ep, rem, iters, size)
+			m, err := streamBW(ctx, d.ep, cfg.Op, rem, iters, size)
 			if err != nil {
 				return "", err
 			}
@@ -551,13 +560,21 @@ func perftestClient(ctx context.Context, s *session, cfg Config, iters, size int
 	} else {
 		if err := s.step(name, func() (string, error) {
 			l := latSend{e: d.ep, size: size, iters: iters}
-			if err := l.postRecvs(); err != nil {
-				return "", err
+			if cfg.Op == verbsprobe.OpSend {
+				if err := l.postRecvs(); err != nil {
+					return "", err
+				}
 			}
 			if _, err := c.handshake(ctx, "handshake before the ping-pong", PerftestDest{}); err != nil {
 				return "", err
 			}
-			m, err := l.run(ctx, true)
+			var m *verbsprobe.Measurement
+			var err error
+			if cfg.Op == verbsprobe.OpRead {
+				m, err = latRead(ctx, d.ep, rem, iters, size)
+			} else {
+				m, err = l.run(ctx, true)
+			}
 			if err != nil {
 				return "", err
 			}
@@ -650,7 +667,7 @@ func perftestServer(ctx context.Context, s *session, cfg Config, iters, size int
 	if cfg.Test == verbsprobe.TestBandwidth {
 		if err := s.step(name, func() (string, error) {
 			t0 := time.Now()
-			if _, err := c.handshake(ctx, "handshake at the end (the client's RDMA WRITEs done)", PerftestDest{}); err != nil {
+			if _, err := c.handshake(ctx, "handshake at the end (the client's done)", PerftestDest{}); err != nil {
 				return "", err
 			}
 			elapsed := time.Since(t0)
@@ -682,6 +699,22 @@ func perftestServer(ctx context.Context, s *session, cfg Config, iters, size int
 				return "", err
 			}
 			return fmt.Sprintf("the client reports %d × %d bytes, %.2f MB/s, %.4f Mmsg/s", rep.Iters, rep.Size, rep.BWAvg, rep.MsgRate), nil
+		}); err != nil {
+			return err
+		}
+	} else if cfg.Op == verbsprobe.OpRead {
+		// The client reads this side's memory: nothing to do but wait
+		// for its closing handshake.
+		if err := s.step(name, func() (string, error) {
+			if _, err := c.handshake(ctx, "handshake before the RDMA READs", PerftestDest{}); err != nil {
+				return "", err
+			}
+			t0 := time.Now()
+			if _, err := c.handshake(ctx, "closing handshake (the client's RDMA READs done)", PerftestDest{}); err != nil {
+				return "", err
+			}
+			res.Elapsed = time.Since(t0)
+			return "the client read this side's memory; no CPU work here", nil
 		}); err != nil {
 			return err
 		}
@@ -789,10 +822,14 @@ func poll(ctx context.Context, e *endpoint, wcs []uverbs.WC, empty *int) ([]uver
 	return wcs[:n], nil
 }
 
-// writeBW streams iters RDMA WRITEs of size bytes into the server's
-// buffer with a window of perftestWindow outstanding.
-func writeBW(ctx context.Context, e *endpoint, rem PerftestDest, iters, size int) (*verbsprobe.Measurement, error) {
-	wr := uverbs.SendWR{ID: wrData, Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled,
+// streamBW streams iters RDMA WRITEs (or READs) of size bytes into (or
+// from) the server's buffer with a window of perftestWindow outstanding.
+func streamBW(ctx context.Context, e *endpoint, op verbsprobe.Operation, rem PerftestDest, iters, size int) (*verbsprobe.Measurement, error) {
+	opcode, name := uverbs.WRRDMAWrite, "RDMA WRITE"
+	if op == verbsprobe.OpRead {
+		opcode, name = uverbs.WRRDMARead, "RDMA READ"
+	}
+	wr := uverbs.SendWR{ID: wrData, Opcode: opcode, Flags: uverbs.SendSignaled,
 		SGL: []uverbs.SGE{e.sge(0, size)}, RemoteAddr: rem.VAddr, RKey: rem.RKey}
 	wcs := make([]uverbs.WC, 64)
 	posted, completed, empty := 0, 0, 0
@@ -800,17 +837,17 @@ func writeBW(ctx context.Context, e *endpoint, rem PerftestDest, iters, size int
 	for completed < iters {
 		for posted-completed < perftestWindow && posted < iters {
 			if err := e.qp.PostSend(wr); err != nil {
-				return nil, fmt.Errorf("RDMA WRITE %d: %w", posted+1, err)
+				return nil, fmt.Errorf("%s %d: %w", name, posted+1, err)
 			}
 			posted++
 		}
 		got, err := poll(ctx, e, wcs, &empty)
 		if err != nil {
-			return nil, fmt.Errorf("RDMA WRITEs (%d of %d done): %w", completed, iters, err)
+			return nil, fmt.Errorf("%ss (%d of %d done): %w", name, completed, iters, err)
 		}
 		completed += len(got)
 	}
-	return &verbsprobe.Measurement{Test: verbsprobe.TestBandwidth, Op: verbsprobe.OpWrite, Size: size, Iters: completed,
+	return &verbsprobe.Measurement{Test: verbsprobe.TestBandwidth, Op: op, Size: size, Iters: completed,
 		Bytes: uint64(completed) * uint64(size), Elapsed: time.Since(start)}, nil
 }
 
@@ -929,4 +966,33 @@ func (l *latSend) run(ctx context.Context, client bool) (*verbsprobe.Measurement
 	m := &verbsprobe.Measurement{Test: verbsprobe.TestLatency, Op: verbsprobe.OpSend, Size: l.size,
 		Iters: l.iters, Bytes: uint64(l.iters) * uint64(l.size), Elapsed: time.Since(start), Latency: verbsprobe.LatencyOf(samples)}
 	return m, nil
+}
+
+// latRead times iters RDMA READs of size bytes from the server's buffer,
+// one at a time; each sample is a whole READ (as perftest reports it).
+func latRead(ctx context.Context, e *endpoint, rem PerftestDest, iters, size int) (*verbsprobe.Measurement, error) {
+	wr := uverbs.SendWR{ID: wrData, Opcode: uverbs.WRRDMARead, Flags: uverbs.SendSignaled,
+		SGL: []uverbs.SGE{e.sge(0, size)}, RemoteAddr: rem.VAddr, RKey: rem.RKey}
+	wcs := make([]uverbs.WC, 4)
+	samples := make([]time.Duration, 0, iters)
+	empty := 0
+	start := time.Now()
+	prev := start
+	for i := range iters {
+		if err := e.qp.PostSend(wr); err != nil {
+			return nil, fmt.Errorf("RDMA READ %d of %d: %w", i+1, iters, err)
+		}
+		for done := false; !done; {
+			got, err := poll(ctx, e, wcs, &empty)
+			if err != nil {
+				return nil, fmt.Errorf("RDMA READ %d of %d: %w", i+1, iters, err)
+			}
+			done = len(got) > 0
+		}
+		t := time.Now()
+		samples = append(samples, t.Sub(prev))
+		prev = t
+	}
+	return &verbsprobe.Measurement{Test: verbsprobe.TestLatency, Op: verbsprobe.OpRead, Size: size, Iters: iters,
+		Bytes: uint64(iters) * uint64(size), Elapsed: time.Since(start), Latency: verbsprobe.LatencyOf(samples)}, nil
 }

@@ -84,6 +84,35 @@ func TestPerftestLatSend(t *testing.T) {
 	}
 }
 
+func TestPerftestBWRead(t *testing.T) {
+	cli, srv := perftestPair(t, verbsprobe.TestBandwidth, verbsprobe.OpRead, 40, 4096)
+	if cli.Err != nil || srv.Err != nil {
+		t.Fatalf("client: %v; server: %v", cli.Err, srv.Err)
+	}
+	if m := cli.Measurement; m == nil || m.Op != verbsprobe.OpRead || m.Iters != 40 || m.Bytes != 40*4096 {
+		t.Errorf("client measured %+v", m)
+	}
+	if r := srv.PeerReport; r == nil || r.Iters != 40 || r.Size != 4096 {
+		t.Errorf("server got %+v", r)
+	}
+}
+
+func TestPerftestLatRead(t *testing.T) {
+	cli, srv := perftestPair(t, verbsprobe.TestLatency, verbsprobe.OpRead, 30, 64)
+	if cli.Err != nil || srv.Err != nil {
+		t.Fatalf("client: %v; server: %v", cli.Err, srv.Err)
+	}
+	if m := cli.Measurement; m == nil || m.Op != verbsprobe.OpRead || m.Latency == nil || m.Latency.Samples != 30 {
+		t.Errorf("client measured %+v", m)
+	}
+	if srv.Measurement != nil || srv.Elapsed <= 0 {
+		t.Errorf("server: %+v, %v", srv.Measurement, srv.Elapsed)
+	}
+	if got, want := stepNames(srv), "listen,request,establish,perftest setup,data listen,data request,data establish,perftest handshakes,lat read,data disconnect,disconnect"; got != want {
+		t.Errorf("server steps\n%s, want\n%s", got, want)
+	}
+}
+
 // Sizes that differ (the user's mistake on one side) fail with the fix.
 func TestPerftestSizeMismatch(t *testing.T) {
 	a, b := pair()
@@ -188,7 +217,10 @@ func TestPerftestValidate(t *testing.T) {
 	}{
 		{Config{Test: "bw", Op: "write"}, ""},
 		{Config{Test: "lat", Op: "send", Size: MaxPerftestSize}, ""},
-		{Config{Test: "bw", Op: "read"}, "perftest bw read (ib_read_bw -R) is not in this grdma yet"},
+		{Config{Test: "bw", Op: "send"}, "perftest bw send (ib_send_bw -R) is not in this grdma yet"},
+		{Config{Test: "lat", Op: "write"}, "perftest lat write (ib_write_lat -R) is not in this grdma yet"},
+		{Config{Test: "bw", Op: "read"}, ""},
+		{Config{Test: "lat", Op: "read"}, ""},
 		{Config{Test: "traffic", Op: "write"}, `perftest test "traffic": bw or lat`},
 		{Config{Test: "bw", Op: "atomic"}, `operation "atomic"`},
 		{Config{Test: "bw", Op: "write", Size: MaxPerftestSize + 1}, "perftest size 8388609"},

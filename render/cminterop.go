@@ -46,6 +46,8 @@ func CMInteropResult(p *output.Printer, r *cminterop.Result) {
 			failed = ": " + esc(r.Err.Error())
 		}
 		fmt.Fprintf(&b, "FAIL%s\n", failed)
+	} else if r.Mode == cminterop.Perftest && r.Measurement == nil {
+		fmt.Fprintf(&b, "PASS: %s %s with perftest %s: the client read this side's memory (%s)\n", r.Test, r.Op, esc(r.PeerVersion), Duration(r.Elapsed))
 	} else if r.Measurement != nil {
 		fmt.Fprintf(&b, "PASS: %s %s with perftest %s: %s\n", r.Measurement.Test, r.Measurement.Op, esc(r.PeerVersion), measurementText(*r.Measurement))
 	} else {

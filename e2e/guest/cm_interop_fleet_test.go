@@ -243,6 +243,34 @@ func TestFleetCMInterop(t *testing.T) {
 			field(f, 4), rep.Results[0].Lat.Median, rep.Results[0].Lat.P99)
 	})
 
+	t.Run("to_ib_read_bw_server", func(t *testing.T) {
+		clean(t)
+		srv := n2.on(t).ServeCM(toolPort, layout.IbReadBw, "-d", f.Dev, "-R", "-n", latIters)
+		cli := run(grdma(), "-j", "probe", "peer", n2.Addr, "cm", "perftest", "bw", "read", "iters", latIters)
+		s := srv.Wait()
+		rep := parseInterop(t, "grdma", cli)
+		if cli.code != 0 || s.code != 0 || !rep.OK || len(rep.Results) != 1 || rep.Results[0].Iters != 1000 || rep.Results[0].BWGbps <= 0 {
+			t.Fatalf("grdma against ib_read_bw -R:\n%s\nib_read_bw -R:\n%s", cli, s)
+		}
+		checkCM(t, "grdma", rep, cli)
+		t.Logf("FIGURE grdma cm perftest bw read (client) against ib_read_bw -R: %.3f Gb/s; ib_read_bw -R server printed %s MB/s",
+			rep.Results[0].BWGbps, field(perftestTable(t, "ib_read_bw -R server", s), 3))
+	})
+
+	t.Run("from_ib_read_lat_client", func(t *testing.T) {
+		clean(t)
+		srv := n2.on(t).ServeCM(toolPort, grdma(), "-j", "probe", "listen", "cm", "perftest", "lat", "read", n2.Addr, "iters", latIters)
+		cli := run(layout.IbReadLat, "-d", f.Dev, "-R", "-n", latIters, n2.Addr)
+		s := srv.Wait()
+		rep := parseInterop(t, "grdma", s)
+		if cli.code != 0 || s.code != 0 || !rep.OK || rep.Role != "server" {
+			t.Fatalf("ib_read_lat -R against grdma:\n%s\ngrdma:\n%s", cli, s)
+		}
+		checkCM(t, "grdma listen", rep, s)
+		t.Logf("FIGURE ib_read_lat -R client against grdma listen cm perftest lat read: perftest t_typical %s µs",
+			field(perftestTable(t, "ib_read_lat -R client", cli), 4))
+	})
+
 	t.Run("rejected_nothing_listens", func(t *testing.T) {
 		clean(t)
 		cli := run(grdma(), "probe", "peer", n2.Addr, "cm", "rping", "count", "1")
