@@ -34,8 +34,10 @@
 //     pingpong_dest handshakes), and a data connection on the same port
 //     made after the first handshake, on which the client runs the test
 //     (bw write|read: a window of RDMA WRITEs or READs, then its bw
-//     report to the server; lat send: a SEND ping-pong; lat read: one
-//     RDMA READ at a time). The peer's version (5.70 or later), cycle
+//     report to the server; bw send: SENDs into the server's posted
+//     receives; lat send: a SEND ping-pong; lat write: an RDMA WRITE
+//     ping-pong, each side polling the last byte of its buffer; lat
+//     read: one RDMA READ at a time). The peer's version (5.70 or later), cycle
 //     buffer (at most MaxPerftestCycleBuffer), cache line and report are
 //     checked before anything is registered for them.
 package cminterop

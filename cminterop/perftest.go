@@ -9,7 +9,9 @@ import (
 	"math"
 	"runtime"
 	"strconv"
+	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/grdma/grdma/ib"
 	"github.com/grdma/grdma/rdmacm"
@@ -74,12 +76,6 @@ const (
 	ctrlBufLen  = 2 * ctrlRecvLen
 )
 
-// perftestOps are the tests built so far.
-var perftestOps = map[verbsprobe.TestKind][]verbsprobe.Operation{
-	verbsprobe.TestBandwidth: {verbsprobe.OpWrite, verbsprobe.OpRead},
-	verbsprobe.TestLatency:   {verbsprobe.OpSend, verbsprobe.OpRead},
-}
-
 func (cfg Config) validatePerftest() error {
 	switch cfg.Test {
 	case verbsprobe.TestBandwidth, verbsprobe.TestLatency:
@@ -90,13 +86,6 @@ func (cfg Config) validatePerftest() error {
 	case verbsprobe.OpWrite, verbsprobe.OpSend, verbsprobe.OpRead:
 	default:
 		return fmt.Errorf("perftest %s operation %q: write, send or read", cfg.Test, cfg.Op)
-	}
-	built := false
-	for _, op := range perftestOps[cfg.Test] {
-		built = built || op == cfg.Op
-	}
-	if !built {
-		return fmt.Errorf("perftest %s %s (ib_%s_%s -R) is not in this grdma yet: bw write|read and lat send|read are", cfg.Test, cfg.Op, cfg.Op, cfg.Test)
 	}
 	if cfg.Size < 0 || cfg.Size > MaxPerftestSize {
 		return fmt.Errorf("perftest size %d: 1 to %d bytes (perftest's own limit)", cfg.Size, MaxPerftestSize)
@@ -426,6 +415,7 @@ const (
 	perftestLatRecvs  = 64
 	perftestLatSendWR = 4
 	perftestOutReads  = 16
+	perftestSendRecvs = 512 // ib_send_bw's receive queue (its -r default)
 )
 
 // perftestShape is the data endpoint's queue depths and buffer.
@@ -433,6 +423,10 @@ func perftestShape(cfg Config, iters, size int, st perftestSetup, server bool) (
 	switch {
 	case cfg.Test == verbsprobe.TestLatency && cfg.Op == verbsprobe.OpSend:
 		return perftestLatSendWR, uint32(min(iters, perftestLatRecvs)), 2 * size
+	case cfg.Test == verbsprobe.TestLatency && cfg.Op == verbsprobe.OpWrite:
+		return perftestLatSendWR, 1, latWriteRecvOff(size, st) + size
+	case cfg.Test == verbsprobe.TestBandwidth && cfg.Op == verbsprobe.OpSend && server:
+		return 1, uint32(min(iters, perftestSendRecvs)), size
 	case server: // the client's RDMA WRITEs or READs land here
 		return 1, 1, perftestBuffer(size, st)
 	case cfg.Test == verbsprobe.TestLatency: // lat read: one READ at a time
@@ -510,6 +504,9 @@ func perftestClient(ctx context.Context, s *session, cfg Config, iters, size int
 	var rem PerftestDest
 	if err := s.step("perftest handshakes", func() (string, error) {
 		mine := dest(d.ep, &d.res.CM)
+		if cfg.Test == verbsprobe.TestLatency && cfg.Op == verbsprobe.OpWrite {
+			mine.VAddr += uint64(latWriteRecvOff(size, st))
+		}
 		if _, err := c.handshake(ctx, "handshake after the data connection", PerftestDest{}); err != nil {
 			return "", err
 		}
@@ -527,7 +524,24 @@ func perftestClient(ctx context.Context, s *session, cfg Config, iters, size int
 		return err
 	}
 	name := fmt.Sprintf("%s %s", cfg.Test, cfg.Op)
-	if cfg.Test == verbsprobe.TestBandwidth {
+	if cfg.Test == verbsprobe.TestBandwidth && cfg.Op == verbsprobe.OpSend {
+		// ib_send_bw: the server posts its receives, a handshake, the
+		// SENDs, the closing handshake; no reports.
+		if err := s.step(name, func() (string, error) {
+			if _, err := c.handshake(ctx, "handshake before the SENDs", PerftestDest{}); err != nil {
+				return "", err
+			}
+			m, err := streamBW(ctx, d.ep, cfg.Op, rem, iters, size)
+			if err != nil {
+				return "", err
+			}
+			res.Measurement, res.Count, res.Bytes, res.Elapsed = m, m.Iters, m.Bytes, m.Elapsed
+			_, err = c.handshake(ctx, "closing handshake", PerftestDest{})
+			return measured(m), err
+		}); err != nil {
+			return err
+		}
+	} else if cfg.Test == verbsprobe.TestBandwidth {
 		if err := s.step(name, func() (string, error) {
 			m, err := streamBW(ctx, d.ep, cfg.Op, rem, iters, size)
 			if err != nil {
@@ -570,16 +584,21 @@ func perftestClient(ctx context.Context, s *session, cfg Config, iters, size int
 			}
 			var m *verbsprobe.Measurement
 			var err error
-			if cfg.Op == verbsprobe.OpRead {
+			switch cfg.Op {
+			case verbsprobe.OpRead:
 				m, err = latRead(ctx, d.ep, rem, iters, size)
-			} else {
+			case verbsprobe.OpWrite:
+				m, err = latWrite(ctx, d.ep, rem, iters, size, latWriteRecvOff(size, st), true)
+			default:
 				m, err = l.run(ctx, true)
 			}
 			if err != nil {
 				return "", err
 			}
 			res.Measurement, res.Count, res.Bytes, res.Elapsed = m, m.Iters, m.Bytes, m.Elapsed
-			_, err = c.handshake(ctx, "closing handshake", PerftestDest{})
+			if cfg.Op != verbsprobe.OpWrite { // ib_write_lat has no closing handshake
+				_, err = c.handshake(ctx, "closing handshake", PerftestDest{})
+			}
 			return measured(m), err
 		}); err != nil {
 			return err
@@ -647,6 +666,9 @@ func perftestServer(ctx context.Context, s *session, cfg Config, iters, size int
 	var rem PerftestDest
 	if err := s.step("perftest handshakes", func() (string, error) {
 		mine := dest(d.ep, &d.res.CM)
+		if cfg.Test == verbsprobe.TestLatency && cfg.Op == verbsprobe.OpWrite {
+			mine.VAddr += uint64(latWriteRecvOff(size, st))
+		}
 		if _, err := c.handshake(ctx, "handshake after the data connection", PerftestDest{}); err != nil {
 			return "", err
 		}
@@ -664,7 +686,26 @@ func perftestServer(ctx context.Context, s *session, cfg Config, iters, size int
 		return err
 	}
 	name := fmt.Sprintf("%s %s", cfg.Test, cfg.Op)
-	if cfg.Test == verbsprobe.TestBandwidth {
+	if cfg.Test == verbsprobe.TestBandwidth && cfg.Op == verbsprobe.OpSend {
+		if err := s.step(name, func() (string, error) {
+			r := bwRecv{e: d.ep, size: size, iters: iters}
+			if err := r.postRecvs(); err != nil {
+				return "", err
+			}
+			if _, err := c.handshake(ctx, "handshake before the SENDs", PerftestDest{}); err != nil {
+				return "", err
+			}
+			m, err := r.run(ctx)
+			if err != nil {
+				return "", err
+			}
+			res.Measurement, res.Count, res.Bytes, res.Elapsed = m, m.Iters, m.Bytes, m.Elapsed
+			_, err = c.handshake(ctx, "closing handshake", PerftestDest{})
+			return "received " + measured(m), err
+		}); err != nil {
+			return err
+		}
+	} else if cfg.Test == verbsprobe.TestBandwidth {
 		if err := s.step(name, func() (string, error) {
 			t0 := time.Now()
 			if _, err := c.handshake(ctx, "handshake at the end (the client's done)", PerftestDest{}); err != nil {
@@ -699,6 +740,20 @@ func perftestServer(ctx context.Context, s *session, cfg Config, iters, size int
 				return "", err
 			}
 			return fmt.Sprintf("the client reports %d × %d bytes, %.2f MB/s, %.4f Mmsg/s", rep.Iters, rep.Size, rep.BWAvg, rep.MsgRate), nil
+		}); err != nil {
+			return err
+		}
+	} else if cfg.Op == verbsprobe.OpWrite {
+		if err := s.step(name, func() (string, error) {
+			if _, err := c.handshake(ctx, "handshake before the ping-pong", PerftestDest{}); err != nil {
+				return "", err
+			}
+			m, err := latWrite(ctx, d.ep, rem, iters, size, latWriteRecvOff(size, st), false)
+			if err != nil {
+				return "", err
+			}
+			res.Measurement, res.Count, res.Bytes, res.Elapsed = m, m.Iters, m.Bytes, m.Elapsed
+			return measured(m), nil
 		}); err != nil {
 			return err
 		}
@@ -826,8 +881,11 @@ func poll(ctx context.Context, e *endpoint, wcs []uverbs.WC, empty *int) ([]uver
 // from) the server's buffer with a window of perftestWindow outstanding.
 func streamBW(ctx context.Context, e *endpoint, op verbsprobe.Operation, rem PerftestDest, iters, size int) (*verbsprobe.Measurement, error) {
 	opcode, name := uverbs.WRRDMAWrite, "RDMA WRITE"
-	if op == verbsprobe.OpRead {
+	switch op {
+	case verbsprobe.OpRead:
 		opcode, name = uverbs.WRRDMARead, "RDMA READ"
+	case verbsprobe.OpSend:
+		opcode, name = uverbs.WRSend, "SEND"
 	}
 	wr := uverbs.SendWR{ID: wrData, Opcode: opcode, Flags: uverbs.SendSignaled,
 		SGL: []uverbs.SGE{e.sge(0, size)}, RemoteAddr: rem.VAddr, RKey: rem.RKey}
@@ -995,4 +1053,141 @@ func latRead(ctx context.Context, e *endpoint, rem PerftestDest, iters, size int
 	}
 	return &verbsprobe.Measurement{Test: verbsprobe.TestLatency, Op: verbsprobe.OpRead, Size: size, Iters: iters,
 		Bytes: uint64(iters) * uint64(size), Elapsed: time.Since(start), Latency: verbsprobe.LatencyOf(samples)}, nil
+}
+
+// latWriteRecvOff is where ib_write_lat's peer writes in this side's
+// buffer: after a send region of max(size, cycle buffer), as perftest
+// lays out its own (the vaddr of its handshakes).
+func latWriteRecvOff(size int, st perftestSetup) int { return max(size, st.cycleBuffer) }
+
+// loadByte reads byte i of b, which the device writes behind Go's back,
+// with an atomic load of the aligned word that holds it (aligned on the
+// address: arm64 faults on an unaligned atomic load; the word stays in
+// b's page, which the memory region maps whole).
+func loadByte(b []byte, i int) byte {
+	p := unsafe.Pointer(&b[i])
+	off := uintptr(p) & 3
+	var w [4]byte
+	binary.NativeEndian.PutUint32(w[:], atomic.LoadUint32((*uint32)(unsafe.Add(p, -int(off)))))
+	return w[off]
+}
+
+// latWrite is ib_write_lat's ping-pong: each side RDMA WRITEs size bytes
+// into the other's buffer, the last byte counting the iterations (mod
+// 256), and waits until the peer's write of the same count has landed in
+// its own; the server writes first. Each sample is the time between two
+// of this side's writes, halved (one way, as perftest reports).
+func latWrite(ctx context.Context, e *endpoint, rem PerftestDest, iters, size, recvOff int, client bool) (*verbsprobe.Measurement, error) {
+	wr := uverbs.SendWR{ID: wrData, Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled,
+		SGL: []uverbs.SGE{e.sge(0, size)}, RemoteAddr: rem.VAddr, RKey: rem.RKey}
+	last := recvOff + size - 1
+	wcs := make([]uverbs.WC, 4)
+	samples := make([]time.Duration, 0, iters)
+	empty := 0
+	start := time.Now()
+	var prev time.Time
+	for i := 1; i <= iters; i++ {
+		// The client waits for the server's write i, the server (which
+		// wrote first) for the client's write i-1.
+		want := byte(i)
+		if !client {
+			want = byte(i - 1)
+		}
+		if client || i > 1 {
+			for spins := 0; loadByte(e.buf, last) != want; spins++ {
+				if spins%4096 == 4095 {
+					if err := ctx.Err(); err != nil {
+						return nil, fmt.Errorf("waiting for the peer's RDMA WRITE %d of %d: %w", i, iters, err)
+					}
+					if e.gone != nil {
+						select {
+						case <-e.gone:
+							return nil, fmt.Errorf("waiting for the peer's RDMA WRITE %d of %d: %w", i, iters, ErrPeerGone)
+						default:
+						}
+					}
+					runtime.Gosched()
+				}
+			}
+		}
+		t := time.Now()
+		if i > 1 {
+			samples = append(samples, t.Sub(prev)/2)
+		}
+		prev = t
+		e.buf[size-1] = byte(i)
+		if err := e.qp.PostSend(wr); err != nil {
+			return nil, fmt.Errorf("RDMA WRITE %d of %d: %w", i, iters, err)
+		}
+		for done := false; !done; {
+			got, err := poll(ctx, e, wcs, &empty)
+			if err != nil {
+				return nil, fmt.Errorf("RDMA WRITE %d of %d: %w", i, iters, err)
+			}
+			done = len(got) > 0
+		}
+	}
+	if !client {
+		// The client's last write.
+		for spins := 0; loadByte(e.buf, last) != byte(iters); spins++ {
+			if spins%4096 == 4095 {
+				if err := ctx.Err(); err != nil {
+					return nil, fmt.Errorf("waiting for the peer's last RDMA WRITE: %w", err)
+				}
+				runtime.Gosched()
+			}
+		}
+	}
+	return &verbsprobe.Measurement{Test: verbsprobe.TestLatency, Op: verbsprobe.OpWrite, Size: size, Iters: iters,
+		Bytes: uint64(iters) * uint64(size), Elapsed: time.Since(start), Latency: verbsprobe.LatencyOf(samples)}, nil
+}
+
+// bwRecv is ib_send_bw's server: iters receives of size bytes, kept
+// posted (perftestSendRecvs ahead; the client's RNR retries wait for
+// more), all into one slot.
+type bwRecv struct {
+	e           *endpoint
+	size, iters int
+	posted      int
+}
+
+func (r *bwRecv) postRecvs() error {
+	for range min(r.iters, perftestSendRecvs) {
+		if err := r.e.postRecv(wrDataRecv, 0, r.size); err != nil {
+			return err
+		}
+		r.posted++
+	}
+	return nil
+}
+
+// run counts the SENDs that arrive, each exactly size bytes; the time
+// is from the first to the last.
+func (r *bwRecv) run(ctx context.Context) (*verbsprobe.Measurement, error) {
+	wcs := make([]uverbs.WC, 64)
+	empty, received := 0, 0
+	var first time.Time
+	for received < r.iters {
+		got, err := poll(ctx, r.e, wcs, &empty)
+		if err != nil {
+			return nil, fmt.Errorf("SENDs (%d of %d received): %w", received, r.iters, err)
+		}
+		for _, wc := range got {
+			if wc.Opcode != uverbs.WCRecv || int(wc.ByteLen) != r.size {
+				return nil, fmt.Errorf("SEND %d of %d: %d bytes (%v); this side's size is %d: give the same size on both sides", received+1, r.iters, wc.ByteLen, wc.Opcode, r.size)
+			}
+			if received == 0 {
+				first = time.Now()
+			}
+			received++
+			if r.posted < r.iters {
+				if err := r.e.postRecv(wrDataRecv, 0, r.size); err != nil {
+					return nil, err
+				}
+				r.posted++
+			}
+		}
+	}
+	return &verbsprobe.Measurement{Test: verbsprobe.TestBandwidth, Op: verbsprobe.OpSend, Size: r.size, Iters: received,
+		Bytes: uint64(received) * uint64(r.size), Elapsed: time.Since(first)}, nil
 }

@@ -165,19 +165,18 @@ count pings). "cm ucmatose" against ucmatose's server: count messages
 trusted: a message of another length, a buffer over 65535 bytes or data
 written back that differ fail the run, naming what the peer did; its
 data (the first ping's, shown as the peer's data) is printed escaped.
-"cm perftest bw write|read" and "cm perftest lat send|read" speak
-perftest's -R protocol (port 18515): against ib_write_bw -R,
-ib_read_bw -R, ib_send_lat -R and ib_read_lat -R servers, and "listen cm
-perftest bw write|read" or "lat send|read" serves their clients
-(ib_write_bw -R IP); size (bw 65536, lat 2; at most 8 MiB) and
+"cm perftest bw|lat write|send|read" speaks perftest's -R protocol
+(port 18515) against the servers of ib_write_bw -R, ib_send_bw -R,
+ib_read_bw -R, ib_write_lat -R, ib_send_lat -R and ib_read_lat -R, and
+"listen cm perftest bw|lat OP" serves their clients (ib_write_bw -R IP
+...); size (bw 65536, lat 2; at most 8 MiB) and
 iters (bw write 5000, others 1000) default to perftest's and must be the
 same on both sides, as between two perftests. The results are grdma's
 own bw (Gb/s) and lat (µs percentiles, one way); a server also shows the
 bw report the perftest client sends. grdma announces perftest 6.06; the
 peer's version (5.70 or later), cycle buffer (at most 1 MiB), cache line
-(4096) and report are checked. bw send and lat write are not
-implemented yet (exit 2). As a server grdma grants a READ client one
-outstanding READ at a time.
+(4096) and report are checked. As a server grdma grants a READ client
+one outstanding READ at a time.
 fabtests (fi_pingpong's protocol) is not implemented yet.
 
 rxe (Soft-RoCE) is probed fully; mlx5 up to a queue pair in RTS (no

@@ -271,6 +271,48 @@ func TestFleetCMInterop(t *testing.T) {
 			field(perftestTable(t, "ib_read_lat -R client", cli), 4))
 	})
 
+	// The other directions and operations: both sides exit 0 and grdma
+	// measured (or, serving a READ client, served).
+	for _, c := range []struct {
+		name, tool, test, op string
+		listen               bool
+	}{
+		{"to_ib_send_bw_server", layout.IbSendBw, "bw", "send", false},
+		{"from_ib_send_bw_client", layout.IbSendBw, "bw", "send", true},
+		{"from_ib_read_bw_client", layout.IbReadBw, "bw", "read", true},
+		{"to_ib_write_lat_server", layout.IbWriteLat, "lat", "write", false},
+		{"from_ib_write_lat_client", layout.IbWriteLat, "lat", "write", true},
+		{"to_ib_read_lat_server", layout.IbReadLat, "lat", "read", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			clean(t)
+			var g, p result
+			if c.listen {
+				srv := n2.on(t).ServeCM(toolPort, grdma(), "-j", "probe", "listen", "cm", "perftest", c.test, c.op, n2.Addr, "iters", latIters)
+				p = run(c.tool, "-d", f.Dev, "-R", "-n", latIters, n2.Addr)
+				g = srv.Wait()
+			} else {
+				srv := n2.on(t).ServeCM(toolPort, c.tool, "-d", f.Dev, "-R", "-n", latIters)
+				g = run(grdma(), "-j", "probe", "peer", n2.Addr, "cm", "perftest", c.test, c.op, "iters", latIters)
+				p = srv.Wait()
+			}
+			rep := parseInterop(t, "grdma", g)
+			if g.code != 0 || p.code != 0 || !rep.OK || (c.op != "read" || !c.listen) && (len(rep.Results) != 1 || rep.Results[0].Iters != 1000) {
+				t.Fatalf("grdma:\n%s\n%s:\n%s", g, c.tool, p)
+			}
+			checkCM(t, "grdma", rep, g)
+			if len(rep.Results) == 1 && c.name != "to_ib_read_lat_server" { // ib_read_lat's server prints no result
+				r := rep.Results[0]
+				if r.Lat != nil {
+					t.Logf("FIGURE %s: grdma median %.2f µs, p99 %.2f µs; perftest (%s) t_typical %s µs", c.name, r.Lat.Median, r.Lat.P99,
+						map[bool]string{true: "client", false: "server"}[c.listen], field(perftestTable(t, c.tool, p), 4))
+				} else {
+					t.Logf("FIGURE %s: grdma %.3f Gb/s; perftest printed %s MB/s", c.name, r.BWGbps, field(perftestTable(t, c.tool, p), 3))
+				}
+			}
+		})
+	}
+
 	t.Run("rejected_nothing_listens", func(t *testing.T) {
 		clean(t)
 		cli := run(grdma(), "probe", "peer", n2.Addr, "cm", "rping", "count", "1")
