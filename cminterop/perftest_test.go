@@ -399,3 +399,43 @@ func TestPerftestServerHostileClient(t *testing.T) {
 }
 
 func rdmaParam() rdmacm.ConnParam { return rdmacm.ConnParam{RetryCount: 7, RNRRetryCount: 7} }
+
+// perftest's server listens for the data connection only after it has
+// answered the first handshake: the client's first REQs meet REJECTED,
+// and it tries again (as perftest's does, 100 ms apart).
+func TestPerftestDataConnectRetried(t *testing.T) {
+	a, b := pair()
+	done := hostilePerftestServer(t, b, func(ctx context.Context, c ctrl) {
+		if _, err := c.setup(ctx, 0); err != nil {
+			t.Error(err)
+			return
+		}
+		if _, err := c.handshake(ctx, "first handshake", PerftestDest{}); err != nil {
+			t.Error(err)
+			return
+		}
+		time.Sleep(250 * time.Millisecond)
+		d := &session{res: &Result{}}
+		defer d.close()
+		if err := d.accept(ctx, b.config(netip.AddrPortFrom(b.ip, Perftest.Port()), 0, 0), 1, 1, 4096, func(*endpoint) error { return nil }); err != nil {
+			t.Error(err)
+		}
+		// Then it goes away: the client fails later, which is not what
+		// this test looks at.
+	})
+	cfg := a.perftestConfig(netip.AddrPortFrom(b.ip, 0), verbsprobe.TestBandwidth, verbsprobe.OpWrite, 10, 4096)
+	cfg.Timeout = 1500 * time.Millisecond
+	r := Run(context.Background(), Perftest, Client, cfg)
+	<-done
+	var connect *verbsprobe.Step
+	for i, st := range r.Steps {
+		if st.Name == "data connect" {
+			connect = &r.Steps[i]
+		}
+	}
+	if connect == nil || !connect.OK || !strings.Contains(connect.Detail, "REQs rejected: the server was not listening yet") {
+		t.Errorf("data connect step %+v; steps %s", connect, stepNames(r))
+	}
+	a.clean(t)
+	b.clean(t)
+}
