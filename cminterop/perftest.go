@@ -261,6 +261,12 @@ func (r PerftestReport) Check() error {
 type ctrl struct {
 	e      *endpoint
 	client bool
+	// mine is this side's handshake (zero until the data connection is
+	// made), rem the peer's last: perftest takes the address and key of
+	// its RDMA WRITEs and READs from the last handshake before the test,
+	// which is not the same one in every test (ib_write_lat's is the one
+	// after RTR), so every handshake carries them, as perftest's do.
+	mine, rem PerftestDest
 }
 
 var ctrlNames = map[uint64]string{
@@ -328,6 +334,15 @@ func (c ctrl) handshake(ctx context.Context, what string, mine PerftestDest) (Pe
 		err = d.UnmarshalBinary(got)
 	}
 	return d, err
+}
+
+// hs is a handshake with this side's current dest; the peer's is kept.
+func (c *ctrl) hs(ctx context.Context, what string) error {
+	d, err := c.handshake(ctx, what, c.mine)
+	if err == nil {
+		c.rem = d
+	}
+	return err
 }
 
 // perftestSetup is what the first exchanges agreed: the peer's version,
@@ -456,7 +471,7 @@ func perftestClient(ctx context.Context, s *session, cfg Config, iters, size int
 		if err != nil {
 			return "", err
 		}
-		_, err = c.handshake(ctx, "first handshake", PerftestDest{})
+		err = c.hs(ctx, "first handshake")
 		return st.describe(), err
 	}); err != nil {
 		return err
@@ -501,25 +516,23 @@ func perftestClient(ctx context.Context, s *session, cfg Config, iters, size int
 		}
 	}
 	d.watch(ctx)
-	var rem PerftestDest
 	if err := s.step("perftest handshakes", func() (string, error) {
-		mine := dest(d.ep, &d.res.CM)
+		c.mine = dest(d.ep, &d.res.CM)
 		if cfg.Test == verbsprobe.TestLatency && cfg.Op == verbsprobe.OpWrite {
-			mine.VAddr += uint64(latWriteRecvOff(size, st))
+			c.mine.VAddr += uint64(latWriteRecvOff(size, st))
 		}
-		if _, err := c.handshake(ctx, "handshake after the data connection", PerftestDest{}); err != nil {
+		if err := c.hs(ctx, "handshake after the data connection"); err != nil {
 			return "", err
 		}
-		var err error
-		if rem, err = c.handshake(ctx, "data buffer handshake", mine); err != nil {
+		if err := c.hs(ctx, "data buffer handshake"); err != nil {
 			return "", err
 		}
 		for _, what := range []string{"second data buffer handshake", "handshake after RTR"} {
-			if _, err := c.handshake(ctx, what, mine); err != nil {
+			if err := c.hs(ctx, what); err != nil {
 				return "", err
 			}
 		}
-		return fmt.Sprintf("peer qpn %d, rkey %#x, vaddr %#x", rem.QPN, rem.RKey, rem.VAddr), nil
+		return fmt.Sprintf("peer qpn %d, rkey %#x, vaddr %#x", c.rem.QPN, c.rem.RKey, c.rem.VAddr), nil
 	}); err != nil {
 		return err
 	}
@@ -528,22 +541,22 @@ func perftestClient(ctx context.Context, s *session, cfg Config, iters, size int
 		// ib_send_bw: the server posts its receives, a handshake, the
 		// SENDs, the closing handshake; no reports.
 		if err := s.step(name, func() (string, error) {
-			if _, err := c.handshake(ctx, "handshake before the SENDs", PerftestDest{}); err != nil {
+			if err := c.hs(ctx, "handshake before the SENDs"); err != nil {
 				return "", err
 			}
-			m, err := streamBW(ctx, d.ep, cfg.Op, rem, iters, size)
+			m, err := streamBW(ctx, d.ep, cfg.Op, c.rem, iters, size)
 			if err != nil {
 				return "", err
 			}
 			res.Measurement, res.Count, res.Bytes, res.Elapsed = m, m.Iters, m.Bytes, m.Elapsed
-			_, err = c.handshake(ctx, "closing handshake", PerftestDest{})
+			err = c.hs(ctx, "closing handshake")
 			return measured(m), err
 		}); err != nil {
 			return err
 		}
 	} else if cfg.Test == verbsprobe.TestBandwidth {
 		if err := s.step(name, func() (string, error) {
-			m, err := streamBW(ctx, d.ep, cfg.Op, rem, iters, size)
+			m, err := streamBW(ctx, d.ep, cfg.Op, c.rem, iters, size)
 			if err != nil {
 				return "", err
 			}
@@ -553,7 +566,7 @@ func perftestClient(ctx context.Context, s *session, cfg Config, iters, size int
 			return err
 		}
 		if err := s.step("perftest report", func() (string, error) {
-			if _, err := c.handshake(ctx, "handshake at the end", PerftestDest{}); err != nil {
+			if err := c.hs(ctx, "handshake at the end"); err != nil {
 				return "", err
 			}
 			m := res.Measurement
@@ -566,7 +579,7 @@ func perftestClient(ctx context.Context, s *session, cfg Config, iters, size int
 					return "", err
 				}
 			}
-			_, err := c.handshake(ctx, "closing handshake", PerftestDest{})
+			err := c.hs(ctx, "closing handshake")
 			return fmt.Sprintf("%.2f MB/s sent to the server", mbs), err
 		}); err != nil {
 			return err
@@ -579,16 +592,16 @@ func perftestClient(ctx context.Context, s *session, cfg Config, iters, size int
 					return "", err
 				}
 			}
-			if _, err := c.handshake(ctx, "handshake before the ping-pong", PerftestDest{}); err != nil {
+			if err := c.hs(ctx, "handshake before the ping-pong"); err != nil {
 				return "", err
 			}
 			var m *verbsprobe.Measurement
 			var err error
 			switch cfg.Op {
 			case verbsprobe.OpRead:
-				m, err = latRead(ctx, d.ep, rem, iters, size)
+				m, err = latRead(ctx, d.ep, c.rem, iters, size)
 			case verbsprobe.OpWrite:
-				m, err = latWrite(ctx, d.ep, rem, iters, size, latWriteRecvOff(size, st), true)
+				m, err = latWrite(ctx, d.ep, c.rem, iters, size, latWriteRecvOff(size, st), true)
 			default:
 				m, err = l.run(ctx, true)
 			}
@@ -597,7 +610,7 @@ func perftestClient(ctx context.Context, s *session, cfg Config, iters, size int
 			}
 			res.Measurement, res.Count, res.Bytes, res.Elapsed = m, m.Iters, m.Bytes, m.Elapsed
 			if cfg.Op != verbsprobe.OpWrite { // ib_write_lat has no closing handshake
-				_, err = c.handshake(ctx, "closing handshake", PerftestDest{})
+				err = c.hs(ctx, "closing handshake")
 			}
 			return measured(m), err
 		}); err != nil {
@@ -663,25 +676,23 @@ func perftestServer(ctx context.Context, s *session, cfg Config, iters, size int
 		return err
 	}
 	d.watch(ctx)
-	var rem PerftestDest
 	if err := s.step("perftest handshakes", func() (string, error) {
-		mine := dest(d.ep, &d.res.CM)
+		c.mine = dest(d.ep, &d.res.CM)
 		if cfg.Test == verbsprobe.TestLatency && cfg.Op == verbsprobe.OpWrite {
-			mine.VAddr += uint64(latWriteRecvOff(size, st))
+			c.mine.VAddr += uint64(latWriteRecvOff(size, st))
 		}
-		if _, err := c.handshake(ctx, "handshake after the data connection", PerftestDest{}); err != nil {
+		if err := c.hs(ctx, "handshake after the data connection"); err != nil {
 			return "", err
 		}
-		var err error
-		if rem, err = c.handshake(ctx, "data buffer handshake", mine); err != nil {
+		if err := c.hs(ctx, "data buffer handshake"); err != nil {
 			return "", err
 		}
 		for _, what := range []string{"second data buffer handshake", "handshake after RTR"} {
-			if _, err := c.handshake(ctx, what, mine); err != nil {
+			if err := c.hs(ctx, what); err != nil {
 				return "", err
 			}
 		}
-		return fmt.Sprintf("peer qpn %d; this side's buffer %d bytes, rkey %#x", rem.QPN, buf, mine.RKey), nil
+		return fmt.Sprintf("peer qpn %d; this side's buffer %d bytes, rkey %#x", c.rem.QPN, buf, c.mine.RKey), nil
 	}); err != nil {
 		return err
 	}
@@ -692,7 +703,7 @@ func perftestServer(ctx context.Context, s *session, cfg Config, iters, size int
 			if err := r.postRecvs(); err != nil {
 				return "", err
 			}
-			if _, err := c.handshake(ctx, "handshake before the SENDs", PerftestDest{}); err != nil {
+			if err := c.hs(ctx, "handshake before the SENDs"); err != nil {
 				return "", err
 			}
 			m, err := r.run(ctx)
@@ -700,7 +711,7 @@ func perftestServer(ctx context.Context, s *session, cfg Config, iters, size int
 				return "", err
 			}
 			res.Measurement, res.Count, res.Bytes, res.Elapsed = m, m.Iters, m.Bytes, m.Elapsed
-			_, err = c.handshake(ctx, "closing handshake", PerftestDest{})
+			err = c.hs(ctx, "closing handshake")
 			return "received " + measured(m), err
 		}); err != nil {
 			return err
@@ -708,7 +719,7 @@ func perftestServer(ctx context.Context, s *session, cfg Config, iters, size int
 	} else if cfg.Test == verbsprobe.TestBandwidth {
 		if err := s.step(name, func() (string, error) {
 			t0 := time.Now()
-			if _, err := c.handshake(ctx, "handshake at the end (the client's done)", PerftestDest{}); err != nil {
+			if err := c.hs(ctx, "handshake at the end (the client's done)"); err != nil {
 				return "", err
 			}
 			elapsed := time.Since(t0)
@@ -736,7 +747,7 @@ func perftestServer(ctx context.Context, s *session, cfg Config, iters, size int
 			m := &verbsprobe.Measurement{Test: cfg.Test, Op: cfg.Op, Size: size, Iters: int(rep.Iters),
 				Bytes: rep.Iters * uint64(size), Elapsed: elapsed}
 			res.Measurement, res.Count, res.Bytes, res.Elapsed = m, m.Iters, m.Bytes, m.Elapsed
-			if _, err := c.handshake(ctx, "closing handshake", PerftestDest{}); err != nil {
+			if err := c.hs(ctx, "closing handshake"); err != nil {
 				return "", err
 			}
 			return fmt.Sprintf("the client reports %d × %d bytes, %.2f MB/s, %.4f Mmsg/s", rep.Iters, rep.Size, rep.BWAvg, rep.MsgRate), nil
@@ -745,10 +756,10 @@ func perftestServer(ctx context.Context, s *session, cfg Config, iters, size int
 		}
 	} else if cfg.Op == verbsprobe.OpWrite {
 		if err := s.step(name, func() (string, error) {
-			if _, err := c.handshake(ctx, "handshake before the ping-pong", PerftestDest{}); err != nil {
+			if err := c.hs(ctx, "handshake before the ping-pong"); err != nil {
 				return "", err
 			}
-			m, err := latWrite(ctx, d.ep, rem, iters, size, latWriteRecvOff(size, st), false)
+			m, err := latWrite(ctx, d.ep, c.rem, iters, size, latWriteRecvOff(size, st), false)
 			if err != nil {
 				return "", err
 			}
@@ -761,11 +772,11 @@ func perftestServer(ctx context.Context, s *session, cfg Config, iters, size int
 		// The client reads this side's memory: nothing to do but wait
 		// for its closing handshake.
 		if err := s.step(name, func() (string, error) {
-			if _, err := c.handshake(ctx, "handshake before the RDMA READs", PerftestDest{}); err != nil {
+			if err := c.hs(ctx, "handshake before the RDMA READs"); err != nil {
 				return "", err
 			}
 			t0 := time.Now()
-			if _, err := c.handshake(ctx, "closing handshake (the client's RDMA READs done)", PerftestDest{}); err != nil {
+			if err := c.hs(ctx, "closing handshake (the client's RDMA READs done)"); err != nil {
 				return "", err
 			}
 			res.Elapsed = time.Since(t0)
@@ -779,7 +790,7 @@ func perftestServer(ctx context.Context, s *session, cfg Config, iters, size int
 			if err := l.postRecvs(); err != nil {
 				return "", err
 			}
-			if _, err := c.handshake(ctx, "handshake before the ping-pong", PerftestDest{}); err != nil {
+			if err := c.hs(ctx, "handshake before the ping-pong"); err != nil {
 				return "", err
 			}
 			m, err := l.run(ctx, false)
@@ -787,7 +798,7 @@ func perftestServer(ctx context.Context, s *session, cfg Config, iters, size int
 				return "", err
 			}
 			res.Measurement, res.Count, res.Bytes, res.Elapsed = m, m.Iters, m.Bytes, m.Elapsed
-			_, err = c.handshake(ctx, "closing handshake", PerftestDest{})
+			err = c.hs(ctx, "closing handshake")
 			return measured(m), err
 		}); err != nil {
 			return err
