@@ -76,3 +76,50 @@ func TestCMInteropJSON(t *testing.T) {
 		t.Errorf("%+v from %s", v, out.String())
 	}
 }
+
+func perftestResult() *cminterop.Result {
+	r := interopResult()
+	r.Mode, r.Sample, r.Test, r.Op = cminterop.Perftest, "", verbsprobe.TestBandwidth, verbsprobe.OpWrite
+	r.PeerVersion = "6.06\x1b[2J" // the peer's text, escaped where printed
+	r.Measurement = &verbsprobe.Measurement{Test: verbsprobe.TestBandwidth, Op: verbsprobe.OpWrite, Size: 65536, Iters: 2000,
+		Bytes: 2000 * 65536, Elapsed: time.Second}
+	r.PeerReport = &cminterop.PerftestReport{Size: 65536, Iters: 2000, BWPeak: 130, BWAvg: 125.5, MsgRate: 0.002}
+	return r
+}
+
+func TestCMInteropPerftest(t *testing.T) {
+	var out bytes.Buffer
+	p := output.New(&out, output.Options{})
+	CMInteropResult(p, perftestResult())
+	p.Flush()
+	s := out.String()
+	for _, want := range []string{"probe rxe0/1 cm perftest bw write server", "perftest client's report: 2000 × 65536 bytes, 125.50 MB/s, 0.0020 Mmsg/s",
+		"PASS: bw write with perftest 6.06\\x1b[2J: 2000 × 65536 bytes in 1.00s, 1.049 Gb/s"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("missing %q in:\n%s", want, s)
+		}
+	}
+	out.Reset()
+	p = output.New(&out, output.Options{JSON: true})
+	CMInteropResult(p, perftestResult())
+	p.Flush()
+	var got struct {
+		Test, Op    string
+		PeerVersion string `json:"peer_version"`
+		Results     []struct {
+			Iters  int
+			BWGbps float64 `json:"bw_gbps"`
+		}
+		PeerReport struct {
+			Iters    int
+			BWAvgMBs float64 `json:"bw_avg_mbs"`
+		} `json:"peer_report"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if got.Test != "bw" || got.Op != "write" || got.PeerVersion != `6.06\x1b[2J` || len(got.Results) != 1 || got.Results[0].Iters != 2000 ||
+		got.Results[0].BWGbps < 1.04 || got.PeerReport.Iters != 2000 || got.PeerReport.BWAvgMBs != 125.5 {
+		t.Errorf("%+v\n%s", got, out.String())
+	}
+}
