@@ -28,6 +28,10 @@ func TestParseCMInterop(t *testing.T) {
 		{"rping", []string{"10.0.0.1", "count", "2"}, "", true, CMInterop{Mode: "rping", Addr: netip.MustParseAddrPort("10.0.0.1:7174"), Count: 2}},
 		{"ucmatose", []string{":7000"}, "", true, CMInterop{Mode: "ucmatose", Addr: netip.MustParseAddrPort("0.0.0.0:7000")}},
 		{"ucmatose", nil, "10.0.0.1:7001", true, CMInterop{Mode: "ucmatose", Addr: netip.MustParseAddrPort("10.0.0.1:7001")}},
+		{"perftest", []string{"bw", "write", "iters", "2000"}, "10.0.0.2", false,
+			CMInterop{Mode: "perftest", Addr: netip.MustParseAddrPort("10.0.0.2:18515"), Test: "bw", Op: "write", Count: 2000}},
+		{"perftest", []string{"lat", "send", "10.0.0.1", "size", "8388608"}, "", true,
+			CMInterop{Mode: "perftest", Addr: netip.MustParseAddrPort("10.0.0.1:18515"), Test: "lat", Op: "send", Size: 8 << 20}},
 	} {
 		got, err := ParseCMInterop(tc.mode, tc.words, tc.raw, tc.listen)
 		if err != nil {
@@ -35,7 +39,7 @@ func TestParseCMInterop(t *testing.T) {
 			continue
 		}
 		if got.Mode != tc.want.Mode || got.Addr != tc.want.Addr || got.Count != tc.want.Count || got.Size != tc.want.Size ||
-			got.Timeout != tc.want.Timeout || (got.ToS == nil) != (tc.want.ToS == nil) || (got.ToS != nil && *got.ToS != *tc.want.ToS) {
+			got.Timeout != tc.want.Timeout || got.Test != tc.want.Test || got.Op != tc.want.Op || (got.ToS == nil) != (tc.want.ToS == nil) || (got.ToS != nil && *got.ToS != *tc.want.ToS) {
 			t.Errorf("%s %q %q: %+v, want %+v", tc.mode, tc.words, tc.raw, got, tc.want)
 		}
 	}

@@ -18,6 +18,14 @@ func TestProbeCMInteropUsage(t *testing.T) {
 		{[]string{"probe", "peer", "10.0.0.2", "cm", "ucmatose", "count", "2000"}, "1 to 1024 messages"},
 		{[]string{"probe", "listen", "cm", "rping", "not-an-ip"}, "give an IP address"},
 		{[]string{"probe", "listen", "cm", "rping", "tos", "4"}, "tos is the client's"},
+		{[]string{"probe", "peer", "10.0.0.2", "cm", "perftest"}, "perftest needs its test: bw|lat write|send|read"},
+		{[]string{"probe", "peer", "10.0.0.2", "cm", "perftest", "bandwidth", "write"}, `unknown perftest test "bandwidth"`},
+		{[]string{"probe", "peer", "10.0.0.2", "cm", "perftest", "bw"}, "perftest bw needs its operation"},
+		{[]string{"probe", "peer", "10.0.0.2", "cm", "perftest", "lat", "atomic"}, `unknown perftest operation "atomic"`},
+		{[]string{"probe", "peer", "10.0.0.2", "cm", "perftest", "bw", "write", "count", "5"}, `unknown perftest argument "count"`},
+		{[]string{"probe", "peer", "10.0.0.2", "cm", "perftest", "bw", "write", "size", "9000000"}, "size must be a number from 1 to 8388608"},
+		{[]string{"probe", "peer", "10.0.0.2", "cm", "perftest", "lat", "send", "iters", "2000000"}, "perftest iters 2000000: 1 to 1000000"},
+		{[]string{"probe", "listen", "cm", "perftest", "bw", "write", "tos", "4"}, "tos is the client's"},
 	} {
 		_, stderr, code := runGrdma(t, k, tc.args...)
 		if code != 2 || !strings.Contains(stderr, tc.want) {
