@@ -249,7 +249,8 @@ type ProberStats struct {
 	// of this prober's probes or from another queue pair than the
 	// target's; a reply already had.
 	Malformed, Foreign, Duplicates uint64
-	// Probes delayed by MaxRate or by no free send slot.
+	// Probes delayed by MaxRate or by no free send slot, each counted
+	// once however long it waits.
 	Throttled uint64
 	// Results the reader left no room for.
 	ResultsDropped uint64
@@ -279,6 +280,8 @@ type target struct {
 	sizeAt  int
 	misses  int
 	removed bool
+	// throttled: its due probe was counted as held back (Throttled).
+	throttled bool
 	// resolving: a resolution runs; failures counts those that failed in
 	// a row (the backoff).
 	resolving bool
@@ -298,6 +301,8 @@ type waiter struct {
 	size    int  // 0: the path MTU
 	pathMTU bool // PathMTU: the address is all it waits for
 	ch      chan Result
+	// throttled: counted as held back (Throttled).
+	throttled bool
 }
 
 // onDemandTTL is how long a target made by Ping (its address, its
@@ -477,16 +482,19 @@ func (p *Prober) Run(ctx context.Context) error {
 			return nil
 		}
 		if errors.Is(err, context.Canceled) {
-			continue // woken: an op came
+			err = nil // woken: an op came
 		}
 		if err == nil {
 			err = p.handle(wcs, time.Now())
 		}
+		if err == nil {
+			err = p.stalled(time.Now())
+		}
 		if err != nil {
 			// A queue pair that keeps failing (a local firewall refusing
-			// RoCE makes every send complete in error) is made again
-			// less and less often: each remake asks every target's
-			// responder again over TCP.
+			// RoCE makes every send complete in error, or never complete)
+			// is made again less and less often: each remake asks every
+			// target's responder again over TCP.
 			if d := p.backoff.next(time.Now()); d > 0 {
 				select {
 				case <-ctx.Done():
@@ -690,7 +698,10 @@ func (p *Prober) sendWaiting(now time.Time) {
 			continue
 		}
 		if p.bucket.until(now) > 0 || len(p.ep.freeSends) == 0 {
-			p.stats.throttled.Add(1)
+			if !w.throttled {
+				w.throttled = true
+				p.stats.throttled.Add(1)
+			}
 			return
 		}
 		p.waiting = p.waiting[1:]
@@ -902,9 +913,13 @@ func (p *Prober) sendDue(ctx context.Context, now time.Time) {
 			continue
 		}
 		if p.bucket.until(now) > 0 || len(p.ep.freeSends) == 0 {
-			p.stats.throttled.Add(1)
+			if !t.throttled {
+				t.throttled = true
+				p.stats.throttled.Add(1)
+			}
 			return
 		}
+		t.throttled = false
 		p.probe(t, now)
 		if t.cfg.Count > 0 && t.probes >= t.cfg.Count {
 			heap.Pop(&p.due)
@@ -981,18 +996,24 @@ func (p *Prober) forgetUnused(now time.Time) {
 }
 
 // nextWake is when Run must look again: the next probe due, the next
-// expiry, a retry.
+// expiry, a retry, the send watchdog. With every send slot in use a
+// probe due waits for a send's completion, which wakes Run itself (or
+// for the watchdog): a wake for it now would spin.
 func (p *Prober) nextWake(now time.Time) time.Time {
 	wake := now.Add(time.Minute)
-	if len(p.waiting) > 0 {
+	full := len(p.ep.freeSends) == 0
+	if len(p.waiting) > 0 && !full {
 		wake = now.Add(max(p.bucket.until(now), time.Millisecond))
 	}
 	if p.due.Len() > 0 {
 		next := p.due[0].next
-		if d := p.bucket.until(now); d > 0 && p.due[0].ah != nil {
+		probe := p.due[0].ah != nil // else a resolution to retry
+		if d := p.bucket.until(now); d > 0 && probe {
 			next = maxTime(next, now.Add(d))
 		}
-		wake = minTime(wake, next)
+		if !probe || !full {
+			wake = minTime(wake, next)
+		}
 	}
 	for _, pd := range p.order {
 		if !pd.done {
@@ -1000,7 +1021,36 @@ func (p *Prober) nextWake(now time.Time) time.Time {
 			break
 		}
 	}
+	if at := p.ep.oldestSend(); !at.IsZero() {
+		wake = minTime(wake, at.Add(p.sendStall()))
+	}
 	return wake
+}
+
+// MinSendStall is the least time a send may go without its completion
+// before the prober's queue pair is taken as wedged (ProberConfig.Timeout
+// when longer): a send completes once it left, within microseconds; a
+// host that stalls for a moment must not remake a healthy queue pair.
+const MinSendStall = 2 * time.Second
+
+// sendStall is how long a send may wait for its completion.
+func (p *Prober) sendStall() time.Duration { return max(p.cfg.Timeout, MinSendStall) }
+
+// errSendStalled: a send had no completion within sendStall.
+var errSendStalled = errors.New("a send has had no completion")
+
+// stalled says, when the oldest send waiting for its completion has
+// waited longer than sendStall, that the queue pair is wedged: a kernel
+// that refuses the datagrams at output and retries them for ever (rxe on
+// 6.1 behind a firewall dropping RoCE) never completes them, and the
+// send queue, once full, sends nothing more. Made again, it counts a
+// restart as a queue pair whose sends complete in error does.
+func (p *Prober) stalled(now time.Time) error {
+	at := p.ep.oldestSend()
+	if at.IsZero() || now.Sub(at) <= p.sendStall() {
+		return nil
+	}
+	return fmt.Errorf("%w for %v", errSendStalled, now.Sub(at).Round(time.Millisecond))
 }
 
 func minTime(a, b time.Time) time.Time {
