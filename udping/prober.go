@@ -41,7 +41,8 @@ type Prober struct {
 	pending   map[uint64]*pending
 	order     []*pending // by send time: what expires first
 	nextID    uint64
-	slots     []*heldAH // the address handle each send slot's send uses
+	slots     []*heldAH  // the address handle each send slot's send uses
+	slotProbe []*pending // the probe each send slot's send carries
 	bucket    bucket
 	waiting   []*waiter      // Pings of resolved targets waiting for a token or a send slot
 	resolve   chan struct{}  // resolutions running at once
@@ -181,7 +182,8 @@ const (
 	// OutcomeTooLarge: the configured size is over the path MTU; no
 	// probe was sent.
 	OutcomeTooLarge Outcome = "too_large"
-	// OutcomeSendError: the probe could not be sent (Err).
+	// OutcomeSendError: the probe could not be sent (Err), or its send
+	// had not completed when its time was up (ErrSendIncomplete).
 	OutcomeSendError Outcome = "send_error"
 )
 
@@ -189,9 +191,14 @@ const (
 // echo lost, a size over the path MTU. A resolution that failed is a
 // *ResolveError, wrapping the Resolver's error.
 var (
-	ErrTimeout  = errors.New("no reply within the timeout")
-	ErrEchoLost = errors.New("the echo was lost: the responder's report came")
-	ErrTooLarge = errors.New("the probe is larger than the path MTU")
+	ErrTimeout = errors.New("no reply within the timeout")
+	// ErrSendIncomplete: no reply, and the probe's send had not completed
+	// either: it may never have left this node (rxe on 6.1 retries a
+	// datagram a local firewall refuses for ever), so its loss is not the
+	// network's.
+	ErrSendIncomplete = errors.New("the probe's send had not completed: it may never have left this node")
+	ErrEchoLost       = errors.New("the echo was lost: the responder's report came")
+	ErrTooLarge       = errors.New("the probe is larger than the path MTU")
 )
 
 // ResolveError means a target's responder address could not be had.
@@ -331,6 +338,8 @@ type pending struct {
 	done      bool
 	expiresAt time.Time
 	waiter    *waiter // a Ping's, which takes the result instead of Results
+	// sendOut: its send was posted and has not completed yet.
+	sendOut bool
 }
 
 // op is a change Run applies: a target added or removed, a resolution
@@ -362,7 +371,7 @@ func NewProber(cfg ProberConfig) (*Prober, error) {
 	}
 	source, _ := cfg.Local.TimestampSource()
 	return &Prober{cfg: cfg, session: rand.Uint64(), ep: ep, results: make(chan Result, cfg.Results), source: source,
-		targets: map[string]*target{}, pending: map[uint64]*pending{}, slots: make([]*heldAH, cfg.Sends),
+		targets: map[string]*target{}, pending: map[uint64]*pending{}, slots: make([]*heldAH, cfg.Sends), slotProbe: make([]*pending, cfg.Sends),
 		bucket: newBucket(cfg.MaxRate), resolve: make(chan struct{}, maxResolving), held: map[*heldAH]bool{},
 		runCtx: context.Background()}, nil
 }
@@ -971,7 +980,9 @@ func (p *Prober) send(t *target, size int, w *waiter, now time.Time) {
 	}
 	p.stats.sent.Add(1)
 	p.lastSend = sent
-	pd := &pending{t: t, id: id, seq: t.seq, size: size, addr: t.addr, sent: sent, expiresAt: sent.Add(p.cfg.Timeout), waiter: w}
+	pd := &pending{t: t, id: id, seq: t.seq, size: size, addr: t.addr, sent: sent, expiresAt: sent.Add(p.cfg.Timeout), waiter: w,
+		sendOut: true}
+	p.slotProbe[slot] = pd
 	if w != nil {
 		if d, ok := w.ctx.Deadline(); ok && d.Before(pd.expiresAt) {
 			pd.expiresAt = d
@@ -1094,19 +1105,25 @@ func (p *Prober) finish(pd *pending) {
 	case pd.gotReport:
 		r.Outcome, r.Err = OutcomeEchoLost, ErrEchoLost
 		p.stats.echoLost.Add(1)
+	case pd.sendOut:
+		// Not the network's loss: a wedged queue pair (the send
+		// watchdog remakes it), this node's fault.
+		r.Outcome, r.Err, r.Sent = OutcomeSendError, ErrSendIncomplete, time.Time{}
 	default:
 		r.Outcome, r.Err = OutcomeTimeout, ErrTimeout
 		p.stats.timeouts.Add(1)
 	}
 	t := pd.t
 	if !t.removed {
-		if r.Outcome == OutcomeTimeout {
+		switch r.Outcome {
+		case OutcomeTimeout:
 			t.misses++
 			if t.misses >= p.cfg.RefreshAfter && !t.resolving {
 				t.misses = 0
 				p.startResolve(p.runCtx, t)
 			}
-		} else {
+		case OutcomeSendError: // says nothing of the responder
+		default:
 			t.misses = 0
 		}
 	}
@@ -1143,6 +1160,10 @@ func (p *Prober) handle(wcs []uverbs.WC, now time.Time) error {
 	for _, wc := range wcs {
 		if wc.WRID&sendFlag != 0 {
 			slot := int(wc.WRID &^ sendFlag)
+			if slot >= 0 && slot < len(p.slotProbe) && p.slotProbe[slot] != nil {
+				p.slotProbe[slot].sendOut = false
+				p.slotProbe[slot] = nil
+			}
 			p.sendDone(slot)
 			p.ep.sent(slot)
 			if wc.Status != uverbs.WCSuccess {
@@ -1219,6 +1240,7 @@ func (p *Prober) restart(ctx context.Context) error {
 		pd.done = true
 	}
 	clear(p.pending)
+	clear(p.slotProbe)
 	p.order = nil
 	for i := range p.slots {
 		p.sendDone(i)

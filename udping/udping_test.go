@@ -824,13 +824,24 @@ func TestProberSendsStuck(t *testing.T) {
 		t.Fatalf("before the fault: %+v", r)
 	}
 	stuck.Store(true)
+	outcomes := map[udping.Outcome]int{}
 	for deadline := time.Now().Add(20 * time.Second); p.Stats().Restarts == 0; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no restart in 20 s of stuck sends: %+v", p.Stats())
 		}
 		for len(results) > 0 {
-			<-results
+			r := <-results
+			outcomes[r.Outcome]++
+			if r.Outcome == udping.OutcomeSendError && (!errors.Is(r.Err, udping.ErrSendIncomplete) || !r.Sent.IsZero()) {
+				t.Errorf("a probe whose send never completed: %+v", r)
+			}
 		}
+	}
+	// Probes that never left are this node's fault, not the network's
+	// loss (which would name the path to the target: PingmeshPacketLoss
+	// from the node, seen on 6.1).
+	if outcomes[udping.OutcomeTimeout] != 0 || outcomes[udping.OutcomeSendError] == 0 {
+		t.Errorf("outcomes while the sends were stuck: %v; want send errors (incomplete), no timeouts", outcomes)
 	}
 	s := p.Stats()
 	t.Logf("stuck: %+v", s)
