@@ -87,7 +87,7 @@ lint:
 
 # End-to-end tests in QEMU guests booting Debian's 6.1 and 6.12 kernels.
 e2e: build
-	$(GO) test -tags e2e -count=1 -timeout 60m -v ./e2e/
+	$(GO) test -tags e2e -count=1 -timeout 80m -v ./e2e/
 
 # Every fuzz target (func Fuzz* in a _test.go) for FUZZTIME each; a crash
 # fails the run and leaves its input under the package's testdata/fuzz/,

@@ -33,10 +33,7 @@ func serve(b *fakeHost, m Mode, count, size int) <-chan *Result {
 func waitListening(t *testing.T, b *fakeHost, port uint16) {
 	t.Helper()
 	for range 2000 {
-		b.net.mu.Lock()
-		l := b.net.listeners[netip.AddrPortFrom(b.ip, port)]
-		b.net.mu.Unlock()
-		if l != nil {
+		if b.net.Listening(netip.AddrPortFrom(b.ip, port)) {
 			return
 		}
 		time.Sleep(time.Millisecond)

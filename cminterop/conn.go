@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"strconv"
 	"time"
 
 	"github.com/grdma/grdma/ib"
@@ -16,57 +15,21 @@ import (
 	"github.com/grdma/grdma/verbsprobe"
 )
 
-// The CM as a run uses it: an *rdmacm.ID is a cmID; tests put a fake in
-// its place.
-type cmID interface {
-	ResolveAddr(ctx context.Context, src, dst netip.AddrPort, timeout time.Duration) error
-	SetTOS(tos uint8) error
-	ResolveRoute(ctx context.Context, timeout time.Duration) error
-	QueryAddr() (rdmacm.Addr, error)
-	QueryRoute() (rdmacm.Route, error)
-	InitQPAttr(state ib.QPState) (uverbs.QPAttr, uverbs.QPAttrMask, error)
-	Connect(ctx context.Context, p rdmacm.ConnParam) (rdmacm.ConnParam, error)
-	Establish() error
-	Accept(p rdmacm.ConnParam) error
-	WaitEstablished(ctx context.Context) error
-	Disconnect() error
-	WaitDisconnected(ctx context.Context) error
-	Destroy() error
-}
-
-// cmRequest is a connection request a listener took.
-type cmRequest struct {
-	id   cmID
-	peer rdmacm.ConnParam
-	addr rdmacm.Addr
-}
-
-type cmListener interface {
-	Bind(addr netip.AddrPort) error
-	Listen(backlog int) error
-	getRequest(ctx context.Context) (cmRequest, error)
-	Destroy() error
-}
-
-// kernel is what a run needs of the host: CM IDs, and the uverbs device
-// of the device port the CM bound an ID to.
-type kernel interface {
-	newID() (cmID, error)
-	newListener() (cmListener, error)
+// kernel is what a run needs of the host: the CM (the kernel's, or in
+// tests rdmacmtest's), and the uverbs device of the device port the CM
+// bound an ID to.
+type kernel struct {
+	rdmacm.CM
 	// open opens the device port's uverbs device and names it.
-	open(p rdmacm.DevicePort) (*uverbs.Context, string, error)
+	open func(p rdmacm.DevicePort) (*uverbs.Context, string, error)
 	// chose fills what the CM chose for a connection on device dev.
-	chose(ci *verbsprobe.CMInfo, addr rdmacm.Addr, route rdmacm.Route, dev string)
-	Close() error
+	chose func(ci *verbsprobe.CMInfo, addr rdmacm.Addr, route rdmacm.Route, dev string)
 }
 
-// realKernel is the host's: the RDMA CM character device and sysfs.
-type realKernel struct {
-	ch   *rdmacm.Channel
-	fsys sysfs.FS
-}
-
-func openKernel(cfg Config) (kernel, error) {
+// openKernel opens the host's: the RDMA CM character device, and sysfs
+// to name (by node GUID, locator.CMDevice) and open the devices it
+// chooses and read their GID tables (verbsprobe.CMInfo.Fill).
+func openKernel(cfg Config) (*kernel, error) {
 	if cfg.kernel != nil {
 		return cfg.kernel()
 	}
@@ -85,61 +48,18 @@ func openKernel(cfg Config) (kernel, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &realKernel{ch: ch, fsys: fsys}, nil
-}
-
-func (k *realKernel) newID() (cmID, error) { return k.ch.CreateID(rdmacm.PortSpaceTCP) }
-
-func (k *realKernel) newListener() (cmListener, error) {
-	id, err := k.ch.CreateID(rdmacm.PortSpaceTCP)
-	if err != nil {
-		return nil, err
-	}
-	return realListener{id}, nil
-}
-
-func (k *realKernel) Close() error { return k.ch.Close() }
-
-// open finds the device by node GUID (and, where GUIDs collide, as
-// rxe's on same-MAC netdevs do, by its index) and opens its uverbs device.
-func (k *realKernel) open(p rdmacm.DevicePort) (*uverbs.Context, string, error) {
-	devs, err := k.fsys.Devices()
-	if err != nil {
-		return nil, "", err
-	}
-	var names []string
-	for _, d := range devs {
-		if d.NodeGUID == p.NodeGUID {
-			names = append(names, d.Name)
-		}
-	}
-	if len(names) == 0 {
-		return nil, "", fmt.Errorf("the CM bound the connection to device index %d (node GUID %#x), which sysfs does not show", p.Index, p.NodeGUID)
-	}
-	name := names[0]
-	for _, n := range names[1:] {
-		if idx, err := k.fsys.ReadAttr("class/infiniband/" + n + "/ibdev_index"); err == nil && idx == strconv.FormatUint(uint64(p.Index), 10) {
-			name = n
-		}
-	}
-	c, err := locator.OpenSysfs(k.fsys, name)
-	return c, name, err
-}
-
-// chose fills what the CM chose (verbsprobe.CMInfo.Fill: the GID's
-// index and RoCE version from the port's table in sysfs).
-func (k *realKernel) chose(ci *verbsprobe.CMInfo, addr rdmacm.Addr, route rdmacm.Route, dev string) {
-	ci.Fill(addr, route, dev, uint32(addr.Device.Port), k.fsys)
-}
-
-type realListener struct{ *rdmacm.ID }
-
-func (l realListener) getRequest(ctx context.Context) (cmRequest, error) {
-	r, err := l.GetRequest(ctx)
-	if err != nil {
-		return cmRequest{}, err
-	}
-	return cmRequest{id: r.ID, peer: r.Peer, addr: r.Addr}, nil
+	return &kernel{CM: ch,
+		open: func(p rdmacm.DevicePort) (*uverbs.Context, string, error) {
+			name, err := locator.CMDevice(fsys, p)
+			if err != nil {
+				return nil, "", err
+			}
+			c, err := locator.OpenSysfs(fsys, name)
+			return c, name, err
+		},
+		chose: func(ci *verbsprobe.CMInfo, addr rdmacm.Addr, route rdmacm.Route, dev string) {
+			ci.Fill(addr, route, dev, uint32(addr.Device.Port), fsys)
+		}}, nil
 }
 
 // endpoint is one side's verbs objects: an RC queue pair on the device
@@ -216,7 +136,7 @@ func (e *endpoint) close() error {
 
 // move takes the queue pair to state with the CM's attributes; adjust,
 // when set, changes them first (the passive side's resources).
-func (e *endpoint) move(id cmID, state ib.QPState, adjust func(*uverbs.QPAttr)) error {
+func (e *endpoint) move(id rdmacm.Conn, state ib.QPState, adjust func(*uverbs.QPAttr)) error {
 	attr, mask, err := id.InitQPAttr(state)
 	if err != nil {
 		return fmt.Errorf("INIT_QP_ATTR %v: %w", state, err)
@@ -233,7 +153,7 @@ func (e *endpoint) move(id cmID, state ib.QPState, adjust func(*uverbs.QPAttr)) 
 // rtrRTS moves the queue pair through INIT (again: the access flags the
 // connection allows), RTR and RTS; resources and depth, when not nil,
 // are the passive side's own (librdmacm does the same).
-func (e *endpoint) rtrRTS(id cmID, resources, depth *uint8) error {
+func (e *endpoint) rtrRTS(id rdmacm.Conn, resources, depth *uint8) error {
 	if err := e.move(id, ib.QPStateInit, nil); err != nil {
 		return err
 	}
@@ -319,15 +239,15 @@ const goneGrace = 200 * time.Millisecond
 // session is one run's connection: the kernel, the ID, the endpoint, and
 // the result being filled. Close releases it all.
 type session struct {
-	k   kernel
-	id  cmID
+	k   *kernel
+	id  rdmacm.Conn
 	ep  *endpoint
 	res *Result
 	// watch ends when the peer disconnected (the passive side's wait).
 	watching  bool
 	gone      chan struct{}
 	watchDone chan error
-	listener  cmListener
+	listener  rdmacm.Listener
 }
 
 // step runs f as the named step of the result, timed.
@@ -357,6 +277,24 @@ func (s *session) chose(addr rdmacm.Addr, route rdmacm.Route, dev string) {
 	s.res.Device, s.res.Port = dev, s.res.CM.Port
 }
 
+// endpointOn opens the device the CM bound the ID to (addr.Device),
+// records the CM's choice, and makes the endpoint there, its queue pair
+// in INIT; it returns the device's name.
+func (s *session) endpointOn(cfg Config, addr rdmacm.Addr, route rdmacm.Route, sendWR, recvWR uint32, size int) (string, error) {
+	c, name, err := s.k.open(addr.Device)
+	if err != nil {
+		return "", err
+	}
+	s.chose(addr, route, name)
+	if err := cfg.onDevice(c, name); err != nil {
+		return "", err
+	}
+	if s.ep, err = newEndpoint(c, sendWR, recvWR, size); err != nil {
+		return "", err
+	}
+	return name, s.ep.move(s.id, ib.QPStateInit, nil)
+}
+
 // dial connects to the peer as a librdmacm client does: resolve the
 // address and the route, open the device the CM chose, make the queue
 // pair (prepare posts the receives the protocol needs before the
@@ -367,7 +305,7 @@ func (s *session) dial(ctx context.Context, cfg Config, sendWR, recvWR uint32, s
 		if s.k, err = openKernel(cfg); err != nil {
 			return "", err
 		}
-		s.id, err = s.k.newID()
+		s.id, err = s.k.CreateConn(rdmacm.PortSpaceTCP)
 		return "", err
 	}); err != nil {
 		return err
@@ -400,18 +338,8 @@ func (s *session) dial(ctx context.Context, cfg Config, sendWR, recvWR uint32, s
 		if err != nil {
 			return "", err
 		}
-		c, name, err := s.k.open(addr.Device)
+		name, err := s.endpointOn(cfg, addr, route, sendWR, recvWR, size)
 		if err != nil {
-			return "", err
-		}
-		s.chose(addr, route, name)
-		if err := cfg.onDevice(c, name); err != nil {
-			return "", err
-		}
-		if s.ep, err = newEndpoint(c, sendWR, recvWR, size); err != nil {
-			return "", err
-		}
-		if err := s.ep.move(s.id, ib.QPStateInit, nil); err != nil {
 			return "", err
 		}
 		return fmt.Sprintf("%s/%d, qpn %d", name, s.res.CM.Port, s.ep.qp.QP().QPN), prepare(s.ep)
@@ -454,7 +382,7 @@ func (s *session) accept(ctx context.Context, cfg Config, sendWR, recvWR uint32,
 		if s.k, err = openKernel(cfg); err != nil {
 			return "", err
 		}
-		if s.listener, err = s.k.newListener(); err != nil {
+		if s.listener, err = s.k.CreateListener(rdmacm.PortSpaceTCP); err != nil {
 			return "", err
 		}
 		if err := s.listener.Bind(cfg.Addr); err != nil {
@@ -470,22 +398,22 @@ func (s *session) accept(ctx context.Context, cfg Config, sendWR, recvWR uint32,
 	}); err != nil {
 		return err
 	}
-	var req cmRequest
+	var req rdmacm.ConnRequest
 	if err := s.step(verbsprobe.CMStepRequest, func() (string, error) {
-		req, err = s.listener.getRequest(ctx)
+		req, err = s.listener.NextRequest(ctx)
 		if err != nil {
 			return "", err
 		}
-		s.id = req.id
+		s.id = req.Conn
 		lerr := s.listener.Destroy()
 		s.listener = nil
 		if lerr != nil {
 			return "", lerr
 		}
-		if !req.addr.HasDevice() {
-			return "", fmt.Errorf("the request's ID has no device: %+v", req.addr)
+		if !req.Addr.HasDevice() {
+			return "", fmt.Errorf("the request's ID has no device: %+v", req.Addr)
 		}
-		return fmt.Sprintf("from %s, peer qpn %d", req.addr.Dst, req.peer.QPNum), nil
+		return fmt.Sprintf("from %s, peer qpn %d", req.Addr.Dst, req.Peer.QPNum), nil
 	}); err != nil {
 		return err
 	}
@@ -495,24 +423,14 @@ func (s *session) accept(ctx context.Context, cfg Config, sendWR, recvWR uint32,
 		if err != nil {
 			return "", err
 		}
-		c, name, err := s.k.open(req.addr.Device)
+		name, err := s.endpointOn(cfg, req.Addr, route, sendWR, recvWR, size)
 		if err != nil {
-			return "", err
-		}
-		s.chose(req.addr, route, name)
-		if err := cfg.onDevice(c, name); err != nil {
-			return "", err
-		}
-		if s.ep, err = newEndpoint(c, sendWR, recvWR, size); err != nil {
-			return "", err
-		}
-		if err := s.ep.move(s.id, ib.QPStateInit, nil); err != nil {
 			return "", err
 		}
 		if err := prepare(s.ep); err != nil {
 			return "", err
 		}
-		resources, depth := min(req.peer.ResponderResources, 1), min(req.peer.InitiatorDepth, 1)
+		resources, depth := min(req.Peer.ResponderResources, 1), min(req.Peer.InitiatorDepth, 1)
 		if err := s.ep.rtrRTS(s.id, &resources, &depth); err != nil {
 			return "", err
 		}

@@ -86,7 +86,7 @@ type Config struct {
 	// Open opens the RDMA CM; nil: locator.OpenRDMACM.
 	Open func() (*rdmacm.Channel, error)
 
-	kernel func() (kernel, error) // tests: a fake CM and fake devices
+	kernel func() (*kernel, error) // tests: a fake CM and fake devices
 }
 
 // Validate reports a Config the mode cannot run (the error names the

@@ -45,6 +45,8 @@ const (
 	// faultGrace is how long a node whose kernel failed may go on
 	// printing (the oops, its trace) before the fleet stops.
 	faultGrace = 3 * time.Second
+	// hangCheck is how often the watchers look at the guests' heartbeats.
+	hangCheck = 10 * time.Second
 )
 
 // FleetSpec is what BootFleet boots.
@@ -86,6 +88,10 @@ type FleetResult struct {
 	// MAC addresses as the driver stopped (vde_switch's port/print and
 	// hash/print).
 	Switch string
+	// Faults names each guest whose kernel failed or that hung while the
+	// scenarios ran ("node2: [  125.26] Oops: ..."): the bed's, not a
+	// scenario's, failure.
+	Faults []string
 	dir    string
 }
 
@@ -257,10 +263,15 @@ func (b *Bed) BootFleet(ctx context.Context, spec FleetSpec) (*FleetResult, erro
 			err = werr
 		}
 	}
-	for _, m := range machines {
+	for i, m := range machines {
 		if t, ok := m.marks["run"]; ok && t.Sub(first) > f.Boot {
 			f.Boot = t.Sub(first)
 		}
+		m.mu.Lock()
+		if m.faultLine != "" {
+			f.Faults = append(f.Faults, layout.FleetName(i+1)+": "+strings.TrimSpace(m.faultLine))
+		}
+		m.mu.Unlock()
 	}
 	return f, err
 }
@@ -301,12 +312,23 @@ func watchFault(b *Bed, name string, m, driver *machine) bool {
 	if m == driver {
 		driverDone = nil
 	}
-	select {
-	case <-driverDone:
-		return false
-	case <-m.done:
-		return false
-	case <-m.fault:
+	every := hangCheck
+	if m.hangAfter > 0 {
+		every = min(every, m.hangAfter)
+	}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for failed := false; !failed; {
+		select {
+		case <-driverDone:
+			return false
+		case <-m.done:
+			return false
+		case <-m.fault:
+			failed = true
+		case now := <-tick.C:
+			m.checkHeartbeat(now) // a hang closes m.fault
+		}
 	}
 	// The oops is tens of lines: let it reach the console first.
 	select {
@@ -315,6 +337,9 @@ func watchFault(b *Bed, name string, m, driver *machine) bool {
 	}
 	m.mu.Lock()
 	why := "its kernel failed: " + strings.TrimSpace(m.faultLine)
+	if strings.HasPrefix(m.faultLine, "[e2e: ") {
+		why = "it hangs: " + strings.TrimSpace(m.faultLine)
+	}
 	m.mu.Unlock()
 	b.logf("e2e: %s stopped the scenarios after %v: %s; its console from there:\n%s", name, time.Since(m.started).Round(time.Second), why, m.faultText())
 	m.kill(why)

@@ -94,6 +94,14 @@ func TestKernelFaultStopsFleet(t *testing.T) {
 	if len(faults) != 1 || !strings.Contains(faults[0], "BUG: kernel NULL pointer dereference") {
 		t.Errorf("kernel failure lines of the oops: %q, want its BUG line only", faults)
 	}
+	// The first lines of a soft lockup (kernel/watchdog.c) and of a task
+	// stuck in the kernel (kernel/hung_task.c), as those print them.
+	for _, l := range []string{"[  300.123456] watchdog: BUG: soft lockup - CPU#0 stuck for 26s! [kworker/u2:1:57]",
+		"[  363.519017] INFO: task rdma:1203 blocked for more than 120 seconds."} {
+		if !kernelFault(l) {
+			t.Errorf("not a kernel failure: %q", l)
+		}
+	}
 	healthy := consoleFile(t, "healthy-6.12.console")
 	for _, l := range append(healthy, "agent: 22:46:35 BUG: not a kernel line", "[   12.000001] WARNING: CPU: 0 PID: 1 at somewhere") {
 		if kernelFault(l) {
@@ -128,6 +136,44 @@ func TestKernelFaultStopsFleet(t *testing.T) {
 		defer mu.Unlock()
 		if !strings.Contains(logs.String(), "node4 stopped the scenarios") || !strings.Contains(logs.String(), "RIP: 0010:0x0") {
 			t.Errorf("the bed's log does not name node4 and show its console's tail:\n%s", logs.String())
+		}
+	})
+	// A guest whose heartbeat stops hangs (a kernel stuck with
+	// interrupts off prints nothing): the fleet stops, naming it.
+	t.Run("hang", func(t *testing.T) {
+		driver, driverKilled := testMachine(t)
+		node, nodeKilled := testMachine(t)
+		node.linked, node.hangAfter = true, 50*time.Millisecond
+		node.consoleLine("e2e-mark: run")
+		node.consoleLine(heartbeatPrefix + "eth0 rx 10 tx 12")
+		node.consoleLine("[  481.568917] eth0 speed is unknown, defaulting to 1000")
+		var logs strings.Builder
+		var mu sync.Mutex
+		b := &Bed{Logf: func(format string, args ...any) { mu.Lock(); defer mu.Unlock(); fmt.Fprintf(&logs, format, args...) }}
+		go watchNode(b, "node3", node, driver)
+		for _, c := range []chan struct{}{driverKilled, nodeKilled} {
+			select {
+			case <-c:
+			case <-time.After(time.Minute): // a hang guard, not a timed assertion
+				t.Fatalf("the fleet was not stopped; driver: %q, node: %q", driver.r.killed, node.r.killed)
+			}
+		}
+		if want := "node3 failed while the scenarios ran: it hangs: [e2e: its console's heartbeat"; !strings.HasPrefix(driver.r.killed, want) {
+			t.Errorf("the driver killed for %q, want %q", driver.r.killed, want)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if !strings.Contains(logs.String(), "eth0 speed is unknown") {
+			t.Errorf("the bed's log does not show node3's last console lines:\n%s", logs.String())
+		}
+	})
+	// A guest without a link prints no heartbeat: never counted hung.
+	t.Run("unlinked", func(t *testing.T) {
+		node, _ := testMachine(t)
+		node.hangAfter = time.Nanosecond
+		node.consoleLine("e2e-mark: run")
+		if node.checkHeartbeat(time.Now().Add(time.Hour)) {
+			t.Error("a guest without a link counted as hung")
 		}
 	})
 	t.Run("healthy", func(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -130,10 +131,14 @@ func (b *Bed) RunFleetTests(ctx context.Context, r *GuestTestRun, spec FleetSpec
 
 // scenarioPattern narrows a -test.run pattern to the scenarios of prefix
 // (PairScenarios, FleetScenarios): its first (top-level) element is
-// matched after the prefix.
+// matched after the prefix, unless it is anchored ("^…", as rerunPattern
+// writes it): that one names whole top-level tests already.
 func scenarioPattern(prefix, run string) string {
 	if run == "" {
 		return prefix
+	}
+	if strings.HasPrefix(run, "^") {
+		return run
 	}
 	top, sub, hasSub := cutTopLevel(run)
 	p := prefix + ".*(?:" + top + ")"
@@ -258,4 +263,25 @@ func Summary(nodes []*TestNode) string {
 	}
 	sort.Strings(parts)
 	return strings.Join(parts, ", ")
+}
+
+// unfinished lists the top-level scenarios that did not pass or skip.
+func unfinished(nodes []*TestNode) []string {
+	var names []string
+	for _, n := range nodes {
+		if n.Action != "pass" && n.Action != "skip" {
+			names = append(names, n.Name)
+		}
+	}
+	return names
+}
+
+// rerunPattern is a -test.run pattern selecting exactly these top-level
+// scenarios (full names: TestFleetPing must not also run TestFleetUDPing).
+func rerunPattern(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = regexp.QuoteMeta(n)
+	}
+	return "^(?:" + strings.Join(q, "|") + ")$"
 }

@@ -4,6 +4,7 @@ import (
 	"net"
 	"os"
 	"regexp"
+	"slices"
 	"testing"
 )
 
@@ -56,5 +57,24 @@ func TestListensOn(t *testing.T) {
 	l.Close()
 	if listensOn(os.Getpid(), port) {
 		t.Errorf("listensOn(self, %d) = true after closing", port)
+	}
+}
+
+// TestRerunPattern: after a guest kernel's failure the fleet runs again
+// exactly the scenarios it left unfinished, by their whole names.
+func TestRerunPattern(t *testing.T) {
+	nodes := []*TestNode{{Name: "TestFleetCM", Action: "pass"}, {Name: "TestFleetProbeCM", Action: "fail"},
+		{Name: "TestFleetPing"}, {Name: "TestFleetBench", Action: "skip"}}
+	redo := unfinished(nodes)
+	if want := []string{"TestFleetProbeCM", "TestFleetPing"}; !slices.Equal(redo, want) {
+		t.Fatalf("unfinished = %q, want %q", redo, want)
+	}
+	p := scenarioPattern(FleetScenarios, rerunPattern(redo))
+	re := regexp.MustCompile(p)
+	for name, want := range map[string]bool{"TestFleetProbeCM": true, "TestFleetPing": true,
+		"TestFleetUDPing": false, "TestFleetProbeCMBench": false, "TestFleetCM": false} {
+		if re.MatchString(name) != want {
+			t.Errorf("%q selects %s: %v, want %v", p, name, !want, want)
+		}
 	}
 }

@@ -129,8 +129,18 @@ type machine struct {
 	// faultLog is the console from faultLine on (at most faultLines):
 	// the whole oops, its first lines included, however long.
 	faultLog []string
-	mu       sync.Mutex // faultLine and faultLog, for a watcher while QEMU runs
+	// linked guests print a heartbeat (heartbeatPrefix); beat is the last.
+	linked bool
+	beat   time.Time
+	// hangAfter replaces hangSilence when set (tests).
+	hangAfter time.Duration
+	// recent is the console's last recentLines lines, for a hang's report.
+	recent []string
+	mu     sync.Mutex // faultLine, faultLog, beat, marks and recent, for a watcher while QEMU runs
 }
+
+// recentLines bounds machine.recent.
+const recentLines = 40
 
 // faultLines bounds machine.faultLog (an oops with its trace and modules
 // is 50 to 80 lines).
@@ -138,11 +148,26 @@ const faultLines = 150
 
 // kernelFaultLine matches the first line the kernel prints when it
 // fails: after its timestamp, "BUG: ..." (NULL dereference, page fault,
-// soft lockup, scheduling while atomic), "Oops: ...", "general protection
-// fault", "kernel BUG at", "Kernel panic". Each of these leaves the guest
-// (or the task that held the failing lock) dead while QEMU runs on. A
-// WARNING is not one: the kernel carries on after it.
-var kernelFaultLine = regexp.MustCompile(`^\[\s*\d+\.\d+\] (BUG: |Oops: |general protection fault|kernel BUG at |Kernel panic - )`)
+// scheduling while atomic), "Oops: ...", "general protection fault",
+// "kernel BUG at", "Kernel panic", a soft lockup (kernel/watchdog.c:
+// "watchdog: BUG: soft lockup - CPU#%d stuck for %us!") and a task stuck
+// in the kernel (kernel/hung_task.c: "INFO: task %s:%d blocked for more
+// than %ld seconds."; a wedged rxe leaves every rdma command that touches
+// it so, unkillable). Each of these leaves the guest, or what touches
+// RDMA on it, dead while QEMU runs on. A WARNING is not one: the kernel
+// carries on after it.
+var kernelFaultLine = regexp.MustCompile(`^\[\s*\d+\.\d+\] (BUG: |Oops: |general protection fault|kernel BUG at |Kernel panic - |watchdog: BUG: soft lockup|INFO: task \S+ blocked for more than )`)
+
+// heartbeatPrefix starts the line init prints on the console every 30 s
+// while a guest with a link runs (guestfs/init.sh): from user space, so
+// its absence says the guest no longer schedules.
+const heartbeatPrefix = "e2e-net: "
+
+// hangSilence is how long a linked guest's heartbeat may be missing,
+// once its script runs, before the guest counts as hung: eight beats,
+// which no load on a 2-core host has delayed (the guests' timers run on
+// the host's clock).
+const hangSilence = 4 * time.Minute
 
 // kernelFault reports whether a console line is a kernel failure's first.
 func kernelFault(line string) bool { return kernelFaultLine.MatchString(line) }
@@ -150,6 +175,8 @@ func kernelFault(line string) bool { return kernelFaultLine.MatchString(line) }
 // consoleLine takes one console line: its mark, a kernel failure.
 // Called from the console reader only.
 func (m *machine) consoleLine(line string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	if mark, ok := strings.CutPrefix(line, "e2e-mark: "); ok {
 		name := strings.Fields(mark + " ")[0]
 		if _, seen := m.marks[name]; !seen && name == "run" {
@@ -157,15 +184,51 @@ func (m *machine) consoleLine(line string) {
 		}
 		m.marks[name] = time.Now()
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	if strings.HasPrefix(line, heartbeatPrefix) {
+		m.beat = time.Now()
+	}
+	if len(m.recent) == recentLines {
+		m.recent = append(m.recent[:0], m.recent[1:]...)
+	}
+	m.recent = append(m.recent, line)
 	if m.faultLine == "" && kernelFault(line) {
-		m.faultLine = line
-		close(m.fault)
+		m.failLocked(line)
 	}
 	if m.faultLine != "" && len(m.faultLog) < faultLines {
 		m.faultLog = append(m.faultLog, line)
 	}
+}
+
+// failLocked records the guest's failure (a console line, or the bed's
+// words for a hang) and wakes its watcher. m.mu must be held.
+func (m *machine) failLocked(line string) {
+	m.faultLine = line
+	close(m.fault)
+}
+
+// checkHeartbeat fails a guest whose heartbeat has been missing for
+// longer than silence since its script started (or its last beat), and
+// reports whether it did. Guests without a link print none: never hung.
+func (m *machine) checkHeartbeat(now time.Time) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	silence := m.hangAfter
+	if silence == 0 {
+		silence = hangSilence
+	}
+	if m.faultLine != "" || !m.linked {
+		return false
+	}
+	last := m.beat
+	if t, ok := m.marks["run"]; ok && t.After(last) {
+		last = t
+	}
+	if last.IsZero() || now.Sub(last) < silence {
+		return false
+	}
+	m.failLocked(fmt.Sprintf("[e2e: its console's heartbeat (%q, every 30 s) stopped %v ago: the guest hangs]", heartbeatPrefix+"…", now.Sub(last).Round(time.Second)))
+	m.faultLog = append([]string{"(its console's last lines)"}, m.recent...)
+	return true
 }
 
 // faultText is the console from the kernel's failure on.
@@ -196,6 +259,7 @@ func (b *Bed) launch(ctx context.Context, g *Guest, opt BootOptions) (*machine, 
 		share: filepath.Join(dir, "share"), marks: map[string]time.Time{}, done: make(chan struct{}), running: make(chan struct{}), fault: make(chan struct{})}
 	if g.Link != nil {
 		m.r.Name = g.Link.Name
+		m.linked = true
 	}
 	for _, d := range []string{"out", "e2e"} {
 		if err := os.MkdirAll(filepath.Join(m.share, d), 0o777); err != nil {

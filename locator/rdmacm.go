@@ -122,3 +122,32 @@ func roceVersion(fsys sysfs.FS, dev string, port uint32, sgid gid.GID) string {
 	}
 	return ""
 }
+
+// CMDevice names the device of a device port the CM bound an ID to
+// (QueryAddr's Addr.Device) by its node GUID in sysfs; where two devices
+// share one (rxe devices on netdevs of one MAC) the one whose
+// ibdev_index is the port's index.
+func CMDevice(fsys sysfs.FS, p rdmacm.DevicePort) (string, error) {
+	devs, err := fsys.Devices()
+	if err != nil {
+		return "", err
+	}
+	var names []string
+	for _, d := range devs {
+		if d.NodeGUID == p.NodeGUID {
+			names = append(names, d.Name)
+		}
+	}
+	switch len(names) {
+	case 0:
+		return "", fmt.Errorf("the CM bound the connection to device index %d (node GUID %#x), which sysfs does not show", p.Index, p.NodeGUID)
+	case 1:
+		return names[0], nil
+	}
+	for _, n := range names {
+		if idx, err := fsys.ReadAttr("class/infiniband/" + n + "/ibdev_index"); err == nil && idx == strconv.FormatUint(uint64(p.Index), 10) {
+			return n, nil
+		}
+	}
+	return names[0], nil
+}

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -58,5 +59,29 @@ func TestRDMACMSysfs(t *testing.T) {
 	_, err := RDMACM(mustFS(t, t.TempDir()), nil)
 	if !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("no rdma_cm: %v", err)
+	}
+}
+
+// TestCMDevice: the device of the port the CM bound an ID to, by node
+// GUID in sysfs trees captured in the guests; a GUID sysfs does not show
+// is an error naming it.
+func TestCMDevice(t *testing.T) {
+	for _, k := range []string{"6.1", "6.12"} {
+		t.Run(k, func(t *testing.T) {
+			fsys := mustFS(t, filepath.Join("..", "sysfs", "testdata", "rxe-"+k))
+			devs, err := fsys.Devices()
+			if err != nil || len(devs) < 2 {
+				t.Fatalf("%d devices: %v", len(devs), err)
+			}
+			for _, d := range devs {
+				if name, err := CMDevice(fsys, rdmacm.DevicePort{Index: 9, NodeGUID: d.NodeGUID, Port: 1}); err != nil || name != d.Name {
+					t.Errorf("node GUID %#x: %q, %v; want %s", d.NodeGUID, name, err, d.Name)
+				}
+			}
+			_, err = CMDevice(fsys, rdmacm.DevicePort{Index: 7, NodeGUID: 0x1234, Port: 1})
+			if err == nil || !strings.Contains(err.Error(), "device index 7 (node GUID 0x1234), which sysfs does not show") {
+				t.Errorf("unknown GUID: %v", err)
+			}
+		})
 	}
 }

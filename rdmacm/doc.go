@@ -27,6 +27,10 @@
 // errnos they stand for with errors.Is (fs.ErrNotExist, fs.ErrPermission,
 // syscall.ECONNREFUSED, syscall.ETIMEDOUT, ...).
 //
+// Code above this package drives the CM through the interfaces CM (a
+// Channel), Conn and Listener (an ID), so that its tests can use package
+// rdmacmtest's fake CM instead of the kernel's.
+//
 // Package locator finds the device through RDMA netlink (and names
 // devices in errors); package cmconfig reads and sets the per-port
 // defaults the CM applies (configfs default_roce_mode and

@@ -30,20 +30,7 @@ func CMInteropResult(p *output.Printer, r *cminterop.Result) {
 		fmt.Fprintf(&b, "\n  %s", cmText(&r.CM))
 	}
 	b.WriteString("\n")
-	for _, s := range r.Steps {
-		mark := "ok"
-		if !s.OK {
-			mark = "FAIL"
-		}
-		fmt.Fprintf(&b, "  [%-4s] %-15s %9s", mark, esc(s.Name), Duration(s.Duration))
-		switch {
-		case s.Err != nil:
-			fmt.Fprintf(&b, "  %s", esc(s.Err.Err.Error()))
-		case s.Detail != "":
-			fmt.Fprintf(&b, "  %s", esc(s.Detail))
-		}
-		b.WriteString("\n")
-	}
+	stepsText(&b, r.Steps, false)
 	if r.Sample != "" {
 		fmt.Fprintf(&b, "  peer's data: %s\n", esc(r.Sample))
 	}
@@ -95,21 +82,7 @@ func cmInteropJSON(p *output.Printer, r *cminterop.Result) {
 	p.Uint(output.JSONOnly, "bytes", "", r.Bytes)
 	p.Float(output.JSONOnly, "usec", "", usec(r.Elapsed), 1)
 	p.Untrusted(output.JSONOnly, "sample", "", r.Sample)
-	p.OpenArray(output.JSONOnly, "steps", "")
-	for _, s := range r.Steps {
-		p.OpenObject("")
-		p.Untrusted(output.JSONOnly, "name", "", s.Name)
-		p.OnOff(output.JSONOnly, "ok", "", s.OK)
-		p.Float(output.JSONOnly, "usec", "", usec(s.Duration), 1)
-		p.Untrusted(output.JSONOnly, "detail", "", s.Detail)
-		errText := ""
-		if s.Err != nil {
-			errText = s.Err.Err.Error()
-		}
-		p.Untrusted(output.JSONOnly, "error", "", errText)
-		p.CloseObject()
-	}
-	p.CloseArray(output.JSONOnly, "")
+	stepsJSON(p, r.Steps, false)
 	if r.CM.Device != "" {
 		cmJSON(p, &r.CM)
 	}

@@ -64,26 +64,7 @@ func probeText(p *output.Printer, r *verbsprobe.Result, series *verbsprobe.Serie
 		fmt.Fprintf(&b, "\n  %s", cmText(r.Peer.CM))
 	}
 	b.WriteString("\n")
-	for _, s := range r.Steps {
-		mark := "ok"
-		if !s.OK {
-			mark = "FAIL"
-		}
-		fmt.Fprintf(&b, "  [%-4s] %-15s %9s", mark, esc(s.Name), Duration(s.Duration))
-		switch {
-		case s.Err != nil:
-			fmt.Fprintf(&b, "  %s", esc(s.Err.Err.Error()))
-			if name := s.Err.ErrnoName(); name != "" {
-				fmt.Fprintf(&b, " (%s)", name)
-			}
-			if s.Err.Cause != "" {
-				fmt.Fprintf(&b, "\n  %-23s likely cause: %s", "", esc(s.Err.Cause))
-			}
-		case s.Detail != "":
-			fmt.Fprintf(&b, "  %s", esc(s.Detail))
-		}
-		b.WriteString("\n")
-	}
+	stepsText(&b, r.Steps, true)
 	switch {
 	case r.Failed() != nil:
 		fmt.Fprintf(&b, "FAIL at %s\n", esc(r.Failed().Name))
@@ -107,6 +88,35 @@ func probeText(p *output.Printer, r *verbsprobe.Result, series *verbsprobe.Serie
 	p.Text(b.String())
 }
 
+// stepsText writes steps as a checklist, a line each: "[ok  ] name
+// time detail", or "[FAIL] name time error"; with diagnosis a failed
+// step's errno and likely cause follow its error.
+func stepsText(b *strings.Builder, steps []verbsprobe.Step, diagnosis bool) {
+	for _, s := range steps {
+		mark := "ok"
+		if !s.OK {
+			mark = "FAIL"
+		}
+		fmt.Fprintf(b, "  [%-4s] %-15s %9s", mark, esc(s.Name), Duration(s.Duration))
+		switch {
+		case s.Err != nil:
+			fmt.Fprintf(b, "  %s", esc(s.Err.Err.Error()))
+			if !diagnosis {
+				break
+			}
+			if name := s.Err.ErrnoName(); name != "" {
+				fmt.Fprintf(b, " (%s)", name)
+			}
+			if s.Err.Cause != "" {
+				fmt.Fprintf(b, "\n  %-23s likely cause: %s", "", esc(s.Err.Cause))
+			}
+		case s.Detail != "":
+			fmt.Fprintf(b, "  %s", esc(s.Detail))
+		}
+		b.WriteString("\n")
+	}
+}
+
 // Duration prints a step's time as grdma probe does: 812µs, 1.25ms or
 // 2.50s.
 func Duration(d time.Duration) string {
@@ -121,6 +131,31 @@ func Duration(d time.Duration) string {
 
 // usec is a duration in microseconds, to 0.1 µs.
 func usec(d time.Duration) float64 { return math.Round(float64(d)/100) / 10 }
+
+// stepsJSON prints steps as the array "steps": name, ok, usec, detail
+// and error; with diagnosis a failed step also has its errno and likely
+// cause (what verbsprobe's own steps know).
+func stepsJSON(p *output.Printer, steps []verbsprobe.Step, diagnosis bool) {
+	p.OpenArray(output.JSONOnly, "steps", "")
+	for _, s := range steps {
+		p.OpenObject("")
+		p.Untrusted(output.JSONOnly, "name", "", s.Name)
+		p.OnOff(output.JSONOnly, "ok", "", s.OK)
+		p.Float(output.JSONOnly, "usec", "", usec(s.Duration), 1)
+		p.Untrusted(output.JSONOnly, "detail", "", s.Detail)
+		errText := ""
+		if s.Err != nil {
+			errText = s.Err.Err.Error()
+		}
+		p.Untrusted(output.JSONOnly, "error", "", errText)
+		if s.Err != nil && diagnosis {
+			p.Untrusted(output.JSONOnly, "errno", "", s.Err.ErrnoName())
+			p.Untrusted(output.JSONOnly, "cause", "", s.Err.Cause)
+		}
+		p.CloseObject()
+	}
+	p.CloseArray(output.JSONOnly, "")
+}
 
 // probeJSON prints r as one object: ifname, port, gid_index, ok and
 // steps, what the probe found, and with count the timing summary of all
@@ -149,25 +184,7 @@ func probeJSON(p *output.Printer, r *verbsprobe.Result, series *verbsprobe.Serie
 		p.Untrusted(output.JSONOnly, "unsupported", "", r.Unsupported)
 	}
 	p.Float(output.JSONOnly, "usec", "", usec(r.Duration()), 1)
-	p.OpenArray(output.JSONOnly, "steps", "")
-	for _, s := range r.Steps {
-		p.OpenObject("")
-		p.Untrusted(output.JSONOnly, "name", "", s.Name)
-		p.OnOff(output.JSONOnly, "ok", "", s.OK)
-		p.Float(output.JSONOnly, "usec", "", usec(s.Duration), 1)
-		p.Untrusted(output.JSONOnly, "detail", "", s.Detail)
-		errText := ""
-		if s.Err != nil {
-			errText = s.Err.Err.Error()
-		}
-		p.Untrusted(output.JSONOnly, "error", "", errText)
-		if s.Err != nil {
-			p.Untrusted(output.JSONOnly, "errno", "", s.Err.ErrnoName())
-			p.Untrusted(output.JSONOnly, "cause", "", s.Err.Cause)
-		}
-		p.CloseObject()
-	}
-	p.CloseArray(output.JSONOnly, "")
+	stepsJSON(p, r.Steps, true)
 	peerJSON(p, r)
 	if count > 1 {
 		p.Uint(output.JSONOnly, "count", "", uint64(count))

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"strconv"
 	"strings"
 	"time"
 
@@ -275,104 +274,19 @@ func parseRefusal(b []byte) (ok, busy bool, reason string) {
 	return true, b[5] == cmBusy, clean.String()
 }
 
-// The CM as the exchanges use it: an *rdmacm.ID is a cmID; tests put a
-// fake in its place.
-type cmID interface {
-	ResolveAddr(ctx context.Context, src, dst netip.AddrPort, timeout time.Duration) error
-	SetTOS(tos uint8) error
-	ResolveRoute(ctx context.Context, timeout time.Duration) error
-	QueryAddr() (rdmacm.Addr, error)
-	QueryRoute() (rdmacm.Route, error)
-	InitQPAttr(state ib.QPState) (uverbs.QPAttr, uverbs.QPAttrMask, error)
-	Connect(ctx context.Context, p rdmacm.ConnParam) (rdmacm.ConnParam, error)
-	Establish() error
-	Accept(p rdmacm.ConnParam) error
-	WaitEstablished(ctx context.Context) error
-	Reject(reason rdmacm.RejectReason, private []byte) error
-	Disconnect() error
-	WaitDisconnected(ctx context.Context) error
-	Destroy() error
-}
-
-// cmRequest is a connection request a listener took.
-type cmRequest struct {
-	id   cmID
-	peer rdmacm.ConnParam
-	addr rdmacm.Addr
-}
-
-type cmListener interface {
-	Bind(addr netip.AddrPort) error
-	Listen(backlog int) error
-	QueryAddr() (rdmacm.Addr, error)
-	getRequest(ctx context.Context) (cmRequest, error)
-	Destroy() error
-}
-
-// cmChannel is an open CM channel: IDs, and the names of devices.
-type cmChannel interface {
-	newID() (cmID, error)
-	newListener() (cmListener, error)
+// cmChannel is an open CM (the kernel's, or in tests rdmacmtest's) and
+// the names of the devices it binds IDs to.
+type cmChannel struct {
+	rdmacm.CM
 	// deviceName names the device port the CM bound an ID to.
-	deviceName(p rdmacm.DevicePort) (string, error)
-	Close() error
+	deviceName func(p rdmacm.DevicePort) (string, error)
 }
 
-// realCM is the kernel's CM.
-type realCM struct {
-	ch   *rdmacm.Channel
-	fsys sysfs.FS
-}
+func (c *cmChannel) newConn() (rdmacm.Conn, error) { return c.CreateConn(rdmacm.PortSpaceTCP) }
 
-func (c *realCM) newID() (cmID, error) { return c.ch.CreateID(rdmacm.PortSpaceTCP) }
-func (c *realCM) newListener() (cmListener, error) {
-	id, err := c.ch.CreateID(rdmacm.PortSpaceTCP)
-	if err != nil {
-		return nil, err
-	}
-	return realListener{id}, nil
-}
-func (c *realCM) Close() error { return c.ch.Close() }
-
-// deviceName finds the device by its node GUID in sysfs; where two share
-// one (rxe devices on netdevs of one MAC) the RDMA netlink index tells.
-func (c *realCM) deviceName(p rdmacm.DevicePort) (string, error) {
-	devs, err := c.fsys.Devices()
-	if err != nil {
-		return "", err
-	}
-	var names []string
-	for _, d := range devs {
-		if d.NodeGUID == p.NodeGUID {
-			names = append(names, d.Name)
-		}
-	}
-	switch len(names) {
-	case 0:
-		return "", fmt.Errorf("the CM bound the connection to device index %d (node GUID %#x), which sysfs does not show", p.Index, p.NodeGUID)
-	case 1:
-		return names[0], nil
-	}
-	for _, n := range names {
-		if idx, err := c.fsys.ReadAttr("class/infiniband/" + n + "/ibdev_index"); err == nil && idx == strconv.FormatUint(uint64(p.Index), 10) {
-			return n, nil
-		}
-	}
-	return names[0], nil
-}
-
-type realListener struct{ *rdmacm.ID }
-
-func (l realListener) getRequest(ctx context.Context) (cmRequest, error) {
-	r, err := l.GetRequest(ctx)
-	if err != nil {
-		return cmRequest{}, err
-	}
-	return cmRequest{id: r.ID, peer: r.Peer, addr: r.Addr}, nil
-}
-
-// openCM opens the channel open gives, or the kernel's below fsys.
-func openCM(open func() (*rdmacm.Channel, error), fsys sysfs.FS) (cmChannel, error) {
+// openCM opens the channel open gives, or the kernel's below fsys; sysfs
+// names its devices.
+func openCM(open func() (*rdmacm.Channel, error), fsys sysfs.FS) (*cmChannel, error) {
 	if open == nil {
 		open = func() (*rdmacm.Channel, error) { return locator.OpenRDMACM(fsys, nil) }
 	}
@@ -380,7 +294,7 @@ func openCM(open func() (*rdmacm.Channel, error), fsys sysfs.FS) (cmChannel, err
 	if err != nil {
 		return nil, err
 	}
-	return &realCM{ch: ch, fsys: fsys}, nil
+	return &cmChannel{CM: ch, deviceName: func(p rdmacm.DevicePort) (string, error) { return locator.CMDevice(fsys, p) }}, nil
 }
 
 // cmGIDIndex is the index of the CM's source GID in the port's table: the
@@ -420,8 +334,8 @@ func cmGIDIndex(fsys sysfs.FS, dev string, port uint32, sgid gid.GID) (int, gid.
 // cmSide is what both of the CM's exchanges keep.
 type cmSide struct {
 	peerSide
-	ch   cmChannel
-	id   cmID
+	ch   *cmChannel
+	id   rdmacm.Conn
 	info *CMInfo
 	// control: the test moves data and talks over a control channel.
 	control bool
@@ -528,7 +442,7 @@ func (x *cmSide) Close() error {
 type cmClient struct {
 	cmSide
 	dst     netip.AddrPort
-	open    func() (cmChannel, error)
+	open    func() (*cmChannel, error)
 	tos     *uint8 // nil: the port's default
 	welcome cmWelcome
 }
@@ -549,7 +463,7 @@ func (x *cmClient) ChooseDevice(ctx context.Context, opts Options) (Options, str
 		return opts, "", err
 	}
 	x.ch, x.ownsCh = ch, true
-	if x.id, err = ch.newID(); err != nil {
+	if x.id, err = ch.newConn(); err != nil {
 		return opts, "", err
 	}
 	timeout := min(x.s.timeout, DefaultCMResolveTimeout)
@@ -706,7 +620,7 @@ func (x *cmClient) Trade(ctx context.Context, c *Conn) (Path, string, error) {
 // again.
 func (x *cmClient) renew(ctx context.Context) error {
 	x.id.Destroy()
-	id, err := x.ch.newID()
+	id, err := x.ch.newConn()
 	if err != nil {
 		return err
 	}
@@ -813,7 +727,7 @@ func connectCM(ctx context.Context, opts Options, addr string, cfg ConnectConfig
 	x := &cmClient{cmSide: cmSide{peerSide: side, info: info, control: test.Kind != TestConnect}, dst: ap, tos: cfg.CMToS}
 	x.open = cfg.cmOpen
 	if x.open == nil {
-		x.open = func() (cmChannel, error) { return openCM(cfg.CMOpen, opts.Sysfs) }
+		x.open = func() (*cmChannel, error) { return openCM(cfg.CMOpen, opts.Sysfs) }
 	}
 	return probe(ctx, opts, x, res)
 }

@@ -3,25 +3,37 @@ package verbsprobe
 import (
 	"context"
 	"errors"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/grdma/grdma/rdmacm"
+	"github.com/grdma/grdma/rdmacm/rdmacmtest"
 )
 
 // cmPair is a fakePair whose hosts reach each other through a fake RDMA
-// CM: a at 127.0.0.1 (its device's GID 10.10.0.1), b at 127.0.0.2.
+// CM (rdmacmtest): a at 127.0.0.1 (its device's GID 10.10.0.1), b at
+// 127.0.0.2.
 type cmPair struct {
 	*fakePair
-	net          *fakeCMNet
-	aOpen, bOpen func() (cmChannel, error)
+	net          *rdmacmtest.Network
+	aOpen, bOpen func() (*cmChannel, error)
 }
 
 func newCMPair() *cmPair {
-	n := newFakeCMNet()
-	return &cmPair{fakePair: newFakePair(), net: n, aOpen: n.channel("127.0.0.1", "10.10.0.1", "rxe0"),
-		bOpen: n.channel("127.0.0.2", "10.10.0.2", "rxe0")}
+	n := rdmacmtest.NewNetwork()
+	p := newFakePair()
+	return &cmPair{fakePair: p, net: n, aOpen: fakeCM(n.NewHost(netip.MustParseAddr("127.0.0.1"), p.a)),
+		bOpen: fakeCM(n.NewHost(netip.MustParseAddr("127.0.0.2"), p.b))}
+}
+
+// fakeCM opens h's CM, its devices named by the fake.
+func fakeCM(h *rdmacmtest.Host) func() (*cmChannel, error) {
+	return func() (*cmChannel, error) {
+		cm, err := h.Open()
+		return &cmChannel{CM: cm, deviceName: h.DeviceName}, err
+	}
 }
 
 // probe runs ServeCM on a and ConnectWith over the CM on b, b's device
@@ -33,7 +45,7 @@ func (p *cmPair) probe(t *testing.T, scfg ServeConfig, test Test) (server, clien
 	bopts.Device = ""
 	l := CMListen{Addr: netipAddrPort("127.0.0.1:18515")}
 	go func() { done <- serveCM(context.Background(), aopts, scfg, l, p.aOpen) }()
-	for p.net.listeners[l.Addr] == nil {
+	for !p.net.Listening(l.Addr) {
 		time.Sleep(time.Millisecond)
 	}
 	client = ConnectWith(context.Background(), bopts, "127.0.0.1:18515",
@@ -93,7 +105,7 @@ func TestProbeOverCMOnFake(t *testing.T) {
 			if k := test.Kind; (k == TestBandwidth || k == TestLatency) && (len(c.Peer.Measurements) != 1 || c.Peer.Measurements[0].Iters == 0) {
 				t.Errorf("client measurements %+v", c.Peer.Measurements)
 			}
-			if n := p.net.live.Load(); n != 0 {
+			if n := p.net.Live(); n != 0 {
 				t.Errorf("%d CM IDs left", n)
 			}
 		})
@@ -144,7 +156,7 @@ func TestProbeOverCMErrorsOnFake(t *testing.T) {
 			done <- serveCM(context.Background(), fakeOptions(p.a), ServeConfig{Timeout: time.Second, Limits: Limits{MaxSize: 4096},
 				OnRefused: func(r Refusal) { refusals = append(refusals, r) }}, l, p.aOpen)
 		}()
-		for p.net.listeners[l.Addr] == nil {
+		for !p.net.Listening(l.Addr) {
 			time.Sleep(time.Millisecond)
 		}
 		r := connect("127.0.0.1:18515", Test{Kind: TestBandwidth, Size: 1 << 20})
@@ -157,10 +169,16 @@ func TestProbeOverCMErrorsOnFake(t *testing.T) {
 		}
 	})
 	t.Run("peer silent", func(t *testing.T) {
-		p.net.drop = true
-		defer func() { p.net.drop = false }()
-		l := &fakeCMListener{ch: &fakeCMChannel{net: p.net}, requests: make(chan cmRequest, 1)}
-		p.net.live.Add(1)
+		p.net.DropRequests(true)
+		defer p.net.DropRequests(false)
+		var l rdmacm.Listener
+		ch, err := p.aOpen()
+		if err == nil {
+			l, err = ch.CreateListener(rdmacm.PortSpaceTCP)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
 		l.Bind(netipAddrPort("127.0.0.1:18515"))
 		defer l.Destroy()
 		r := connect("127.0.0.1:18515", Test{})
@@ -168,7 +186,7 @@ func TestProbeOverCMErrorsOnFake(t *testing.T) {
 			t.Errorf("steps %s: %v", stepNames(r), r.Err())
 		}
 	})
-	if n := p.net.live.Load(); n != 0 {
+	if n := p.net.Live(); n != 0 {
 		t.Errorf("%d CM IDs left", n)
 	}
 	noneLeft(t, p.a, p.b)
@@ -216,13 +234,15 @@ func TestCMHelloAttacker(t *testing.T) {
 // refused; nothing is left.
 func TestRespondOverCMOnFake(t *testing.T) {
 	f := newFakeFleet(3)
-	n := newFakeCMNet()
-	srvOpen := n.channel("127.0.0.1", "10.30.0.1", "rxe0")
-	cliOpen := []func() (cmChannel, error){n.channel("127.0.0.2", "10.30.0.2", "rxe0"), n.channel("127.0.0.3", "10.30.0.3", "rxe0"),
-		n.channel("127.0.0.4", "10.30.0.4", "rxe0")}
+	n := rdmacmtest.NewNetwork()
+	srvOpen := fakeCM(n.NewHost(netip.MustParseAddr("127.0.0.1"), f.server))
+	var cliOpen []func() (*cmChannel, error)
+	for i, c := range f.clients {
+		cliOpen = append(cliOpen, fakeCM(n.NewHost(netip.AddrFrom4([4]byte{127, 0, 0, byte(i + 2)}), c)))
+	}
 	r := f.respond(t, ResponderConfig{MaxPeers: 1, ServeConfig: ServeConfig{Limits: Limits{MaxSize: 1 << 20}},
 		CM: &CMListen{Addr: netipAddrPort("127.0.0.1:18515")}, cmOpen: srvOpen})
-	if !eventually(2*time.Second, func() bool { n.mu.Lock(); defer n.mu.Unlock(); return len(n.listeners) == 1 }) {
+	if !eventually(2*time.Second, func() bool { return n.Listeners() == 1 }) {
 		t.Fatal("no CM listener")
 	}
 	overCMWithin := func(i int, test Test, timeout time.Duration) *Result {
@@ -261,7 +281,7 @@ func TestRespondOverCMOnFake(t *testing.T) {
 	if !strings.Contains(r.refusals(), "RDMA CM: ") || !strings.Contains(r.refusals(), "busy=true") {
 		t.Errorf("refusals:\n%s", r.refusals())
 	}
-	if l := n.live.Load(); l != 0 {
+	if l := n.Live(); l != 0 {
 		t.Errorf("%d CM IDs left", l)
 	}
 	noneLeft(t, append(f.clients, f.server)...)

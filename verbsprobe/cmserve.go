@@ -24,37 +24,37 @@ import (
 
 // cmArrived is a CM request whose hello was valid.
 type cmArrived struct {
-	ch    cmChannel
-	req   cmRequest
+	ch    *cmChannel
+	req   rdmacm.ConnRequest
 	hello cmHello
 }
 
 // from is the peer's address, for logs and results.
 func (a *arrival) from() string {
 	if a.cm != nil {
-		return a.cm.req.addr.Dst.String()
+		return a.cm.req.Addr.Dst.String()
 	}
 	return a.conn.RemoteAddr().String()
 }
 
 // reject refuses an arrival over the CM with why (busy: try again).
 func (c *cmArrived) reject(busy bool, err error) {
-	c.req.id.Reject(rdmacm.RejectConsumer, refusalData(busy, err.Error()))
-	c.req.id.Destroy()
+	c.req.Conn.Reject(rdmacm.RejectConsumer, refusalData(busy, err.Error()))
+	c.req.Conn.Destroy()
 }
 
 // cmArrivals is a CM listener's source of arrivals.
 type cmArrivals struct {
-	ch      cmChannel
-	l       cmListener
+	ch      *cmChannel
+	l       rdmacm.Listener
 	cfg     ServeConfig
 	addr    netip.AddrPort // bound
 	refused int
 }
 
 // listenCM binds and listens on l.Addr.
-func listenCM(ch cmChannel, l CMListen, cfg ServeConfig) (*cmArrivals, error) {
-	ln, err := ch.newListener()
+func listenCM(ch *cmChannel, l CMListen, cfg ServeConfig) (*cmArrivals, error) {
+	ln, err := ch.CreateListener(rdmacm.PortSpaceTCP)
 	if err != nil {
 		return nil, err
 	}
@@ -84,12 +84,12 @@ func (a *cmArrivals) refuse(from string, busy bool, err error) {
 // others are rejected (with grdma's reason in the REJ) and logged.
 func (a *cmArrivals) next(ctx context.Context) (*arrival, error) {
 	for {
-		req, err := a.l.getRequest(ctx)
+		req, err := a.l.NextRequest(ctx)
 		if err != nil {
 			return nil, err
 		}
 		arr := &arrival{cm: &cmArrived{ch: a.ch, req: req}}
-		from := req.addr.Dst.String()
+		from := req.Addr.Dst.String()
 		if err := a.check(arr); err != nil {
 			arr.cm.reject(false, err)
 			a.refuse(from, false, err)
@@ -103,13 +103,13 @@ func (a *cmArrivals) next(ctx context.Context) (*arrival, error) {
 // policy.
 func (a *cmArrivals) check(arr *arrival) error {
 	c := arr.cm
-	if len(a.cfg.Allow) > 0 && !Allowed(a.cfg.Allow, net.TCPAddrFromAddrPort(c.req.addr.Dst)) {
+	if len(a.cfg.Allow) > 0 && !Allowed(a.cfg.Allow, net.TCPAddrFromAddrPort(c.req.Addr.Dst)) {
 		return errors.New("not in the listener's from")
 	}
 	if a.cfg.Key != nil {
 		return errors.New("the listener asks for its shared secret (auth), which a probe over RDMA CM cannot prove: probe without cm, or a listener without auth")
 	}
-	if err := c.hello.UnmarshalBinary(c.req.peer.PrivateData); err != nil {
+	if err := c.hello.UnmarshalBinary(c.req.Peer.PrivateData); err != nil {
 		return err
 	}
 	test := c.hello.Test.WithDefaults()
@@ -142,7 +142,7 @@ func newCMServer(arr *arrival, cfg ServeConfig, peer *PeerResult) *cmServer {
 	s.seed = arr.cm.hello.Seed
 	info := &CMInfo{GIDIndex: -1}
 	peer.CM = info
-	return &cmServer{cmSide: cmSide{peerSide: peerSide{s: s, peer: peer}, ch: arr.cm.ch, id: arr.cm.req.id, info: info,
+	return &cmServer{cmSide: cmSide{peerSide: peerSide{s: s, peer: peer}, ch: arr.cm.ch, id: arr.cm.req.Conn, info: info,
 		control: test.Kind != TestConnect}, arr: arr, cfg: cfg}
 }
 
@@ -160,21 +160,21 @@ func (x *cmServer) Begin(ctx context.Context, d *Device) (context.Context, strin
 	s, req := x.s, x.arr.cm.req
 	ctx, x.cancel = withBudget(ctx, x.cfg.Limits, s.test, s.timeout)
 	x.peer.Host, x.peer.Test = s.host, &s.test
-	name, err := x.ch.deviceName(req.addr.Device)
+	name, err := x.ch.deviceName(req.Addr.Device)
 	if err != nil {
 		return ctx, "", x.refuse(err)
 	}
-	port := uint32(req.addr.Device.Port)
+	port := uint32(req.Addr.Device.Port)
 	if name != d.opts.Device || port != d.opts.Port {
 		return ctx, "", x.refuse(fmt.Errorf("the request came to %s/%d; this side serves %s", name, port, d.Name()))
 	}
 	route, _ := x.id.QueryRoute()
-	x.info.fill(req.addr, route, name, port, d.opts)
+	x.info.fill(req.Addr, route, name, port, d.opts)
 	if x.info.GIDIndex < 0 {
 		x.info.GIDIndex = d.addr.GIDIndex
 	}
 	if x.control {
-		ln, err := net.Listen("tcp", netip.AddrPortFrom(req.addr.Src.Addr(), 0).String())
+		ln, err := net.Listen("tcp", netip.AddrPortFrom(req.Addr.Src.Addr(), 0).String())
 		if err != nil {
 			return ctx, "", x.refuse(fmt.Errorf("no TCP port for the test's control channel: %w", err))
 		}
@@ -196,7 +196,7 @@ func (x *cmServer) refuse(err error) error {
 
 // Trade: the peer's queue pair came in the request.
 func (x *cmServer) Trade(_ context.Context, c *Conn) (Path, string, error) {
-	p := x.arr.cm.req.peer
+	p := x.arr.cm.req.Peer
 	remote := Endpoint{QPN: p.QPNum, GID: x.info.DGID, GIDIndex: -1}
 	x.peer.Remote = &remote
 	return Path{DestQPN: p.QPNum, DGID: x.info.DGID, MTU: x.info.PathMTU, RdAtomic: c.shape.RdAtomic, RNRRetry: 7}, "", nil
@@ -208,7 +208,7 @@ func (x *cmServer) Trade(_ context.Context, c *Conn) (Path, string, error) {
 func (x *cmServer) Ready(ctx context.Context, c *Conn) (string, error) {
 	w := cmWelcome{Token: x.token, Port: x.info.ControlPort}
 	priv, _ := w.MarshalBinary()
-	p := x.arr.cm.req.peer
+	p := x.arr.cm.req.Peer
 	rd := c.shape.RdAtomic
 	start := time.Now()
 	x.accepted = true
@@ -334,11 +334,11 @@ func ServeCM(ctx context.Context, opts Options, cfg ServeConfig, l CMListen) *Re
 	return serveCM(ctx, opts, cfg, l, nil)
 }
 
-func serveCM(ctx context.Context, opts Options, cfg ServeConfig, l CMListen, open func() (cmChannel, error)) *Result {
+func serveCM(ctx context.Context, opts Options, cfg ServeConfig, l CMListen, open func() (*cmChannel, error)) *Result {
 	res := newResult(opts)
 	res.Peer = &PeerResult{Role: RoleServer, Host: l.Addr.String()}
 	if open == nil {
-		open = func() (cmChannel, error) { return openCM(l.Open, opts.Sysfs) }
+		open = func() (*cmChannel, error) { return openCM(l.Open, opts.Sysfs) }
 	}
 	x := &cmListenExchange{open: open, l: l, cfg: cfg, peer: res.Peer}
 	return probe(ctx, opts, x, res)
@@ -348,8 +348,8 @@ func serveCM(ctx context.Context, opts Options, cfg ServeConfig, l CMListen, ope
 // chooser: the request names the device), then is its cmServer.
 type cmListenExchange struct {
 	*cmServer
-	open func() (cmChannel, error)
-	ch   cmChannel
+	open func() (*cmChannel, error)
+	ch   *cmChannel
 	l    CMListen
 	cfg  ServeConfig
 	peer *PeerResult
@@ -388,8 +388,8 @@ func (x *cmListenExchange) ChooseDevice(ctx context.Context, opts Options) (Opti
 		case err != nil:
 			return opts, "", err
 		}
-		name, err := ch.deviceName(arr.cm.req.addr.Device)
-		port := uint32(arr.cm.req.addr.Device.Port)
+		name, err := ch.deviceName(arr.cm.req.Addr.Device)
+		port := uint32(arr.cm.req.Addr.Device.Port)
 		if err == nil && opts.Device != "" && (name != opts.Device || port != max(opts.Port, 1)) {
 			err = fmt.Errorf("the request came to %s/%d; this side serves %s/%d", name, port, opts.Device, max(opts.Port, 1))
 		}
@@ -401,9 +401,9 @@ func (x *cmListenExchange) ChooseDevice(ctx context.Context, opts Options) (Opti
 		arr.refused = a.refused
 		x.cmServer = newCMServer(arr, x.cfg, x.peer)
 		opts.Device, opts.Port = name, port
-		route, _ := arr.cm.req.id.QueryRoute()
+		route, _ := arr.cm.req.Conn.QueryRoute()
 		var ci CMInfo
-		ci.fill(arr.cm.req.addr, route, name, port, opts)
+		ci.fill(arr.cm.req.Addr, route, name, port, opts)
 		if ci.GIDIndex >= 0 {
 			opts.GIDIndex = ci.GIDIndex
 		}
@@ -464,6 +464,6 @@ func CMDevice(ctx context.Context, open func() (*rdmacm.Channel, error), fsys sy
 	if err != nil {
 		return "", 0, err
 	}
-	name, err := (&realCM{ch: ch, fsys: fsys}).deviceName(c.Device)
+	name, err := locator.CMDevice(fsys, c.Device)
 	return name, uint32(c.Device.Port), err
 }

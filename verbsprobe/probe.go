@@ -264,7 +264,7 @@ type ConnectConfig struct {
 	// RDMA_OPTION_ID_TOS) instead of the port's default (grdma cm set).
 	CMToS *uint8
 
-	cmOpen func() (cmChannel, error) // tests: a fake CM
+	cmOpen func() (*cmChannel, error) // tests: a fake CM
 }
 
 // ConnectWith is Connect with a ConnectConfig.

@@ -51,7 +51,7 @@ type ResponderConfig struct {
 	// challenge.
 	CM *CMListen
 	// cmOpen: tests' fake CM.
-	cmOpen func() (cmChannel, error)
+	cmOpen func() (*cmChannel, error)
 	// OnUDPing, when set, is given the UD ping responder once it runs
 	// (its Stats).
 	OnUDPing func(*udping.Responder)
@@ -207,7 +207,7 @@ func Respond(ctx context.Context, dev *Device, ln net.Listener, cfg ResponderCon
 func openCMArrivals(dev *Device, cfg ResponderConfig) (*cmArrivals, error) {
 	open := cfg.cmOpen
 	if open == nil {
-		open = func() (cmChannel, error) { return openCM(cfg.CM.Open, dev.opts.Sysfs) }
+		open = func() (*cmChannel, error) { return openCM(cfg.CM.Open, dev.opts.Sysfs) }
 	}
 	ch, err := open()
 	if err != nil {

@@ -46,7 +46,7 @@
 // queue pair type is a case of the requester's prepare and transmit and
 // of the responder's respond (transport.go; UD's in ud.go). A connection
 // made by the RDMA CM is a queue pair whose MODIFY_QP attributes come from
-// INIT_QP_ATTR; a fake CM device would share the Device and its QPN table.
+// INIT_QP_ATTR; package rdmacmtest is a fake CM whose hosts are Devices.
 //
 // Not emulated: shared receive queues, atomics, memory windows, alternate
 // paths, multicast, asynchronous events (the event file exists but stays
