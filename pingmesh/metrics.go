@@ -43,7 +43,7 @@ var (
 		"Lost probes whose echo was lost on the way back (the responder's report of it came): part of grdma_pingmesh_lost_total.",
 		"target")
 	famProber = exporter.NewFamily("grdma_pingmesh_prober_events_total", prometheus.CounterValue,
-		"What the UD prober counted, by event: sent, throttled (held back by --pingmesh.max-rate), results_dropped (not read in time), malformed, foreign and duplicate datagrams, resolves, resolve_errors, send_errors, restarts (its queue pair made again).",
+		"What the UD prober counted, by event: sent, throttled (probes held back by --pingmesh.max-rate or a full send queue, each counted once), results_dropped (not read in time), malformed, foreign and duplicate datagrams, resolves, resolve_errors, send_errors, restarts (its queue pair made again: sends completing in error, or none completing within the probe timeout).",
 		"event")
 	famDropped = exporter.NewFamily("grdma_pingmesh_results_ignored_total", prometheus.CounterValue,
 		"Results of targets no longer in the targets file (probes out when it changed).")

@@ -333,7 +333,7 @@ func expectations(series map[string][]float64) []expectation {
 	at(28*time.Minute+45*time.Second, "PingmeshProberFailing", alert{map[string]string{"job": "pingmesh", "instance": "n1:10041", "event": "restarts", "severity": "critical"},
 		map[string]string{
 			"summary":     "n1:10041: the pingmesh's UD queue pair keeps failing",
-			"description": "The probes of n1:10041 cannot leave (their sends complete in error): look at that node's RDMA port and its firewall (UDP 4791).",
+			"description": "The probes of n1:10041 cannot leave (their sends complete in error, or never complete): look at that node's RDMA port and its firewall (UDP 4791).",
 		}})
 	at(28*time.Minute+45*time.Second, "PingmeshNodeDegraded", nodeDegraded("n1", "100%"))
 	// Every alert is checked at every time: silent before, between and

@@ -28,7 +28,8 @@ type endpoint struct {
 	mr   uverbs.MR
 
 	recvs, sends int
-	freeSends    []int // send slots not in use
+	freeSends    []int       // send slots not in use
+	posted       []time.Time // when each send slot's send was posted; zero when free
 	wcs          []uverbs.WC
 }
 
@@ -85,6 +86,7 @@ func newEndpoint(l Local, qkey uint32, recvs, sends int) (e *endpoint, err error
 	for i := range sends {
 		e.freeSends = append(e.freeSends, i)
 	}
+	e.posted = make([]time.Time, sends)
 	e.addr = Address{GID: l.GID, QPN: e.qp.QP().QPN, QKey: qkey, MTU: l.MTU}
 	return e, nil
 }
@@ -125,15 +127,30 @@ func (e *endpoint) send(i, n int, ah *uverbs.AH, peer Address) error {
 		AH:  ah, RemoteQPN: peer.QPN, RemoteQKey: peer.QKey})
 	if err != nil {
 		e.freeSends = append(e.freeSends, i)
+		return err
 	}
-	return err
+	e.posted[i] = time.Now()
+	return nil
 }
 
 // sent gives a send slot back once its send completed.
 func (e *endpoint) sent(i int) {
 	if i >= 0 && i < e.sends {
 		e.freeSends = append(e.freeSends, i)
+		e.posted[i] = time.Time{}
 	}
+}
+
+// oldestSend is when the send waiting longest for its completion was
+// posted; zero when none waits.
+func (e *endpoint) oldestSend() time.Time {
+	var oldest time.Time
+	for _, at := range e.posted {
+		if !at.IsZero() && (oldest.IsZero() || at.Before(oldest)) {
+			oldest = at
+		}
+	}
+	return oldest
 }
 
 // wait returns the completions that came, waiting until one does or
@@ -164,8 +181,14 @@ func (e *endpoint) wait(ctx context.Context, deadline, spin time.Time) ([]uverbs
 	}
 	n, err := e.cq.Wait(wctx, e.wcs)
 	if err != nil {
-		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-			return nil, nil // the deadline, not ctx
+		// ctx's end is the caller's, whatever ended the wait: its
+		// deadline can pass just before ctx is cancelled (a prober woken
+		// by an op), and that is no failure of the queue pair.
+		if cerr := ctx.Err(); cerr != nil {
+			return nil, cerr
+		}
+		if errors.Is(err, context.DeadlineExceeded) {
+			return nil, nil // the deadline
 		}
 		return nil, err
 	}

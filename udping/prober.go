@@ -41,7 +41,8 @@ type Prober struct {
 	pending   map[uint64]*pending
 	order     []*pending // by send time: what expires first
 	nextID    uint64
-	slots     []*heldAH // the address handle each send slot's send uses
+	slots     []*heldAH  // the address handle each send slot's send uses
+	slotProbe []*pending // the probe each send slot's send carries
 	bucket    bucket
 	waiting   []*waiter      // Pings of resolved targets waiting for a token or a send slot
 	resolve   chan struct{}  // resolutions running at once
@@ -181,7 +182,8 @@ const (
 	// OutcomeTooLarge: the configured size is over the path MTU; no
 	// probe was sent.
 	OutcomeTooLarge Outcome = "too_large"
-	// OutcomeSendError: the probe could not be sent (Err).
+	// OutcomeSendError: the probe could not be sent (Err), or its send
+	// had not completed when its time was up (ErrSendIncomplete).
 	OutcomeSendError Outcome = "send_error"
 )
 
@@ -189,9 +191,14 @@ const (
 // echo lost, a size over the path MTU. A resolution that failed is a
 // *ResolveError, wrapping the Resolver's error.
 var (
-	ErrTimeout  = errors.New("no reply within the timeout")
-	ErrEchoLost = errors.New("the echo was lost: the responder's report came")
-	ErrTooLarge = errors.New("the probe is larger than the path MTU")
+	ErrTimeout = errors.New("no reply within the timeout")
+	// ErrSendIncomplete: no reply, and the probe's send had not completed
+	// either: it may never have left this node (rxe on 6.1 retries a
+	// datagram a local firewall refuses for ever), so its loss is not the
+	// network's.
+	ErrSendIncomplete = errors.New("the probe's send had not completed: it may never have left this node")
+	ErrEchoLost       = errors.New("the echo was lost: the responder's report came")
+	ErrTooLarge       = errors.New("the probe is larger than the path MTU")
 )
 
 // ResolveError means a target's responder address could not be had.
@@ -249,7 +256,8 @@ type ProberStats struct {
 	// of this prober's probes or from another queue pair than the
 	// target's; a reply already had.
 	Malformed, Foreign, Duplicates uint64
-	// Probes delayed by MaxRate or by no free send slot.
+	// Probes delayed by MaxRate or by no free send slot, each counted
+	// once however long it waits.
 	Throttled uint64
 	// Results the reader left no room for.
 	ResultsDropped uint64
@@ -279,6 +287,8 @@ type target struct {
 	sizeAt  int
 	misses  int
 	removed bool
+	// throttled: its due probe was counted as held back (Throttled).
+	throttled bool
 	// resolving: a resolution runs; failures counts those that failed in
 	// a row (the backoff).
 	resolving bool
@@ -298,6 +308,8 @@ type waiter struct {
 	size    int  // 0: the path MTU
 	pathMTU bool // PathMTU: the address is all it waits for
 	ch      chan Result
+	// throttled: counted as held back (Throttled).
+	throttled bool
 }
 
 // onDemandTTL is how long a target made by Ping (its address, its
@@ -326,6 +338,8 @@ type pending struct {
 	done      bool
 	expiresAt time.Time
 	waiter    *waiter // a Ping's, which takes the result instead of Results
+	// sendOut: its send was posted and has not completed yet.
+	sendOut bool
 }
 
 // op is a change Run applies: a target added or removed, a resolution
@@ -357,7 +371,7 @@ func NewProber(cfg ProberConfig) (*Prober, error) {
 	}
 	source, _ := cfg.Local.TimestampSource()
 	return &Prober{cfg: cfg, session: rand.Uint64(), ep: ep, results: make(chan Result, cfg.Results), source: source,
-		targets: map[string]*target{}, pending: map[uint64]*pending{}, slots: make([]*heldAH, cfg.Sends),
+		targets: map[string]*target{}, pending: map[uint64]*pending{}, slots: make([]*heldAH, cfg.Sends), slotProbe: make([]*pending, cfg.Sends),
 		bucket: newBucket(cfg.MaxRate), resolve: make(chan struct{}, maxResolving), held: map[*heldAH]bool{},
 		runCtx: context.Background()}, nil
 }
@@ -477,16 +491,19 @@ func (p *Prober) Run(ctx context.Context) error {
 			return nil
 		}
 		if errors.Is(err, context.Canceled) {
-			continue // woken: an op came
+			err = nil // woken: an op came
 		}
 		if err == nil {
 			err = p.handle(wcs, time.Now())
 		}
+		if err == nil {
+			err = p.stalled(time.Now())
+		}
 		if err != nil {
 			// A queue pair that keeps failing (a local firewall refusing
-			// RoCE makes every send complete in error) is made again
-			// less and less often: each remake asks every target's
-			// responder again over TCP.
+			// RoCE makes every send complete in error, or never complete)
+			// is made again less and less often: each remake asks every
+			// target's responder again over TCP.
 			if d := p.backoff.next(time.Now()); d > 0 {
 				select {
 				case <-ctx.Done():
@@ -690,7 +707,10 @@ func (p *Prober) sendWaiting(now time.Time) {
 			continue
 		}
 		if p.bucket.until(now) > 0 || len(p.ep.freeSends) == 0 {
-			p.stats.throttled.Add(1)
+			if !w.throttled {
+				w.throttled = true
+				p.stats.throttled.Add(1)
+			}
 			return
 		}
 		p.waiting = p.waiting[1:]
@@ -902,9 +922,13 @@ func (p *Prober) sendDue(ctx context.Context, now time.Time) {
 			continue
 		}
 		if p.bucket.until(now) > 0 || len(p.ep.freeSends) == 0 {
-			p.stats.throttled.Add(1)
+			if !t.throttled {
+				t.throttled = true
+				p.stats.throttled.Add(1)
+			}
 			return
 		}
+		t.throttled = false
 		p.probe(t, now)
 		if t.cfg.Count > 0 && t.probes >= t.cfg.Count {
 			heap.Pop(&p.due)
@@ -956,7 +980,9 @@ func (p *Prober) send(t *target, size int, w *waiter, now time.Time) {
 	}
 	p.stats.sent.Add(1)
 	p.lastSend = sent
-	pd := &pending{t: t, id: id, seq: t.seq, size: size, addr: t.addr, sent: sent, expiresAt: sent.Add(p.cfg.Timeout), waiter: w}
+	pd := &pending{t: t, id: id, seq: t.seq, size: size, addr: t.addr, sent: sent, expiresAt: sent.Add(p.cfg.Timeout), waiter: w,
+		sendOut: true}
+	p.slotProbe[slot] = pd
 	if w != nil {
 		if d, ok := w.ctx.Deadline(); ok && d.Before(pd.expiresAt) {
 			pd.expiresAt = d
@@ -981,18 +1007,24 @@ func (p *Prober) forgetUnused(now time.Time) {
 }
 
 // nextWake is when Run must look again: the next probe due, the next
-// expiry, a retry.
+// expiry, a retry, the send watchdog. With every send slot in use a
+// probe due waits for a send's completion, which wakes Run itself (or
+// for the watchdog): a wake for it now would spin.
 func (p *Prober) nextWake(now time.Time) time.Time {
 	wake := now.Add(time.Minute)
-	if len(p.waiting) > 0 {
+	full := len(p.ep.freeSends) == 0
+	if len(p.waiting) > 0 && !full {
 		wake = now.Add(max(p.bucket.until(now), time.Millisecond))
 	}
 	if p.due.Len() > 0 {
 		next := p.due[0].next
-		if d := p.bucket.until(now); d > 0 && p.due[0].ah != nil {
+		probe := p.due[0].ah != nil // else a resolution to retry
+		if d := p.bucket.until(now); d > 0 && probe {
 			next = maxTime(next, now.Add(d))
 		}
-		wake = minTime(wake, next)
+		if !probe || !full {
+			wake = minTime(wake, next)
+		}
 	}
 	for _, pd := range p.order {
 		if !pd.done {
@@ -1000,7 +1032,36 @@ func (p *Prober) nextWake(now time.Time) time.Time {
 			break
 		}
 	}
+	if at := p.ep.oldestSend(); !at.IsZero() {
+		wake = minTime(wake, at.Add(p.sendStall()))
+	}
 	return wake
+}
+
+// MinSendStall is the least time a send may go without its completion
+// before the prober's queue pair is taken as wedged (ProberConfig.Timeout
+// when longer): a send completes once it left, within microseconds; a
+// host that stalls for a moment must not remake a healthy queue pair.
+const MinSendStall = 2 * time.Second
+
+// sendStall is how long a send may wait for its completion.
+func (p *Prober) sendStall() time.Duration { return max(p.cfg.Timeout, MinSendStall) }
+
+// errSendStalled: a send had no completion within sendStall.
+var errSendStalled = errors.New("a send has had no completion")
+
+// stalled says, when the oldest send waiting for its completion has
+// waited longer than sendStall, that the queue pair is wedged: a kernel
+// that refuses the datagrams at output and retries them for ever (rxe on
+// 6.1 behind a firewall dropping RoCE) never completes them, and the
+// send queue, once full, sends nothing more. Made again, it counts a
+// restart as a queue pair whose sends complete in error does.
+func (p *Prober) stalled(now time.Time) error {
+	at := p.ep.oldestSend()
+	if at.IsZero() || now.Sub(at) <= p.sendStall() {
+		return nil
+	}
+	return fmt.Errorf("%w for %v", errSendStalled, now.Sub(at).Round(time.Millisecond))
 }
 
 func minTime(a, b time.Time) time.Time {
@@ -1044,19 +1105,25 @@ func (p *Prober) finish(pd *pending) {
 	case pd.gotReport:
 		r.Outcome, r.Err = OutcomeEchoLost, ErrEchoLost
 		p.stats.echoLost.Add(1)
+	case pd.sendOut:
+		// Not the network's loss: a wedged queue pair (the send
+		// watchdog remakes it), this node's fault.
+		r.Outcome, r.Err, r.Sent = OutcomeSendError, ErrSendIncomplete, time.Time{}
 	default:
 		r.Outcome, r.Err = OutcomeTimeout, ErrTimeout
 		p.stats.timeouts.Add(1)
 	}
 	t := pd.t
 	if !t.removed {
-		if r.Outcome == OutcomeTimeout {
+		switch r.Outcome {
+		case OutcomeTimeout:
 			t.misses++
 			if t.misses >= p.cfg.RefreshAfter && !t.resolving {
 				t.misses = 0
 				p.startResolve(p.runCtx, t)
 			}
-		} else {
+		case OutcomeSendError: // says nothing of the responder
+		default:
 			t.misses = 0
 		}
 	}
@@ -1093,6 +1160,10 @@ func (p *Prober) handle(wcs []uverbs.WC, now time.Time) error {
 	for _, wc := range wcs {
 		if wc.WRID&sendFlag != 0 {
 			slot := int(wc.WRID &^ sendFlag)
+			if slot >= 0 && slot < len(p.slotProbe) && p.slotProbe[slot] != nil {
+				p.slotProbe[slot].sendOut = false
+				p.slotProbe[slot] = nil
+			}
 			p.sendDone(slot)
 			p.ep.sent(slot)
 			if wc.Status != uverbs.WCSuccess {
@@ -1169,6 +1240,7 @@ func (p *Prober) restart(ctx context.Context) error {
 		pd.done = true
 	}
 	clear(p.pending)
+	clear(p.slotProbe)
 	p.order = nil
 	for i := range p.slots {
 		p.sendDone(i)

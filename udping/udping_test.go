@@ -800,3 +800,68 @@ func TestPingSpin(t *testing.T) {
 		}
 	}
 }
+
+// A queue pair whose sends never complete (rxe on 6.1 behind a firewall
+// that drops RoCE at output retries them for ever): once every send slot
+// is in use the due probes wait without spinning, each counted throttled
+// once, and the send watchdog makes the queue pair again (a restart)
+// when a send has waited MinSendStall; once the sends leave again, the
+// remade queue pair's probes are answered.
+func TestProberSendsStuck(t *testing.T) {
+	m := newMesh(t)
+	m.responder("b", nil, udping.ResponderConfig{})
+	var stuck atomic.Bool
+	var from atomic.Pointer[uverbstest.Device]
+	m.fab.Impair(func(pk uverbstest.Packet) uverbstest.Impairment {
+		return uverbstest.Impairment{Stuck: stuck.Load() && pk.From == from.Load()}
+	})
+	p, results, dev := m.prober(udping.ProberConfig{Timeout: 200 * time.Millisecond, Sends: 4})
+	from.Store(dev)
+	if err := p.Add("b", udping.TargetConfig{Rate: 50}); err != nil {
+		t.Fatal(err)
+	}
+	if r := collect(t, results, 1, 10*time.Second)[0]; r.Outcome != udping.OutcomeReply {
+		t.Fatalf("before the fault: %+v", r)
+	}
+	stuck.Store(true)
+	outcomes := map[udping.Outcome]int{}
+	for deadline := time.Now().Add(20 * time.Second); p.Stats().Restarts == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no restart in 20 s of stuck sends: %+v", p.Stats())
+		}
+		for len(results) > 0 {
+			r := <-results
+			outcomes[r.Outcome]++
+			if r.Outcome == udping.OutcomeSendError && (!errors.Is(r.Err, udping.ErrSendIncomplete) || !r.Sent.IsZero()) {
+				t.Errorf("a probe whose send never completed: %+v", r)
+			}
+		}
+	}
+	// Probes that never left are this node's fault, not the network's
+	// loss (which would name the path to the target: PingmeshPacketLoss
+	// from the node, seen on 6.1).
+	if outcomes[udping.OutcomeTimeout] != 0 || outcomes[udping.OutcomeSendError] == 0 {
+		t.Errorf("outcomes while the sends were stuck: %v; want send errors (incomplete), no timeouts", outcomes)
+	}
+	s := p.Stats()
+	t.Logf("stuck: %+v", s)
+	// Each probe is held back once at most before it goes: a loop that
+	// counted every turn counted millions (35,000 a second on 6.1).
+	if s.Throttled > s.Sent+1 {
+		t.Errorf("throttled %d for %d probes sent", s.Throttled, s.Sent)
+	}
+	if s.SendErrors != 0 {
+		t.Errorf("send errors %d: no send completed", s.SendErrors)
+	}
+	stuck.Store(false)
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		select {
+		case r := <-results:
+			if r.Outcome == udping.OutcomeReply {
+				return
+			}
+		case <-time.After(time.Until(deadline)):
+			t.Fatalf("no answer once the sends leave again: %+v", p.Stats())
+		}
+	}
+}

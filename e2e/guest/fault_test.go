@@ -136,11 +136,15 @@ func (nd *node) DropRoCE(t *testing.T) {
 // included) between the node and peer, both ways, on the node: the other
 // paths of both keep every size. Lengths are as netfilter sees them: UDP
 // (RoCE) and ping as on the wire; TCP may still be one GSO packet on the
-// way out or a GRO-merged one on the way in.
+// way out or a GRO-merged one on the way in. The bed's own agent
+// connections (TCP layout.PeerAgentPort) pass whatever their size: the
+// driver must still reach the nodes, and an agent's long reply lost
+// failed a scenario with "no reply: i/o timeout".
 func (nd *node) DropLarger(t *testing.T, peer *node, size int) {
 	t.Helper()
-	nd.nftFault(t, "e2e_size_"+strconv.Itoa(peer.N), fmt.Sprintf(`	chain in { type filter hook input priority 0; ip saddr %[1]s meta length > %[2]d drop; }
-	chain out { type filter hook output priority 0; ip daddr %[1]s meta length > %[2]d drop; }`, peer.Addr, size))
+	nd.nftFault(t, "e2e_size_"+strconv.Itoa(peer.N), fmt.Sprintf(`	chain in { type filter hook input priority 0; tcp sport %[3]d accept; tcp dport %[3]d accept; ip saddr %[1]s meta length > %[2]d drop; }
+	chain out { type filter hook output priority 0; tcp sport %[3]d accept; tcp dport %[3]d accept; ip daddr %[1]s meta length > %[2]d drop; }`,
+		peer.Addr, size, layout.PeerAgentPort))
 }
 
 // DeleteRxe deletes the node's rxe device (`rdma link delete`): the node is

@@ -304,11 +304,22 @@ func (c *remoteCmd) Signal(sig syscall.Signal) {
 // Output is what it printed so far.
 func (c *remoteCmd) Output() (stdout, stderr string) {
 	c.t.Helper()
-	stdout, stderr, err := c.r.Output()
+	stdout, stderr, err := c.TryOutput()
 	if err != nil {
-		c.t.Fatalf("on %s: %v", c.host, err)
+		c.t.Fatal(err)
 	}
 	return stdout, stderr
+}
+
+// TryOutput is Output that fails no test: for a diagnosis, which may run
+// in a subtest of the test that started the command (a subtest must not
+// call its parent's FailNow), of a node whose agent may not answer.
+func (c *remoteCmd) TryOutput() (stdout, stderr string, err error) {
+	stdout, stderr, err = c.r.Output()
+	if err != nil {
+		err = fmt.Errorf("on %s: %w", c.host, err)
+	}
+	return stdout, stderr, err
 }
 
 // fromPeer is a remote command's end as a result, marked as run on host.

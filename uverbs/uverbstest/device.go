@@ -121,6 +121,13 @@ type Packet struct {
 type Impairment struct {
 	Drop  bool
 	Delay time.Duration
+	// Stuck: the sender's own kernel refuses the UD datagram at output
+	// (a firewall there), and rxe 6.1 retries it for ever (rxe_send's
+	// -EAGAIN): the send never completes and the send queue waits
+	// behind it, trying it again when a later send kicks the queue
+	// (6.12 completes it in error instead: ShortReceiveFails' kind of
+	// difference). Other transports lose the packet as Drop.
+	Stuck bool
 }
 
 // Impair makes fn decide the fate of every packet from now on; nil

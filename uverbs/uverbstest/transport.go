@@ -137,7 +137,11 @@ func (q *qp) runRequester() {
 			return
 		}
 		if q.typ == ib.QPTypeUD {
-			q.sendUD(slot)
+			if q.sendUD(slot) {
+				q.running = false // until a post kicks it again
+				q.mu.Unlock()
+				return
+			}
 			q.mu.Unlock()
 			continue
 		}
@@ -488,7 +492,7 @@ func (f *Fabric) deliver(from *qp, req *request, av uverbs.AddressVector, port u
 // pass applies the impairment to a packet: false when it is lost.
 func (f *Fabric) pass(p Packet, wake chan struct{}) bool {
 	imp := f.impairment(p)
-	if imp.Drop {
+	if imp.Drop || imp.Stuck {
 		return false
 	}
 	if imp.Delay > 0 {

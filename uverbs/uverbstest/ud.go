@@ -126,21 +126,24 @@ type datagram struct {
 }
 
 // sendUD works off one UD send work request: the datagram is prepared,
-// handed to the fabric and the request completed, delivered or not.
-// q.mu is held, and held again on return.
-func (q *qp) sendUD(slot []byte) {
+// handed to the fabric and the request completed, delivered or not; or,
+// stuck (Impairment.Stuck), left at the head of the send queue
+// uncompleted: it returns true, and the requester stops until the next
+// post. q.mu is held, and held again on return.
+func (q *qp) sendUD(slot []byte) (stuck bool) {
 	w := readSendWQE(slot, q.caps.MaxSendSGE)
 	dg, status := q.prepareUD(&w, slot)
 	port := q.attr.PortNum
 	q.mu.Unlock()
 	if status == uverbs.WCSuccess && dg != nil {
-		q.d.fab.deliverUD(dg, port)
+		stuck = !q.d.fab.deliverUD(dg, port)
 	}
 	q.mu.Lock()
-	if q.attr.State != rts || q.destroyed {
-		return
+	if stuck || q.attr.State != rts || q.destroyed {
+		return stuck
 	}
 	q.completeSend(&w, status)
+	return false
 }
 
 // prepareUD checks a UD send work request and resolves its address: the
@@ -214,16 +217,21 @@ func isMapped(g [16]byte) bool { return [12]byte(g[:12]) == [12]byte{10: 0xff, 1
 // deliverUD carries a datagram to the queue pair it names, through the
 // fabric's impairments; a delayed one travels on its own, so that later
 // datagrams may pass it.
-func (f *Fabric) deliverUD(dg *datagram, port uint8) {
+// It returns false when the datagram is stuck in the sender's kernel
+// (Impairment.Stuck): not sent.
+func (f *Fabric) deliverUD(dg *datagram, port uint8) bool {
 	src := dg.from.d
 	if !src.portActive(port) {
-		return
+		return true
 	}
 	dst, dstPort := f.route(uverbs.AddressVector{IsGlobal: 1, DGID: dg.dst})
 	p := Packet{From: src, To: dst, SrcQPN: dg.from.qpn, DstQPN: dg.dstQPN, Opcode: uverbs.WRSend, Length: len(dg.payload)}
 	imp := f.impairment(p)
+	if imp.Stuck {
+		return false
+	}
 	if imp.Drop || dst == nil {
-		return
+		return true
 	}
 	arrive := func() {
 		if !dst.portActive(dstPort) {
@@ -238,9 +246,10 @@ func (f *Fabric) deliverUD(dg *datagram, port uint8) {
 	}
 	if imp.Delay > 0 {
 		time.AfterFunc(imp.Delay, arrive)
-		return
+		return true
 	}
 	arrive()
+	return true
 }
 
 // respondUD receives a datagram addressed to q on port (rxe_rcv's checks,
