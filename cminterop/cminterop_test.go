@@ -172,7 +172,7 @@ func TestValidate(t *testing.T) {
 		{Rping, Config{Count: -1}, false, "must not be negative"},
 		{Ucmatose, Config{Count: MaxCount + 1}, false, "1 to 1024 messages"},
 		{Ucmatose, Config{Count: 1024, Size: 65535}, true, "at most 16777216 bytes"},
-		{Mode("fabtests"), Config{}, false, "no peer protocol"},
+		{Mode("nope"), Config{}, false, "no peer protocol"},
 	} {
 		err := tc.cfg.Validate(tc.m, tc.server)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

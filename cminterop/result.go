@@ -3,6 +3,7 @@ package cminterop
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/netip"
 	"time"
 
@@ -19,10 +20,11 @@ const (
 	Rping    Mode = "rping"    // rdmacm-utils' rping (-s server, -c client)
 	Ucmatose Mode = "ucmatose" // rdmacm-utils' ucmatose (server without -s, client with -s)
 	Perftest Mode = "perftest" // perftest's ib_write_bw, ib_send_lat, ... with -R (rdma_cm)
+	Fabtests Mode = "fabtests" // libfabric's fi_pingpong -e msg -p verbs
 )
 
 // Modes are the peers, in the order help lists them.
-var Modes = []Mode{Rping, Ucmatose, Perftest}
+var Modes = []Mode{Rping, Ucmatose, Perftest, Fabtests}
 
 // Port is the mode's default port (the RDMA CM's TCP port space), as the
 // peer program's own default.
@@ -32,6 +34,8 @@ func (m Mode) Port() uint16 {
 		return 7471
 	case Perftest:
 		return 18515
+	case Fabtests:
+		return 47592 // fi_pingpong's control port (its CM port is the same number)
 	}
 	return 7174
 }
@@ -96,6 +100,9 @@ type Config struct {
 	Open func() (*rdmacm.Channel, error)
 
 	kernel func() (*kernel, error) // tests: a fake CM and fake devices
+	// tests: fabtests' control connection
+	ctrlDial   func(context.Context, netip.AddrPort) (net.Conn, error)
+	ctrlListen func(netip.AddrPort) (net.Listener, error)
 }
 
 // Validate reports a Config the mode cannot run (the error names the
@@ -124,8 +131,15 @@ func (cfg Config) Validate(m Mode, server bool) error {
 		if err := cfg.validatePerftest(); err != nil {
 			return err
 		}
+	case Fabtests:
+		if cfg.Size < 0 || cfg.Size > MaxSize {
+			return fmt.Errorf("fabtests size %d: 1 to %d bytes", cfg.Size, MaxSize)
+		}
+		if cfg.Count < 0 || cfg.Count > MaxFabtestsIters {
+			return fmt.Errorf("fabtests iters %d: 1 to %d", cfg.Count, MaxFabtestsIters)
+		}
 	default:
-		return fmt.Errorf("no peer protocol %q (have rping, ucmatose, perftest)", m)
+		return fmt.Errorf("no peer protocol %q (have rping, ucmatose, perftest, fabtests)", m)
 	}
 	if cfg.Timeout < 0 {
 		return fmt.Errorf("timeout %v: must not be negative", cfg.Timeout)
@@ -153,6 +167,13 @@ func (cfg Config) withDefaults(m Mode, server bool) (count, size int) {
 		}
 	case Perftest:
 		count, size = cfg.perftestDefaults()
+	case Fabtests:
+		if count == 0 {
+			count = DefaultFabtestsIters
+		}
+		if size == 0 {
+			size = DefaultFabtestsSize
+		}
 	}
 	return count, size
 }
@@ -251,6 +272,10 @@ func Run(ctx context.Context, m Mode, role Role, cfg Config) *Result {
 		res.Err = perftestClient(ctx, s, cfg, count, size)
 	case m == Perftest:
 		res.Err = perftestServer(ctx, s, cfg, count, size)
+	case m == Fabtests && role == Client:
+		res.Err = fabtestsClient(ctx, s, cfg, count, size)
+	case m == Fabtests:
+		res.Err = fabtestsServer(ctx, s, cfg, count, size)
 	default:
 		res.Err = ucmatoseServer(ctx, s, cfg, count, size)
 	}

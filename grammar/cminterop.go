@@ -39,8 +39,11 @@ const CMInteropHelp = `Usage: grdma probe [DEV] peer IP[:PORT] cm rping|ucmatose
        grdma probe [DEV] listen cm [ADDR][:PORT] rping|ucmatose [count N] [size N] [timeout D]
        grdma probe [DEV] peer IP[:PORT] cm perftest bw|lat write|send|read [size N] [iters N] [tos N] [timeout D]
        grdma probe [DEV] listen cm perftest bw|lat write|send|read [ADDR][:PORT] [size N] [iters N] [timeout D]
+       grdma probe [DEV] peer IP[:PORT] cm fabtests [size N] [iters N] [timeout D]
+       grdma probe [DEV] listen cm fabtests [ADDR][:PORT] [size N] [iters N] [timeout D]
 rping's port is 7174 (rping -s, rping -c -a IP -C N -v -V), ucmatose's 7471,
-perftest's 18515 (ib_write_bw -R, ib_send_lat -R [IP] ...; size and iters as theirs).`
+perftest's 18515 (ib_write_bw -R, ib_send_lat -R [IP] ...; size and iters as theirs),
+fabtests' 47592 (fi_pingpong -e msg -p verbs -S N -I N [IP]; size and iters as its -S and -I).`
 
 // CMInteropPorts are the modes' default ports (the peer tools' own).
 var CMInteropPorts = map[string]uint16{"rping": 7174, "ucmatose": 7471, "perftest": 18515, "fabtests": 47592}
@@ -52,7 +55,7 @@ func ParseCMInterop(mode string, words []string, raw string, listen bool) (CMInt
 	r := CMInterop{Mode: mode}
 	port, ok := CMInteropPorts[mode]
 	if !ok {
-		return r, cmdline.Usagef(CMInteropHelp, "no interoperability mode %q: rping, ucmatose, perftest", mode)
+		return r, cmdline.Usagef(CMInteropHelp, "no interoperability mode %q: rping, ucmatose, perftest, fabtests", mode)
 	}
 	if mode == "perftest" {
 		var err error

@@ -11,7 +11,7 @@ import (
 )
 
 // CMInteropResult prints a run against (or for) a peer tool over the
-// RDMA CM (rping, ucmatose, perftest) as grdma prints its own probes: a head line,
+// RDMA CM (rping, ucmatose, perftest, fi_pingpong) as grdma prints its own probes: a head line,
 // what the CM chose, the steps as a checklist, and PASS or FAIL. The
 // peer's text (the sample of its data, errors quoting it) is escaped.
 func CMInteropResult(p *output.Printer, r *cminterop.Result) {
@@ -67,6 +67,9 @@ func cmInteropTest(r *cminterop.Result) string {
 // cmInteropWhat is what was exchanged: "5 pings of 64 bytes",
 // "10 messages of 100 bytes each way".
 func cmInteropWhat(r *cminterop.Result) string {
+	if r.Mode == cminterop.Fabtests {
+		return fmt.Sprintf("%d messages of %d bytes each way, answered one by one", r.Count, r.Size)
+	}
 	if r.Mode == cminterop.Rping {
 		return fmt.Sprintf("%d pings of %d bytes (RDMA READ, RDMA WRITE, validated)", r.Count, r.Size)
 	}
@@ -78,7 +81,12 @@ func cmInteropRate(r *cminterop.Result) string {
 	if r.Count == 0 {
 		return "no exchange"
 	}
-	return fmt.Sprintf("%s each", Duration(r.Elapsed/time.Duration(r.Count)))
+	each := r.Elapsed / time.Duration(r.Count)
+	if r.Mode == cminterop.Fabtests {
+		// fi_pingpong's usec/xfer counts each direction.
+		return fmt.Sprintf("%s a round trip, %s a transfer as fi_pingpong counts", Duration(each), Duration(each/2))
+	}
+	return fmt.Sprintf("%s each", Duration(each))
 }
 
 func cmInteropJSON(p *output.Printer, r *cminterop.Result) {

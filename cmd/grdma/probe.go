@@ -23,8 +23,10 @@ func (a *app) probeCommand() *cobra.Command {
 			"  probe [DEV[/PORT]] peer IP[:PORT] cm [traffic | bw [write|send|read] | lat [write|send|read]] [tos N] [size BYTES] [iters N] [duration D] [timeout D]\n" +
 			"  probe [DEV[/PORT]] listen cm [ADDR][:PORT] [size BYTES] [timeout D] [from HOST[/PREFIX]...]\n" +
 			"  probe [DEV[/PORT]] serve cm [ADDR][:PORT] [size BYTES] [duration D] [peers N] [memory BYTES] [peer-memory BYTES] [timeout D] [grace D] [from HOST[/PREFIX]...]\n" +
-			"  probe [DEV[/PORT]] peer IP[:PORT] cm rping|ucmatose|fabtests ...\n" +
-			"  probe [DEV[/PORT]] listen cm rping|ucmatose|fabtests ...\n" +
+			"  probe [DEV[/PORT]] peer IP[:PORT] cm rping|ucmatose ...\n" +
+			"  probe [DEV[/PORT]] listen cm rping|ucmatose ...\n" +
+			"  probe [DEV[/PORT]] peer IP[:PORT] cm fabtests [size BYTES] [iters N] [timeout D]\n" +
+			"  probe [DEV[/PORT]] listen cm fabtests [ADDR][:PORT] [size BYTES] [iters N] [timeout D]\n" +
 			"  probe [DEV[/PORT]] peer IP[:PORT] cm perftest bw|lat write|send|read [size BYTES] [iters N] [tos N] [timeout D]\n" +
 			"  probe [DEV[/PORT]] listen cm perftest bw|lat write|send|read [ADDR][:PORT] [size BYTES] [iters N] [timeout D]",
 		Short: "Prove that a device can run an RC queue pair, and carry traffic, alone or with a peer host",
@@ -177,7 +179,17 @@ bw report the perftest client sends. grdma announces perftest 6.06; the
 peer's version (5.70 or later), cycle buffer (at most 1 MiB), cache line
 (4096) and report are checked. As a server grdma grants a READ client
 one outstanding READ at a time.
-fabtests (fi_pingpong's protocol) is not implemented yet.
+"cm fabtests" speaks libfabric's fi_pingpong protocol (-e msg -p verbs):
+a TCP control connection to port 47592 carries the server's endpoint
+name (its RDMA CM address; grdma's CM listens on the control port's
+number), a sync, and the client's count; the messages go over an RC
+connection made through the RDMA CM. "peer IP cm fabtests" runs against
+"fi_pingpong -e msg -p verbs -S N -I N", and "listen cm fabtests" serves
+"fi_pingpong -e msg -p verbs -S N -I N IP". size (64, at most 65535) and
+iters (10) default to fi_pingpong's; fi_pingpong sends its sizes nowhere,
+so -S and -I must be given and be the same on both sides. A server
+answers each message with one of the size received. The result is the
+round trip per message; fi_pingpong's usec/xfer is half of it.
 
 rxe (Soft-RoCE) is probed fully; mlx5 up to a queue pair in RTS (no
 traffic); other drivers up to the protection domain, then reported as not

@@ -13,7 +13,7 @@ import (
 )
 
 // probeCMInterop runs an interoperability mode of a probe over the RDMA
-// CM: grdma as rping's, ucmatose's or perftest's client (peer IP cm MODE) or server
+// CM: grdma as rping's, ucmatose's, perftest's or fi_pingpong's client (peer IP cm MODE) or server
 // (listen cm MODE), speaking the tool's own protocol.
 func (a *app) probeCMInterop(ctx context.Context, req grammar.ProbeRequest) error {
 	in, err := grammar.ParseCMInterop(req.CM.Mode, req.CM.ModeArgs, req.CM.Raw, req.Listen)
@@ -21,9 +21,6 @@ func (a *app) probeCMInterop(ctx context.Context, req grammar.ProbeRequest) erro
 		return err
 	}
 	mode := cminterop.Mode(in.Mode)
-	if mode == "fabtests" {
-		return fmt.Errorf("probe ... cm fabtests: not in this grdma yet (fi_pingpong's protocol); rping and ucmatose are")
-	}
 	role := cminterop.Client
 	if req.Listen {
 		role = cminterop.Server

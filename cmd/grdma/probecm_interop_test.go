@@ -26,6 +26,13 @@ func TestProbeCMInteropUsage(t *testing.T) {
 		{[]string{"probe", "peer", "10.0.0.2", "cm", "perftest", "bw", "write", "size", "9000000"}, "size must be a number from 1 to 8388608"},
 		{[]string{"probe", "peer", "10.0.0.2", "cm", "perftest", "lat", "send", "iters", "2000000"}, "perftest iters 2000000: 1 to 1000000"},
 		{[]string{"probe", "listen", "cm", "perftest", "bw", "write", "tos", "4"}, "tos is the client's"},
+		{[]string{"probe", "peer", "10.0.0.2", "cm", "fabtests", "count", "5"}, `unknown fabtests argument "count"`},
+		{[]string{"probe", "peer", "10.0.0.2", "cm", "fabtests", "tos", "5"}, `unknown fabtests argument "tos"`},
+		{[]string{"probe", "peer", "10.0.0.2", "cm", "fabtests", "size", "70000"}, "size must be a number from 1 to 65535"},
+		{[]string{"probe", "peer", "10.0.0.2", "cm", "fabtests", "iters", "2000000"}, "fabtests iters 2000000: 1 to 1048576"},
+		{[]string{"probe", "peer", "10.0.0.2", "cm", "fabtests", "iters"}, "iters"},
+		{[]string{"probe", "peer", "cm", "fabtests"}, "fabtests is a mode of a probe over the RDMA CM"},
+		{[]string{"probe", "listen", "cm", "fabtests", "not-an-ip"}, "give an IP address"},
 	} {
 		_, stderr, code := runGrdma(t, k, tc.args...)
 		if code != 2 || !strings.Contains(stderr, tc.want) {

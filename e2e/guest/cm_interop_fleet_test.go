@@ -10,7 +10,7 @@ import (
 	"github.com/grdma/grdma/e2e/layout"
 )
 
-// interopReport is `grdma -j probe … cm rping|ucmatose|perftest`.
+// interopReport is `grdma -j probe … cm rping|ucmatose|perftest|fabtests`.
 type interopReport struct {
 	Mode   string `json:"mode"`
 	Role   string `json:"role"`
@@ -20,6 +20,8 @@ type interopReport struct {
 	Count  int    `json:"count"`
 	Size   int    `json:"size"`
 	Sample string `json:"sample"`
+	// Usec is the exchange's time (µs).
+	Usec float64 `json:"usec"`
 	// perftest's
 	Test        string `json:"test"`
 	Op          string `json:"op"`
@@ -312,6 +314,72 @@ func TestFleetCMInterop(t *testing.T) {
 			}
 		})
 	}
+
+	// fabtests: libfabric's fi_pingpong -e msg -p verbs (control
+	// connection on TCP 47592, data over the RDMA CM). A fi_pingpong pair
+	// first, then grdma against its server and serving its client; FIGURE
+	// lines put grdma's time a transfer (half a round trip) next to
+	// fi_pingpong's usec/xfer.
+	const fiIters, fiSize = "100", "64"
+	fiArgs := []string{"-e", "msg", "-p", "verbs", "-I", fiIters, "-S", fiSize}
+	// fiUsec is fi_pingpong's usec/xfer: the result line after its
+	// "bytes #sent #ack total time MB/sec usec/xfer Mxfers/sec" head.
+	fiUsec := func(t *testing.T, who string, r result) string {
+		t.Helper()
+		lines := strings.Split(r.stdout, "\n")
+		for i, line := range lines {
+			if strings.HasPrefix(strings.TrimSpace(line), "bytes") && i+1 < len(lines) {
+				return field(strings.Fields(lines[i+1]), 6)
+			}
+		}
+		t.Errorf("%s: no fi_pingpong result line:\n%s", who, r)
+		return "?"
+	}
+	perXfer := func(rep interopReport) float64 {
+		if rep.Count == 0 {
+			return 0
+		}
+		return rep.Usec / float64(rep.Count) / 2
+	}
+	t.Run("fi_pingpong_reference", func(t *testing.T) {
+		clean(t)
+		ps := n2.on(t).Serve(fiPingpongPort, layout.FiPingpong, fiArgs...)
+		pc := run(layout.FiPingpong, append(fiArgs, n2.Addr)...)
+		s := ps.Wait()
+		if s.code != 0 || pc.code != 0 {
+			t.Fatalf("fi_pingpong pair:\n%s\n%s", s, pc)
+		}
+		t.Logf("FIGURE fi_pingpong pair -e msg -p verbs %s × %s: client %s usec/xfer, server %s usec/xfer", fiSize, fiIters,
+			fiUsec(t, "fi_pingpong client", pc), fiUsec(t, "fi_pingpong server", s))
+	})
+
+	t.Run("to_fi_pingpong_server", func(t *testing.T) {
+		clean(t)
+		srv := n2.on(t).Serve(fiPingpongPort, layout.FiPingpong, fiArgs...)
+		cli := run(grdma(), "-j", "probe", "peer", n2.Addr, "cm", "fabtests", "size", fiSize, "iters", fiIters)
+		s := srv.Wait()
+		rep := parseInterop(t, "grdma", cli)
+		if cli.code != 0 || s.code != 0 || !rep.OK || rep.Role != "client" || rep.Count != 100 || rep.Size != 64 || !strings.Contains(s.stdout, "=100 ") {
+			t.Fatalf("grdma against fi_pingpong's server:\n%s\nfi_pingpong:\n%s", cli, s)
+		}
+		checkCM(t, "grdma", rep, cli)
+		t.Logf("FIGURE grdma cm fabtests (client) against fi_pingpong -e msg -p verbs: %.2f µs a transfer (round trip / 2); fi_pingpong server %s usec/xfer",
+			perXfer(rep), fiUsec(t, "fi_pingpong server", s))
+	})
+
+	t.Run("from_fi_pingpong_client", func(t *testing.T) {
+		clean(t)
+		srv := n2.on(t).Serve(fiPingpongPort, grdma(), "-j", "probe", "listen", "cm", "fabtests", n2.Addr, "size", fiSize, "iters", fiIters)
+		cli := run(layout.FiPingpong, append(fiArgs, n2.Addr)...)
+		s := srv.Wait()
+		rep := parseInterop(t, "grdma", s)
+		if cli.code != 0 || s.code != 0 || !rep.OK || rep.Role != "server" || rep.Count != 100 || rep.Size != 64 || !strings.Contains(cli.stdout, "=100 ") {
+			t.Fatalf("fi_pingpong's client against grdma:\n%s\ngrdma:\n%s", cli, s)
+		}
+		checkCM(t, "grdma listen", rep, s)
+		t.Logf("FIGURE fi_pingpong -e msg -p verbs client against grdma listen cm fabtests: fi_pingpong %s usec/xfer; grdma %.2f µs a transfer (round trip / 2)",
+			fiUsec(t, "fi_pingpong client", cli), perXfer(rep))
+	})
 
 	t.Run("rejected_nothing_listens", func(t *testing.T) {
 		clean(t)

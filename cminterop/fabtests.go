@@ -1,0 +1,440 @@
+package cminterop
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"strconv"
+	"time"
+
+	"github.com/grdma/grdma/rdmacm"
+	"github.com/grdma/grdma/uverbs"
+)
+
+// libfabric's fi_pingpong (libfabric-bin; util/pingpong.c) with -e msg:
+// a TCP control connection (the server's port 47592) carries the
+// server's endpoint name (its RDMA CM address), a sync before the
+// exchange ("q", "a"), and the client's count of messages received
+// after it ("cnt ok"); the data goes over an RC connection made through
+// the RDMA CM. libfabric's verbs provider puts a one-byte header (the
+// length of the application's data, 0 for fi_pingpong) in the CM's
+// private data both ways; grdma's zeroed private data reads the same.
+
+// Limits and defaults of fabtests runs (fi_pingpong's -I and -S).
+const (
+	// DefaultFabtestsIters and DefaultFabtestsSize are fi_pingpong's.
+	DefaultFabtestsIters = 10
+	DefaultFabtestsSize  = 64
+	// MaxFabtestsIters bounds iters.
+	MaxFabtestsIters = 1 << 20
+	// FabtestsNameMax is the longest endpoint name taken from a server:
+	// a sockaddr_in6 is 28 bytes (fi_pingpong itself allows 1024).
+	FabtestsNameMax = 128
+	// fabtestsCtrlMsg is fi_pingpong's smallest receive (PP_MAX_CTRL_MSG).
+	fabtestsCtrlMsg = 64
+	// fabtestsCountLen is the count message's length (PP_MSG_LEN_CNT).
+	fabtestsCountLen = 10
+)
+
+// libfabric's address formats (enum fi_addr_format) of the names sent.
+const (
+	fiSockaddrIn  = 2
+	fiSockaddrIn6 = 3
+)
+
+// The control messages, with their NULs as fi_pingpong sends them.
+var (
+	fabtestsSyncQ   = []byte("q\x00")
+	fabtestsSyncA   = []byte("a\x00")
+	fabtestsCountOK = []byte("cnt ok\x00")
+	fabtestsFin     = []byte("fin\x00")
+)
+
+// FabtestsName is a server's endpoint name as fi_pingpong sends it on
+// its control connection: the name's length (big-endian 32 bits), the
+// address format (32 bits, the host's order: little-endian here), and
+// the name, a struct sockaddr_in or sockaddr_in6.
+type FabtestsName struct {
+	Addr netip.AddrPort
+}
+
+// MarshalBinary is the name as fi_pingpong's server sends it.
+func (n FabtestsName) MarshalBinary() ([]byte, error) {
+	a := n.Addr.Addr().Unmap()
+	var sa []byte
+	format := uint32(fiSockaddrIn)
+	if a.Is4() {
+		sa = make([]byte, 16)
+		binary.LittleEndian.PutUint16(sa, 2) // AF_INET
+		b := a.As4()
+		copy(sa[4:], b[:])
+	} else {
+		format = fiSockaddrIn6
+		sa = make([]byte, 28)
+		binary.LittleEndian.PutUint16(sa, 10) // AF_INET6
+		b := a.As16()
+		copy(sa[8:], b[:])
+	}
+	binary.BigEndian.PutUint16(sa[2:], n.Addr.Port())
+	out := binary.BigEndian.AppendUint32(nil, uint32(len(sa)))
+	out = binary.LittleEndian.AppendUint32(out, format)
+	return append(out, sa...), nil
+}
+
+// readFabtestsName reads a server's name: a length over FabtestsNameMax,
+// or a name that is not an IPv4 or IPv6 socket address, is refused
+// before anything is allocated for it.
+func readFabtestsName(r io.Reader) (FabtestsName, error) {
+	var n FabtestsName
+	var head [8]byte
+	if _, err := io.ReadFull(r, head[:]); err != nil {
+		return n, fmt.Errorf("the server's endpoint name: %w", err)
+	}
+	l := binary.BigEndian.Uint32(head[:])
+	if l > FabtestsNameMax {
+		return n, fmt.Errorf("the server names an endpoint name of %d bytes; at most %d (a socket address) are taken", l, FabtestsNameMax)
+	}
+	sa := make([]byte, l)
+	if _, err := io.ReadFull(r, sa); err != nil {
+		return n, fmt.Errorf("the server's endpoint name: %w", err)
+	}
+	format := binary.LittleEndian.Uint32(head[4:])
+	switch {
+	case format == fiSockaddrIn && l >= 8 && binary.LittleEndian.Uint16(sa) == 2:
+		n.Addr = netip.AddrPortFrom(netip.AddrFrom4([4]byte(sa[4:8])), binary.BigEndian.Uint16(sa[2:]))
+	case format == fiSockaddrIn6 && l >= 24 && binary.LittleEndian.Uint16(sa) == 10:
+		n.Addr = netip.AddrPortFrom(netip.AddrFrom16([16]byte(sa[8:24])), binary.BigEndian.Uint16(sa[2:]))
+	default:
+		return n, fmt.Errorf("the server's endpoint name (format %d, %d bytes) is not an IPv4 or IPv6 socket address: is it fi_pingpong -e msg -p verbs?", format, l)
+	}
+	return n, nil
+}
+
+// fabtestsCount is the client's count message: the decimal count,
+// NUL-padded to 10 bytes.
+func fabtestsCount(n int) []byte {
+	b := make([]byte, fabtestsCountLen)
+	copy(b, strconv.Itoa(n))
+	return b
+}
+
+// parseFabtestsCount reads a count message: digits, then NULs.
+func parseFabtestsCount(b []byte) (int, error) {
+	s := b
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		s = b[:i]
+	}
+	n, err := strconv.Atoi(string(s))
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("the client's count message %q is not a count", sample(b))
+	}
+	return n, nil
+}
+
+// ctrlExpect reads len(want) bytes and checks them.
+func ctrlExpect(c net.Conn, want []byte, what string) error {
+	got := make([]byte, len(want))
+	if _, err := io.ReadFull(c, got); err != nil {
+		return fmt.Errorf("%s on the control connection: %w", what, err)
+	}
+	if !bytes.Equal(got, want) {
+		return fmt.Errorf("%s on the control connection: %q, want %q", what, sample(got), sample(want))
+	}
+	return nil
+}
+
+// ctrlCtx closes c when ctx ends, so its reads and writes end too; the
+// returned function stops that.
+func ctrlCtx(ctx context.Context, c net.Conn) func() bool {
+	return context.AfterFunc(ctx, func() { c.Close() })
+}
+
+// fabtestsNames name the work requests in errors.
+var fabtestsNames = map[uint64]string{
+	wrRecv: "the receive of a fi_pingpong message (a longer message fails it: fi_pingpong's -S larger than size?)",
+	wrSend: "the SEND of a fi_pingpong message",
+}
+
+// Buffer layout of a fabtests endpoint: the receive, then the send.
+func fabtestsBufs(size int) (recvLen, sendOff, total int) {
+	recvLen = max(size, fabtestsCtrlMsg)
+	return recvLen, recvLen, 2 * recvLen
+}
+
+// fabtestsClient runs fi_pingpong's client against fi_pingpong -e msg's
+// server: iters messages of size bytes, each answered.
+func fabtestsClient(ctx context.Context, s *session, cfg Config, iters, size int) error {
+	res := s.res
+	res.Size = size
+	var ctrl net.Conn
+	var name FabtestsName
+	if err := s.step("fabtests control", func() (string, error) {
+		var err error
+		if ctrl, err = cfg.dialCtrl(ctx, cfg.Addr); err != nil {
+			return "", fmt.Errorf("fi_pingpong's control connection to %s: %w (is fi_pingpong -e msg -p verbs running there?)", cfg.Addr, err)
+		}
+		stop := ctrlCtx(ctx, ctrl)
+		defer stop()
+		if name, err = readFabtestsName(ctrl); err != nil {
+			return "", err
+		}
+		if name.Addr.Port() == 0 {
+			return "", fmt.Errorf("the server's endpoint name %s has no port to connect to", name.Addr)
+		}
+		if name.Addr.Addr().IsUnspecified() {
+			// A server listening on every address: connect to the one its
+			// control port answered on.
+			name.Addr = netip.AddrPortFrom(cfg.Addr.Addr(), name.Addr.Port())
+		}
+		return "endpoint " + name.Addr.String(), nil
+	}); err != nil {
+		return err
+	}
+	defer ctrl.Close()
+	stop := ctrlCtx(ctx, ctrl)
+	defer stop()
+	recvLen, sendOff, total := fabtestsBufs(size)
+	dcfg := cfg
+	dcfg.Addr = name.Addr
+	// libfabric's verbs provider connects with responder resources and
+	// depth (it offers RDMA) and retries 7 times for RNR.
+	param := rdmacm.ConnParam{ResponderResources: 1, InitiatorDepth: 1, RetryCount: 7, RNRRetryCount: 7}
+	if err := s.dial(ctx, dcfg, 4, 4, total, param, func(e *endpoint) error {
+		e.names = fabtestsNames
+		return e.postRecv(wrRecv, 0, recvLen)
+	}); err != nil {
+		return err
+	}
+	s.watch(ctx)
+	e := s.ep
+	if err := s.step(string(Fabtests), func() (string, error) {
+		if _, err := ctrl.Write(fabtestsSyncQ); err != nil {
+			return "", fmt.Errorf("sync: %w", err)
+		}
+		if err := ctrlExpect(ctrl, fabtestsSyncA, "sync"); err != nil {
+			return "", err
+		}
+		fill(e.buf[sendOff:sendOff+size], 0)
+		t0 := time.Now()
+		for i := 0; i < iters; i++ {
+			if err := fabtestsSend(ctx, e, sendOff, size); err != nil {
+				return "", fmt.Errorf("message %d: %w", i, err)
+			}
+			n, err := fabtestsRecv(ctx, e, recvLen)
+			if err != nil {
+				return "", fmt.Errorf("message %d's answer: %w", i, err)
+			}
+			if n != size {
+				return "", fmt.Errorf("message %d's answer has %d bytes, not %d: fi_pingpong's -S must be size", i, n, size)
+			}
+			res.Count++
+			res.Bytes += 2 * uint64(size)
+		}
+		res.Elapsed = time.Since(t0)
+		if _, err := ctrl.Write(fabtestsCount(res.Count)); err != nil {
+			return "", fmt.Errorf("count: %w", err)
+		}
+		if err := ctrlExpect(ctrl, fabtestsCountOK, "the server's acknowledgement of the count"); err != nil {
+			return "", err
+		}
+		if err := fabtestsFinish(ctx, e, sendOff, recvLen); err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("%d messages of %d bytes each way", res.Count, size), nil
+	}); err != nil {
+		return err
+	}
+	ctrl.Close()
+	return s.hangUp(ctx)
+}
+
+// fabtestsServer serves one fi_pingpong -e msg client: it listens on
+// the RDMA CM and on the control port, sends its endpoint name, and
+// answers iters messages with messages of the size received.
+func fabtestsServer(ctx context.Context, s *session, cfg Config, iters, size int) error {
+	res := s.res
+	// fi_pingpong's client sends its -S nowhere: the server takes any
+	// message up to MaxSize, and answers with one as long.
+	recvLen, sendOff, total := fabtestsBufs(MaxSize)
+	// The CM listens on the same port number as the control connection
+	// (the RDMA CM's port space is its own).
+	ccfg := cfg
+	ccfg.OnListen = nil
+	if err := s.listen(ccfg); err != nil {
+		return err
+	}
+	var ctrl net.Conn
+	if err := s.step("fabtests control", func() (string, error) {
+		l, err := cfg.listenCtrl(cfg.Addr)
+		if err != nil {
+			return "", fmt.Errorf("fi_pingpong's control port %s: %w", cfg.Addr, err)
+		}
+		defer l.Close()
+		if cfg.OnListen != nil {
+			cfg.OnListen(cfg.Addr)
+		}
+		stop := context.AfterFunc(ctx, func() { l.Close() })
+		defer stop()
+		if ctrl, err = l.Accept(); err != nil {
+			if ctx.Err() != nil {
+				err = ctx.Err()
+			}
+			return "", fmt.Errorf("waiting for fi_pingpong's client: %w", err)
+		}
+		addr := cfg.Addr
+		if addr.Addr().IsUnspecified() {
+			// The name must be an address the client can connect to: the
+			// one its control connection came to.
+			la, ok := ctrl.LocalAddr().(*net.TCPAddr)
+			if !ok {
+				return "", fmt.Errorf("the control connection's local address %v", ctrl.LocalAddr())
+			}
+			ip, _ := netip.AddrFromSlice(la.IP)
+			addr = netip.AddrPortFrom(ip.Unmap(), addr.Port())
+		}
+		b, _ := FabtestsName{Addr: addr}.MarshalBinary()
+		stopc := ctrlCtx(ctx, ctrl)
+		defer stopc()
+		if _, err := ctrl.Write(b); err != nil {
+			return "", fmt.Errorf("sending the endpoint name: %w", err)
+		}
+		return fmt.Sprintf("client %s, endpoint %s", ctrl.RemoteAddr(), addr), nil
+	}); err != nil {
+		return err
+	}
+	defer ctrl.Close()
+	stop := ctrlCtx(ctx, ctrl)
+	defer stop()
+	if err := s.accept(ctx, cfg, 4, 4, total, func(e *endpoint) error {
+		e.names = fabtestsNames
+		return e.postRecv(wrRecv, 0, recvLen)
+	}); err != nil {
+		return err
+	}
+	s.watch(ctx)
+	e := s.ep
+	if err := s.step(string(Fabtests), func() (string, error) {
+		if err := ctrlExpect(ctrl, fabtestsSyncQ, "sync"); err != nil {
+			return "", err
+		}
+		if _, err := ctrl.Write(fabtestsSyncA); err != nil {
+			return "", fmt.Errorf("sync: %w", err)
+		}
+		fill(e.buf[sendOff:sendOff+recvLen], 0)
+		var t0 time.Time
+		for i := 0; i < iters; i++ {
+			n, err := fabtestsRecv(ctx, e, recvLen)
+			if err != nil {
+				return "", fmt.Errorf("message %d: %w (fi_pingpong's -I must be iters, %d)", i, err, iters)
+			}
+			if cfg.Size != 0 && n != cfg.Size {
+				return "", fmt.Errorf("message %d has %d bytes, not size %d: fi_pingpong's -S must be size", i, n, cfg.Size)
+			}
+			if i == 0 {
+				t0 = time.Now()
+				res.Size = n
+			}
+			if err := fabtestsSend(ctx, e, sendOff, n); err != nil {
+				return "", fmt.Errorf("message %d's answer: %w", i, err)
+			}
+			res.Count++
+			res.Bytes += 2 * uint64(n)
+		}
+		if !t0.IsZero() {
+			res.Elapsed = time.Since(t0)
+		}
+		b := make([]byte, fabtestsCountLen)
+		if _, err := io.ReadFull(ctrl, b); err != nil {
+			if ctx.Err() != nil {
+				err = ctx.Err()
+			}
+			return "", fmt.Errorf("the client's count on the control connection: %w (fi_pingpong's -I must be iters, %d)", err, iters)
+		}
+		n, err := parseFabtestsCount(b)
+		if err != nil {
+			return "", err
+		}
+		if n != res.Count {
+			return "", fmt.Errorf("the client counts %d answers, this side sent %d: fi_pingpong's -I must be iters", n, res.Count)
+		}
+		if _, err := ctrl.Write(fabtestsCountOK); err != nil {
+			return "", fmt.Errorf("count: %w", err)
+		}
+		if err := fabtestsFinish(ctx, e, sendOff, recvLen); err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("%d messages of %d bytes answered", res.Count, res.Size), nil
+	}); err != nil {
+		return err
+	}
+	ctrl.Close()
+	return s.hangUp(ctx)
+}
+
+// fabtestsSend sends n bytes from off and waits for the completion.
+func fabtestsSend(ctx context.Context, e *endpoint, off, n int) error {
+	if err := e.post(uverbs.SendWR{ID: wrSend, Opcode: uverbs.WRSend, SGL: []uverbs.SGE{e.sge(off, n)}}); err != nil {
+		return err
+	}
+	_, err := e.completion(ctx, wrSend, "SEND")
+	return err
+}
+
+// fabtestsRecv waits for a message and posts the receive again (before
+// anything is sent: the peer answers at once); it returns its length.
+func fabtestsRecv(ctx context.Context, e *endpoint, recvLen int) (int, error) {
+	wc, err := e.completion(ctx, wrRecv, "RECV")
+	if err != nil {
+		return 0, err
+	}
+	if wc.Opcode != uverbs.WCRecv {
+		return 0, fmt.Errorf("RECV completed as %v", wc.Opcode)
+	}
+	return int(wc.ByteLen), e.postRecv(wrRecv, 0, recvLen)
+}
+
+// fabtestsFinish is fi_pingpong's end: each side sends "fin" and
+// receives the other's.
+func fabtestsFinish(ctx context.Context, e *endpoint, sendOff, recvLen int) error {
+	copy(e.buf[sendOff:], fabtestsFin)
+	if err := fabtestsSend(ctx, e, sendOff, len(fabtestsFin)); err != nil {
+		return fmt.Errorf("fin: %w", err)
+	}
+	wc, err := e.completion(ctx, wrRecv, "RECV of the peer's fin")
+	if err != nil {
+		return err
+	}
+	if wc.Opcode != uverbs.WCRecv {
+		return fmt.Errorf("the peer's fin completed as %v", wc.Opcode)
+	}
+	return nil
+}
+
+// fill fills b with letters, as fi_pingpong's own buffers do not need
+// (it checks data only with -v).
+func fill(b []byte, seed int) {
+	for i := range b {
+		b[i] = byte('a' + (seed+i)%26)
+	}
+}
+
+// dialCtrl opens the control connection (tests: their own).
+func (cfg Config) dialCtrl(ctx context.Context, addr netip.AddrPort) (net.Conn, error) {
+	if cfg.ctrlDial != nil {
+		return cfg.ctrlDial(ctx, addr)
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, "tcp", addr.String())
+}
+
+// listenCtrl listens for the control connection (tests: their own).
+func (cfg Config) listenCtrl(addr netip.AddrPort) (net.Listener, error) {
+	if cfg.ctrlListen != nil {
+		return cfg.ctrlListen(addr)
+	}
+	return net.Listen("tcp", addr.String())
+}
