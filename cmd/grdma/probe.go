@@ -187,9 +187,11 @@ connection made through the RDMA CM. "peer IP cm fabtests" runs against
 "fi_pingpong -e msg -p verbs -S N -I N", and "listen cm fabtests" serves
 "fi_pingpong -e msg -p verbs -S N -I N IP". size (64, at most 65535) and
 iters (10) default to fi_pingpong's; fi_pingpong sends its sizes nowhere,
-so -S and -I must be given and be the same on both sides. A server
-answers each message with one of the size received. The result is the
-round trip per message; fi_pingpong's usec/xfer is half of it.
+so -S and -I must be given and be the same on both sides. A server takes
+messages up to 65535 bytes and answers each with one as long (another
+size than size, when given, fails). A server's endpoint name over 128
+bytes, or not an IPv4 or IPv6 socket address, is refused. The result is
+the round trip per message; fi_pingpong's usec/xfer is half of it.
 
 rxe (Soft-RoCE) is probed fully; mlx5 up to a queue pair in RTS (no
 traffic); other drivers up to the protection domain, then reported as not
