@@ -203,10 +203,7 @@ func fabtestsClient(ctx context.Context, s *session, cfg Config, iters, size int
 	// libfabric's verbs provider connects with responder resources and
 	// depth (it offers RDMA) and retries 7 times for RNR.
 	param := rdmacm.ConnParam{ResponderResources: 1, InitiatorDepth: 1, RetryCount: 7, RNRRetryCount: 7}
-	if err := s.dial(ctx, dcfg, 4, 4, total, param, func(e *endpoint) error {
-		e.names = fabtestsNames
-		return e.postRecv(wrRecv, 0, recvLen)
-	}); err != nil {
+	if err := s.dial(ctx, dcfg, 4, 4, total, param, fabtestsPrepare(recvLen)); err != nil {
 		return err
 	}
 	s.watch(ctx)
@@ -309,10 +306,7 @@ func fabtestsServer(ctx context.Context, s *session, cfg Config, iters, size int
 	defer ctrl.Close()
 	stop := ctrlCtx(ctx, ctrl)
 	defer stop()
-	if err := s.accept(ctx, cfg, 4, 4, total, func(e *endpoint) error {
-		e.names = fabtestsNames
-		return e.postRecv(wrRecv, 0, recvLen)
-	}); err != nil {
+	if err := s.accept(ctx, cfg, 4, 4, total, fabtestsPrepare(recvLen)); err != nil {
 		return err
 	}
 	s.watch(ctx)
@@ -373,6 +367,15 @@ func fabtestsServer(ctx context.Context, s *session, cfg Config, iters, size int
 	}
 	ctrl.Close()
 	return s.hangUp(ctx)
+}
+
+// fabtestsPrepare names the work requests and posts the first receive,
+// before the connection: fi_pingpong sends as soon as it is synced.
+func fabtestsPrepare(recvLen int) func(*endpoint) error {
+	return func(e *endpoint) error {
+		e.names = fabtestsNames
+		return e.postRecv(wrRecv, 0, recvLen)
+	}
 }
 
 // fabtestsSend sends n bytes from off and waits for the completion.

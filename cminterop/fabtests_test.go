@@ -33,16 +33,20 @@ func (c *ctrlLoopback) dial(ctx context.Context, _ netip.AddrPort) (net.Conn, er
 
 // fabtestsPair runs this package's fabtests server on b and its client
 // on a, which speak fi_pingpong's protocol to each other.
-func fabtestsPair(t *testing.T, cliIters, srvIters, cliSize, srvSize int) (cli, srv *Result) {
+// A timeout of 0 is the fake hosts' (10 s).
+func fabtestsPair(t *testing.T, cliIters, srvIters, cliSize, srvSize int, timeout time.Duration) (cli, srv *Result) {
 	t.Helper()
 	a, b := pair()
 	lo := newCtrlLoopback()
 	done := make(chan *Result, 1)
 	scfg := b.config(netip.AddrPortFrom(b.ip, 0), srvIters, srvSize)
 	scfg.ctrlListen = lo.listen
-	go func() { done <- Run(context.Background(), Fabtests, Server, scfg) }()
 	ccfg := a.config(netip.AddrPortFrom(b.ip, 0), cliIters, cliSize)
 	ccfg.ctrlDial = lo.dial
+	if timeout != 0 {
+		scfg.Timeout, ccfg.Timeout = timeout, timeout
+	}
+	go func() { done <- Run(context.Background(), Fabtests, Server, scfg) }()
 	cli = Run(context.Background(), Fabtests, Client, ccfg)
 	srv = <-done
 	a.clean(t)
@@ -51,7 +55,7 @@ func fabtestsPair(t *testing.T, cliIters, srvIters, cliSize, srvSize int) (cli, 
 }
 
 func TestFabtestsPair(t *testing.T) {
-	cli, srv := fabtestsPair(t, 7, 7, 100, 0)
+	cli, srv := fabtestsPair(t, 7, 7, 100, 0, 0)
 	if cli.Err != nil || srv.Err != nil {
 		t.Fatalf("client: %v; server: %v", cli.Err, srv.Err)
 	}
@@ -77,7 +81,7 @@ func TestFabtestsPair(t *testing.T) {
 }
 
 func TestFabtestsDefaults(t *testing.T) {
-	cli, srv := fabtestsPair(t, 0, 0, 0, 0)
+	cli, srv := fabtestsPair(t, 0, 0, 0, 0, 0)
 	if cli.Err != nil || srv.Err != nil {
 		t.Fatalf("client: %v; server: %v", cli.Err, srv.Err)
 	}
@@ -89,18 +93,7 @@ func TestFabtestsDefaults(t *testing.T) {
 // A client that sends more than the server's iters: the server refuses
 // the count, and both end with nothing left behind.
 func TestFabtestsItersDiffer(t *testing.T) {
-	a, b := pair()
-	lo := newCtrlLoopback()
-	done := make(chan *Result, 1)
-	scfg := b.config(netip.AddrPortFrom(b.ip, 0), 3, 0)
-	scfg.ctrlListen, scfg.Timeout = lo.listen, 2*time.Second
-	go func() { done <- Run(context.Background(), Fabtests, Server, scfg) }()
-	ccfg := a.config(netip.AddrPortFrom(b.ip, 0), 4, 0)
-	ccfg.ctrlDial, ccfg.Timeout = lo.dial, 2*time.Second
-	cli := Run(context.Background(), Fabtests, Client, ccfg)
-	srv := <-done
-	a.clean(t)
-	b.clean(t)
+	cli, srv := fabtestsPair(t, 4, 3, 0, 0, 2*time.Second)
 	if cli.Err == nil || srv.Err == nil {
 		t.Fatalf("client %v, server %v: want both failed", cli.Err, srv.Err)
 	}
@@ -200,18 +193,7 @@ func TestFabtestsValidate(t *testing.T) {
 
 // A server given a size refuses a client's message of another.
 func TestFabtestsSizeDiffers(t *testing.T) {
-	a, b := pair()
-	lo := newCtrlLoopback()
-	done := make(chan *Result, 1)
-	scfg := b.config(netip.AddrPortFrom(b.ip, 0), 2, 64)
-	scfg.ctrlListen, scfg.Timeout = lo.listen, 2*time.Second
-	go func() { done <- Run(context.Background(), Fabtests, Server, scfg) }()
-	ccfg := a.config(netip.AddrPortFrom(b.ip, 0), 2, 100)
-	ccfg.ctrlDial, ccfg.Timeout = lo.dial, 2*time.Second
-	cli := Run(context.Background(), Fabtests, Client, ccfg)
-	srv := <-done
-	a.clean(t)
-	b.clean(t)
+	cli, srv := fabtestsPair(t, 2, 2, 100, 64, 2*time.Second)
 	if cli.Err == nil || srv.Err == nil || !strings.Contains(srv.Err.Error(), "has 100 bytes, not size 64") {
 		t.Fatalf("client %v, server %v: want both failed, the server naming the sizes", cli.Err, srv.Err)
 	}

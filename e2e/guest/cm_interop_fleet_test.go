@@ -341,6 +341,17 @@ func TestFleetCMInterop(t *testing.T) {
 		}
 		return rep.Usec / float64(rep.Count) / 2
 	}
+	// fiCheck: grdma (g, in role) and fi_pingpong (p) both exit 0, and
+	// each counted every message of the size given.
+	fiCheck := func(t *testing.T, role string, g, p result) interopReport {
+		t.Helper()
+		rep := parseInterop(t, "grdma", g)
+		if g.code != 0 || p.code != 0 || !rep.OK || rep.Role != role || rep.Count != 100 || rep.Size != 64 || !strings.Contains(p.stdout, "=100 ") {
+			t.Fatalf("grdma (%s):\n%s\nfi_pingpong:\n%s", role, g, p)
+		}
+		checkCM(t, "grdma "+role, rep, g)
+		return rep
+	}
 	t.Run("fi_pingpong_reference", func(t *testing.T) {
 		clean(t)
 		ps := n2.on(t).Serve(fiPingpongPort, layout.FiPingpong, fiArgs...)
@@ -358,11 +369,7 @@ func TestFleetCMInterop(t *testing.T) {
 		srv := n2.on(t).Serve(fiPingpongPort, layout.FiPingpong, fiArgs...)
 		cli := run(grdma(), "-j", "probe", "peer", n2.Addr, "cm", "fabtests", "size", fiSize, "iters", fiIters)
 		s := srv.Wait()
-		rep := parseInterop(t, "grdma", cli)
-		if cli.code != 0 || s.code != 0 || !rep.OK || rep.Role != "client" || rep.Count != 100 || rep.Size != 64 || !strings.Contains(s.stdout, "=100 ") {
-			t.Fatalf("grdma against fi_pingpong's server:\n%s\nfi_pingpong:\n%s", cli, s)
-		}
-		checkCM(t, "grdma", rep, cli)
+		rep := fiCheck(t, "client", cli, s)
 		t.Logf("FIGURE grdma cm fabtests (client) against fi_pingpong -e msg -p verbs: %.2f µs a transfer (round trip / 2); fi_pingpong server %s usec/xfer",
 			perXfer(rep), fiUsec(t, "fi_pingpong server", s))
 	})
@@ -372,11 +379,7 @@ func TestFleetCMInterop(t *testing.T) {
 		srv := n2.on(t).Serve(fiPingpongPort, grdma(), "-j", "probe", "listen", "cm", "fabtests", n2.Addr, "size", fiSize, "iters", fiIters)
 		cli := run(layout.FiPingpong, append(fiArgs, n2.Addr)...)
 		s := srv.Wait()
-		rep := parseInterop(t, "grdma", s)
-		if cli.code != 0 || s.code != 0 || !rep.OK || rep.Role != "server" || rep.Count != 100 || rep.Size != 64 || !strings.Contains(cli.stdout, "=100 ") {
-			t.Fatalf("fi_pingpong's client against grdma:\n%s\ngrdma:\n%s", cli, s)
-		}
-		checkCM(t, "grdma listen", rep, s)
+		rep := fiCheck(t, "server", s, cli)
 		t.Logf("FIGURE fi_pingpong -e msg -p verbs client against grdma listen cm fabtests: fi_pingpong %s usec/xfer; grdma %.2f µs a transfer (round trip / 2)",
 			fiUsec(t, "fi_pingpong client", cli), perXfer(rep))
 	})
