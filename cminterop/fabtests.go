@@ -78,11 +78,27 @@ func (n FabtestsName) MarshalBinary() ([]byte, error) {
 		binary.LittleEndian.PutUint16(sa, 10) // AF_INET6
 		b := a.As16()
 		copy(sa[8:], b[:])
+		binary.NativeEndian.PutUint32(sa[24:], scopeID(n.Addr.Addr().Zone()))
 	}
 	binary.BigEndian.PutUint16(sa[2:], n.Addr.Port())
 	out := binary.BigEndian.AppendUint32(nil, uint32(len(sa)))
 	out = binary.LittleEndian.AppendUint32(out, format)
 	return append(out, sa...), nil
+}
+
+// scopeID is an IPv6 zone as a sockaddr_in6's scope ID: a number, or an
+// interface's name (0 when there is none).
+func scopeID(zone string) uint32 {
+	if zone == "" {
+		return 0
+	}
+	if n, err := strconv.ParseUint(zone, 10, 32); err == nil {
+		return uint32(n)
+	}
+	if ifi, err := net.InterfaceByName(zone); err == nil {
+		return uint32(ifi.Index)
+	}
+	return 0
 }
 
 // readFabtestsName reads a server's name: a length over FabtestsNameMax,
@@ -106,8 +122,12 @@ func readFabtestsName(r io.Reader) (FabtestsName, error) {
 	switch {
 	case format == fiSockaddrIn && l >= 8 && binary.LittleEndian.Uint16(sa) == 2:
 		n.Addr = netip.AddrPortFrom(netip.AddrFrom4([4]byte(sa[4:8])), binary.BigEndian.Uint16(sa[2:]))
-	case format == fiSockaddrIn6 && l >= 24 && binary.LittleEndian.Uint16(sa) == 10:
-		n.Addr = netip.AddrPortFrom(netip.AddrFrom16([16]byte(sa[8:24])), binary.BigEndian.Uint16(sa[2:]))
+	case format == fiSockaddrIn6 && l >= 28 && binary.LittleEndian.Uint16(sa) == 10:
+		a := netip.AddrFrom16([16]byte(sa[8:24]))
+		if scope := binary.NativeEndian.Uint32(sa[24:]); scope != 0 {
+			a = a.WithZone(strconv.FormatUint(uint64(scope), 10)) // a link-local address's interface
+		}
+		n.Addr = netip.AddrPortFrom(a, binary.BigEndian.Uint16(sa[2:]))
 	default:
 		return n, fmt.Errorf("the server's endpoint name (format %d, %d bytes) is not an IPv4 or IPv6 socket address: is it fi_pingpong -e msg -p verbs?", format, l)
 	}
@@ -291,7 +311,7 @@ func fabtestsServer(ctx context.Context, s *session, cfg Config, iters, size int
 				return "", fmt.Errorf("the control connection's local address %v", ctrl.LocalAddr())
 			}
 			ip, _ := netip.AddrFromSlice(la.IP)
-			addr = netip.AddrPortFrom(ip.Unmap(), addr.Port())
+			addr = netip.AddrPortFrom(ip.Unmap().WithZone(la.Zone), addr.Port())
 		}
 		b, _ := FabtestsName{Addr: addr}.MarshalBinary()
 		stopc := ctrlCtx(ctx, ctrl)

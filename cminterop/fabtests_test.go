@@ -103,7 +103,7 @@ func TestFabtestsItersDiffer(t *testing.T) {
 }
 
 func TestFabtestsName(t *testing.T) {
-	for _, s := range []string{"10.0.0.2:47592", "[fd00::2]:5000"} {
+	for _, s := range []string{"10.0.0.2:47592", "[fd00::2]:5000", "[fe80::2%3]:5000"} {
 		ap := netip.MustParseAddrPort(s)
 		b, _ := FabtestsName{Addr: ap}.MarshalBinary()
 		n, err := readFabtestsName(bytes.NewReader(b))
