@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -338,13 +340,28 @@ func (a *app) sweepRun(req grammar.SweepRunRequest) error {
 }
 
 // sweepOut opens where the records go: standard output, or FILE
-// (created or truncated, once everything else is ready).
+// (created or truncated, once everything else is ready). /dev/stdout and
+// /dev/stderr are this process's own streams, whether or not /dev holds
+// those links: a bare devtmpfs (an initramfs, a minimal container) has
+// none, and opening the name with O_CREATE made a regular file
+// /dev/stderr that took every record while the stream got none. Nothing
+// else under /dev is created: a name there must be an existing device.
 func (a *app) sweepOut(name string) (io.Writer, func(), error) {
-	if name == "" {
+	switch name {
+	case "", "/dev/stdout":
 		return a.stdout, func() {}, nil
+	case "/dev/stderr":
+		return a.stderr, func() {}, nil
 	}
-	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	flags := os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+	if strings.HasPrefix(filepath.Clean(name), "/dev/") {
+		flags = os.O_WRONLY
+	}
+	f, err := os.OpenFile(name, flags, 0o644)
 	if err != nil {
+		if flags&os.O_CREATE == 0 && errors.Is(err, fs.ErrNotExist) {
+			return nil, nil, fmt.Errorf("out %s: no such device (a name under /dev is not created: name a file elsewhere)", name)
+		}
 		return nil, nil, fmt.Errorf("out: %v", unwrapPath(err))
 	}
 	return f, func() { f.Close() }, nil
