@@ -93,8 +93,9 @@ heatmap too). A pair is bad below bw-fraction (0.93) of the fleet's best
 bandwidth or above lat-factor (2.1) times its best latency: ClusterKit's
 limits. Where the fleet's healthy pairs spread more than that (emulated or
 oversubscribed fleets), the limit is the fleet's median moved spread (2.5)
-times its ratio to the best, which stays ClusterKit's while the best pair
-is within about 2% of the median (spread 0: ClusterKit's limits always).
+times its ratio to the pairs' 90th percentile (latency: to the best; one
+outlier pair does not set it), which stays ClusterKit's while the pairs
+are within about 2% of the median (spread 0: ClusterKit's limits always).
 bw-floor GBPS, port-fraction F (of the slower port's rate) and lat-ceiling
 USEC add absolute limits. One test beyond such a relaxed limit, the pair's
 other tests within, makes the pair suspect: listed and retested, no verdict
