@@ -211,8 +211,13 @@ func thresholdText(t sweep.Threshold, c sweep.Criteria) string {
 		if t.Metric == "bw_gbps" && t.Anchor > 0 {
 			anchor = fmt.Sprintf("the pairs' %gth percentile %s", sweep.AnchorPercentile*100, Figure(t.Anchor))
 		}
-		s += fmt.Sprintf("the fleet's median %s moved %g times its ratio to %s: its pairs spread more than %s, %s, allows)",
-			Figure(t.Median), c.Spread, anchor, rel, Figure(t.Relative))
+		moved := fmt.Sprintf("the fleet's median %s moved %g times its ratio to %s", Figure(t.Median), c.Spread, anchor)
+		if t.Metric == "bw_gbps" && t.Anchor > 0 && t.Limit < t.Median*math.Pow(t.Median/t.Anchor, c.Spread)*(1-1e-9) {
+			// Capped at sweep.RelaxedBWMax of the median.
+			moved = fmt.Sprintf("%g of the fleet's median %s, under %s, %s", sweep.RelaxedBWMax, Figure(t.Median), moved,
+				Figure(t.Median*math.Pow(t.Median/t.Anchor, c.Spread)))
+		}
+		s += fmt.Sprintf("%s: its pairs spread more than %s, %s, allows)", moved, rel, Figure(t.Relative))
 	} else {
 		s += fmt.Sprintf("%s; median %s)", rel, Figure(t.Median))
 	}
