@@ -517,20 +517,8 @@ func perftestClient(ctx context.Context, s *session, cfg Config, iters, size int
 	}
 	d.watch(ctx)
 	if err := s.step("perftest handshakes", func() (string, error) {
-		c.mine = dest(d.ep, &d.res.CM)
-		if cfg.Test == verbsprobe.TestLatency && cfg.Op == verbsprobe.OpWrite {
-			c.mine.VAddr += uint64(latWriteRecvOff(size, st))
-		}
-		if err := c.hs(ctx, "handshake after the data connection"); err != nil {
+		if err := c.dataHandshakes(ctx, d, cfg, size, st); err != nil {
 			return "", err
-		}
-		if err := c.hs(ctx, "data buffer handshake"); err != nil {
-			return "", err
-		}
-		for _, what := range []string{"second data buffer handshake", "handshake after RTR"} {
-			if err := c.hs(ctx, what); err != nil {
-				return "", err
-			}
 		}
 		return fmt.Sprintf("peer qpn %d, rkey %#x, vaddr %#x", c.rem.QPN, c.rem.RKey, c.rem.VAddr), nil
 	}); err != nil {
@@ -619,12 +607,7 @@ func perftestClient(ctx context.Context, s *session, cfg Config, iters, size int
 	}
 	// perftest's client ends the data connection and waits for it; its
 	// server destroys its IDs (a DREQ for the control connection).
-	derr := d.hangUp(ctx)
-	s.res.Steps = append(s.res.Steps, renamed(d.res.Steps[len(d.res.Steps)-1:], "data ")...)
-	if derr != nil {
-		return derr
-	}
-	return s.hangUp(ctx)
+	return s.hangUpBoth(ctx, d)
 }
 
 // perftestServer serves one perftest -R client (ib_write_bw -R IP,
@@ -677,20 +660,8 @@ func perftestServer(ctx context.Context, s *session, cfg Config, iters, size int
 	}
 	d.watch(ctx)
 	if err := s.step("perftest handshakes", func() (string, error) {
-		c.mine = dest(d.ep, &d.res.CM)
-		if cfg.Test == verbsprobe.TestLatency && cfg.Op == verbsprobe.OpWrite {
-			c.mine.VAddr += uint64(latWriteRecvOff(size, st))
-		}
-		if err := c.hs(ctx, "handshake after the data connection"); err != nil {
+		if err := c.dataHandshakes(ctx, d, cfg, size, st); err != nil {
 			return "", err
-		}
-		if err := c.hs(ctx, "data buffer handshake"); err != nil {
-			return "", err
-		}
-		for _, what := range []string{"second data buffer handshake", "handshake after RTR"} {
-			if err := c.hs(ctx, what); err != nil {
-				return "", err
-			}
 		}
 		return fmt.Sprintf("peer qpn %d; this side's buffer %d bytes, rkey %#x", c.rem.QPN, buf, c.mine.RKey), nil
 	}); err != nil {
@@ -806,12 +777,7 @@ func perftestServer(ctx context.Context, s *session, cfg Config, iters, size int
 	}
 	// perftest's client disconnects the data connection, then destroys
 	// its control ID: this side answers both.
-	derr := d.hangUp(ctx)
-	s.res.Steps = append(s.res.Steps, renamed(d.res.Steps[len(d.res.Steps)-1:], "data ")...)
-	if derr != nil {
-		return derr
-	}
-	return s.hangUp(ctx)
+	return s.hangUpBoth(ctx, d)
 }
 
 func (st perftestSetup) describe() string {
@@ -1201,4 +1167,31 @@ func (r *bwRecv) run(ctx context.Context) (*verbsprobe.Measurement, error) {
 	}
 	return &verbsprobe.Measurement{Test: verbsprobe.TestBandwidth, Op: verbsprobe.OpSend, Size: r.size, Iters: received,
 		Bytes: uint64(received) * uint64(r.size), Elapsed: time.Since(first)}, nil
+}
+
+// dataHandshakes are the four handshakes both sides make once the data
+// connection is up, each carrying this side's buffer (for lat write, the
+// part the peer writes into).
+func (c *ctrl) dataHandshakes(ctx context.Context, d *session, cfg Config, size int, st perftestSetup) error {
+	c.mine = dest(d.ep, &d.res.CM)
+	if cfg.Test == verbsprobe.TestLatency && cfg.Op == verbsprobe.OpWrite {
+		c.mine.VAddr += uint64(latWriteRecvOff(size, st))
+	}
+	for _, what := range []string{"handshake after the data connection", "data buffer handshake", "second data buffer handshake", "handshake after RTR"} {
+		if err := c.hs(ctx, what); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// hangUpBoth ends the data connection d, then the control connection,
+// keeping the data connection's last step.
+func (s *session) hangUpBoth(ctx context.Context, d *session) error {
+	derr := d.hangUp(ctx)
+	s.res.Steps = append(s.res.Steps, renamed(d.res.Steps[len(d.res.Steps)-1:], "data ")...)
+	if derr != nil {
+		return derr
+	}
+	return s.hangUp(ctx)
 }

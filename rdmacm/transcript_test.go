@@ -134,7 +134,46 @@ func newFakeKernel(t *testing.T, name string, tr transcript) *fakeKernel {
 			k.cmds = append(k.cmds, c)
 		}
 	}
+	// The recorder traces a command once its write returns, the event
+	// reader an event once read: an event the kernel raised at once (an
+	// address resolved in microseconds) can be traced before the command
+	// that caused it. Replayed as traced, it would reach the channel
+	// before that command's ID waits for it, even before the ID exists,
+	// and be dropped. So an event waits for its cause when the cause is
+	// the next command traced and none ran since the event before it.
+	prev := 0
+	for i, ev := range k.events {
+		causes := eventCauses[eventType(t, ev)]
+		at := k.after[i]
+		if at < len(k.cmds) && slices.Contains(causes, k.cmds[at].Cmd) &&
+			!slices.ContainsFunc(k.cmds[prev:at], func(c call) bool { return slices.Contains(causes, c.Cmd) }) {
+			k.after[i]++
+		}
+		prev = k.after[i]
+	}
 	return k
+}
+
+// eventCauses names, by event type, the commands of the ID's own that
+// make the kernel raise it.
+var eventCauses = map[EventType][]string{
+	EventAddrResolved: {"RESOLVE_ADDR", "RESOLVE_IP"}, EventAddrError: {"RESOLVE_ADDR", "RESOLVE_IP"},
+	EventRouteResolved: {"RESOLVE_ROUTE"}, EventRouteError: {"RESOLVE_ROUTE"},
+	EventConnectResponse: {"CONNECT"}, EventConnectError: {"CONNECT", "ACCEPT"}, EventUnreachable: {"CONNECT"},
+	EventRejected: {"CONNECT"}, EventEstablished: {"CONNECT", "ACCEPT"},
+}
+
+// eventType is a recorded event's type.
+func eventType(t *testing.T, ev call) EventType {
+	b, err := hex.DecodeString(ev.Resp)
+	var r eventResp
+	if err == nil {
+		_, err = binary.Decode(b, binary.NativeEndian, &r)
+	}
+	if err != nil {
+		t.Fatalf("recorded event %q: %v", ev.Resp, err)
+	}
+	return EventType(r.Event)
 }
 
 // channel opens a Channel on the fake kernel.

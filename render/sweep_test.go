@@ -229,6 +229,29 @@ func parseSVG(t *testing.T, b []byte) svgDoc {
 	return doc
 }
 
+// A fleet whose pairs spread little above the median but enough to relax
+// the limit: the limit is a quarter of the median, and says so.
+func TestSweepReportRelaxedCap(t *testing.T) {
+	rep, err := sweep.Build(sweepRecords(8, func(c, s int) float64 {
+		return 0.04 * (1 + float64((c*7+s*3)%10)/50)
+	}), sweep.DefaultCriteria)
+	if err != nil {
+		t.Fatal(err)
+	}
+	th := rep.Thresholds[0]
+	if !th.Relaxed || th.Limit != sweep.RelaxedBWMax*th.Median {
+		t.Fatalf("want the limit relaxed to a quarter of the median: %+v", th)
+	}
+	var b strings.Builder
+	if err := SweepReport(&b, rep, output.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	want := "bw limit: below " + Figure(th.Limit) + " Gb/s (0.25 of the fleet's median " + Figure(th.Median) + ", under the fleet's median " + Figure(th.Median) + " moved 2.5 times its ratio to the pairs' 90th percentile " + Figure(th.Anchor) + ", "
+	if !strings.Contains(b.String(), want) {
+		t.Errorf("want %q in:\n%s", want, b.String())
+	}
+}
+
 // A suspect pair (one test beyond the relaxed limit of a fleet that
 // spreads) is counted and listed, without a verdict.
 func TestSweepReportSuspect(t *testing.T) {
@@ -246,7 +269,10 @@ func TestSweepReportSuspect(t *testing.T) {
 		t.Fatal(err)
 	}
 	name := func(r int) string { return rep.Params.Hosts[r] }
-	for _, want := range []string{"0 bad, 1 suspect", "suspect pairs (", name(1) + "–" + name(4) + ": bw write", "PASS: no verdict", "retest 1 pairs"} {
+	th := rep.Thresholds[0]
+	// The relaxed limit names what the spread is measured to.
+	relaxed := "the fleet's median " + Figure(th.Median) + " moved 2.5 times its ratio to the pairs' 90th percentile " + Figure(th.Anchor)
+	for _, want := range []string{"0 bad, 1 suspect", "suspect pairs (", name(1) + "–" + name(4) + ": bw write", "PASS: no verdict", "retest 1 pairs", relaxed} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("want %q in:\n%s", want, b.String())
 		}

@@ -20,8 +20,9 @@ type Criteria struct {
 	BWFraction float64 // of the best bandwidth (0.93)
 	LatFactor  float64 // of the best latency (2.1)
 	// Spread: a pair is bad only below the median bandwidth lowered
-	// Spread times by the ratio of the median to the best (above the
-	// median latency raised likewise), when that is further from the
+	// Spread times by the ratio of the median to the pairs' 90th
+	// percentile (AnchorPercentile; above the median latency raised
+	// likewise by its ratio to the best), when that is further from the
 	// median than the relative limit. 0 keeps ClusterKit's limits.
 	Spread float64
 	// BWFloorGbps: bad below this many Gb/s; 0: none.
@@ -60,6 +61,12 @@ type Threshold struct {
 	Samples int     `json:"samples"` // measurements of the main pass
 	Best    float64 `json:"best"`
 	Median  float64 `json:"median"`
+	// Anchor is what the spread is measured to from the median: for
+	// bandwidth the 90th percentile of the pairs (AnchorPercentile), for
+	// latency the best. On emulated fleets the single best bandwidth pair
+	// is an outlier (3 times the median), and a limit anchored on it fell
+	// below a planted fault.
+	Anchor float64 `json:"anchor"`
 	// Relative is ClusterKit's limit: BWFraction of the best, LatFactor
 	// times the best.
 	Relative float64 `json:"relative"`
@@ -405,21 +412,27 @@ func thresholds(insts map[testKey]*instance, main string, c Criteria, starts map
 	var out []Threshold
 	if len(bw) > 0 {
 		t := Threshold{Metric: metricBW, Samples: len(bw), Best: slices.Max(bw), Median: medianOfMedians(bwBy), Floor: c.BWFloorGbps}
+		t.Anchor = percentile(bw, AnchorPercentile)
 		t.Relative = c.BWFraction * t.Best
 		t.Limit = t.Relative
-		if c.Spread > 0 && t.Best > 0 && t.Median > 0 {
-			if adapt := t.Median * math.Pow(t.Median/t.Best, c.Spread); adapt < t.Limit {
-				t.Limit, t.Relaxed = adapt, true
+		if c.Spread > 0 && t.Anchor > 0 && t.Median > 0 {
+			adapt := t.Median * math.Pow(t.Median/t.Anchor, c.Spread)
+			if adapt < t.Limit {
+				// Where the upper tail is short the spread above the
+				// median understates the one below it: on the bed
+				// healthy pairs read down to M/2.8 one way.
+				t.Limit, t.Relaxed = min(adapt, RelaxedBWMax*t.Median), true
 			}
 		}
 		out = append(out, t)
 	}
 	if len(lat) > 0 {
 		t := Threshold{Metric: metricLat, Samples: len(lat), Best: slices.Min(lat), Median: medianOfMedians(latBy), Floor: c.LatCeilingUsec}
+		t.Anchor = t.Best
 		t.Relative = c.LatFactor * t.Best
 		t.Limit = t.Relative
-		if c.Spread > 0 && t.Best > 0 && t.Median > 0 {
-			if adapt := t.Median * math.Pow(t.Median/t.Best, c.Spread); adapt > t.Limit {
+		if c.Spread > 0 && t.Anchor > 0 && t.Median > 0 {
+			if adapt := t.Median * math.Pow(t.Median/t.Anchor, c.Spread); adapt > t.Limit {
 				t.Limit, t.Relaxed = adapt, true
 			}
 		}
@@ -435,6 +448,31 @@ func medianOfMedians(by map[int][]float64) float64 {
 		meds = append(meds, median(v))
 	}
 	return median(meds)
+}
+
+// RelaxedBWMax is the most a relaxed bandwidth limit may be, as a
+// fraction of the fleet's median: a fleet spread enough to relax the
+// limit has healthy pairs far below its median (M/2.6 to M/2.8 one way
+// on the emulated bed), its faults further still (4 Mb/s: M/8.7 to
+// M/16), and where its pairs spread little above the median the 90th
+// percentile alone put the limit at M/1.75, flagging four healthy pairs
+// of one e2e sweep.
+const RelaxedBWMax = 0.25
+
+// AnchorPercentile is the percentile of the pairs' bandwidths that the
+// relaxed limit measures the fleet's spread to (Threshold.Anchor).
+const AnchorPercentile = 0.9
+
+// percentile of values, p from 0 to 1, interpolated linearly between
+// the two nearest ranks (p 1: the largest).
+func percentile(v []float64, p float64) float64 {
+	s := slices.Sorted(slices.Values(v))
+	pos := p * float64(len(s)-1)
+	lo := int(pos)
+	if lo >= len(s)-1 {
+		return s[len(s)-1]
+	}
+	return s[lo] + (s[lo+1]-s[lo])*(pos-float64(lo))
 }
 
 // median of values (the mean of the middle two of an even count).

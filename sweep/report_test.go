@@ -477,3 +477,139 @@ func TestSuspectPair(t *testing.T) {
 		t.Errorf("hardware, one direction at 89 %%: %q", verdictsOf(rep))
 	}
 }
+
+// guestTable reads a bandwidth matrix as sweep report prints it (the
+// row's node sends to the column's; marks after a figure ignored, "~"
+// none) into bw(c, s).
+func guestTable(t *testing.T, text string) (hosts []string, bw func(c, s int) float64) {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(text), "\n")
+	hosts = strings.Fields(lines[0])
+	m := make([][]float64, len(hosts))
+	for i, l := range lines[1:] {
+		f := strings.Fields(l)
+		if len(f) != len(hosts)+1 || f[0] != hosts[i] {
+			t.Fatalf("row %q", l)
+		}
+		for _, cell := range f[1:] {
+			v := math.NaN()
+			if c := strings.TrimRight(cell, "*!?~."); c != "" && c != "-" {
+				if _, err := fmt.Sscan(c, &v); err != nil {
+					t.Fatalf("cell %q: %v", cell, err)
+				}
+			}
+			m[i] = append(m[i], v)
+		}
+	}
+	return hosts, func(c, s int) float64 { return m[c][s] }
+}
+
+// Matrices the 8-guest fleet measured on 6.1 (main 5fcdd15, CI): the
+// bandwidth limit, its relaxation anchored on the 90th percentile of the
+// pairs, flags the planted faults (4 Mb/s: 0.0038 Gb/s) and no healthy
+// pair. In TestFleet/6.1/SweepBadPath the best pair (node1→node5 0.159,
+// 3 times the median 0.0539) drew the limit anchored on the best down
+// to 0.0036, below the impaired link's 0.00377: no verdict.
+func TestGuestTables(t *testing.T) {
+	for _, tc := range []struct {
+		name, table, want string
+		bad               func(c, s int) bool // the planted fault's tests
+	}{
+		{"SweepBadPath", `
+          node1   node2   node3   node4   node5   node6   node7   node8
+node1         -  0.0320  0.0785  0.0581   0.159  0.0532  0.0556  0.0560
+node2    0.0431       -  0.0334  0.0619  0.0453  0.0411 0.00377  0.0634
+node3    0.0690  0.0381       -  0.0471  0.0356  0.0569  0.0531  0.0473
+node4    0.0472  0.0960  0.0492       -  0.0421  0.0535  0.0930  0.0753
+node5    0.0855  0.0517  0.0548  0.0713       -  0.0756  0.0329  0.0492
+node6    0.0535  0.0786  0.0656  0.0305   0.103       -  0.0480  0.0462
+node7    0.0411 0.00377  0.0444  0.0596  0.0518  0.0714       -  0.0494
+node8    0.0533  0.0984  0.0933  0.0552  0.0546  0.0599  0.0541       -`,
+			"link node2,node7", func(c, s int) bool { return c+s == 7 && (c == 1 || s == 1) }},
+		{"SweepSlowNode", `
+          node1   node2   node3   node4   node5   node6   node7   node8
+node1         -   0.122  0.0535  0.0601 0.00375*   0.122  0.0689  0.0865
+node2     0.107       -  0.0647  0.0831 0.00375*  0.0909  0.0278  0.0832
+node3    0.0496  0.0899       -   0.153 0.00375*  0.0410  0.0433  0.0566
+node4    0.0267   0.108  0.0606       - 0.00377*   0.107   0.103  0.0533
+node5   0.00376* 0.00375* 0.00374* 0.00374*       - 0.00375* 0.00377* 0.00376*
+node6     0.138  0.0737  0.0258   0.116 0.00375*       -  0.0467  0.0677
+node7    0.0595  0.0395  0.0322  0.0644 0.00376*  0.0574       -  0.0728
+node8    0.0216  0.0597   0.101  0.0436 0.00376*   0.121   0.102       -`,
+			"node node5", func(c, s int) bool { return c == 4 || s == 4 }},
+		{"SweepCoordSlowNode", `
+          node1   node2   node3   node4   node5   node6   node7   node8
+node1         -  0.0338  0.0440  0.0449 0.00376*  0.0531  0.0374  0.0556
+node2    0.0608       -  0.0551  0.0565 0.00376*  0.0508  0.0618  0.0380
+node3    0.0406  0.0499       -  0.0432 0.00377*  0.0602  0.0361  0.0531
+node4    0.0563  0.0440  0.0527       - 0.00375*  0.0569  0.0680  0.0340
+node5   0.00377* 0.00376* 0.00377* 0.00377*       - 0.00377* 0.00376* 0.00377*
+node6    0.0589  0.0412  0.0423  0.0493 0.00377*       -  0.0329  0.0395
+node7    0.0536  0.0562  0.0406  0.0537 0.00376*  0.0563       -  0.0591
+node8    0.0631  0.0487  0.0581  0.0458 0.00374*  0.0452  0.0423       -`,
+			"node node5", func(c, s int) bool { return c == 4 || s == 4 }},
+		{"SweepCoordBadPath", `
+          node1   node2   node3   node4   node5   node6   node7   node8
+node1         -  0.0532  0.0720  0.0431  0.0511  0.0367  0.0488  0.0573
+node2    0.0499       -  0.0597  0.0600  0.0646  0.0495 0.00377*  0.0593
+node3    0.0366  0.0609       -  0.0589  0.0558  0.0743  0.0500  0.0546
+node4    0.0420  0.0459  0.0667       -  0.0464  0.0463  0.0805  0.0480
+node5    0.0751  0.0485  0.0647  0.0706       -  0.0386  0.0460  0.0517
+node6    0.0699  0.0825  0.0583  0.0550  0.0623       -  0.0491  0.0519
+node7    0.0546 0.00377*  0.0459  0.0649  0.0462  0.0508       -  0.0551
+node8    0.0599  0.0500  0.0531  0.0537  0.0540  0.0645  0.0558       -`,
+			"link node2,node7", func(c, s int) bool { return c+s == 7 && (c == 1 || s == 1) }},
+		{"SweepNoRxe", `
+          node1   node2   node3   node4   node5   node6   node7   node8
+node1         -  0.0634       ~  0.0435  0.0677  0.0536  0.0586  0.0560
+node2    0.0625       -       ~  0.0559  0.0806  0.0368  0.0624  0.0757
+node3         ~       ~       -       ~       ~       ~       ~       ~
+node4    0.0446  0.0837       ~       -  0.0465  0.0585  0.0592  0.0574
+node5    0.0534  0.0811       ~  0.0805       -  0.0635  0.0443  0.0507
+node6     0.108  0.0559       ~  0.0372  0.0448       -  0.0748  0.0707
+node7    0.0388  0.0682       ~  0.0463  0.0777  0.0486       -  0.0684
+node8    0.0504  0.0601       ~  0.0455  0.0399  0.0762  0.0474       -`,
+			"unreachable node3", func(c, s int) bool { return false }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hosts, bw := guestTable(t, tc.table)
+			p := Params{Schedule: KindAllPairs, Hosts: hosts, Tests: []verbsprobe.Test{DefaultBW.WithDefaults()}}
+			down := -1
+			for i := range hosts {
+				if math.IsNaN(bw(i, (i+1)%len(hosts))) {
+					down = i
+				}
+			}
+			failed := func(c, s int) *TestRecord {
+				if c != down && s != down {
+					return nil
+				}
+				return &TestRecord{Outcome: OutcomeNoAnswer, Error: "no answer", Down: &down}
+			}
+			rep, err := Build(synth(p, synthSpec{bw: bw, failed: failed, skip: map[int]bool{down: true}}), DefaultCriteria)
+			if err != nil {
+				t.Fatal(err)
+			}
+			th := rep.Thresholds[0]
+			if got := verdictsOf(rep); got != tc.want {
+				t.Errorf("verdicts %q, want %q; %+v", got, tc.want, th)
+			}
+			// Exactly the fault's tests beyond the limit: no healthy
+			// pair even suspect.
+			for c, row := range rep.BW.Cells {
+				for s, cell := range row {
+					if c == s || c == down || s == down {
+						continue
+					}
+					if bad := cell.State == StateBad; bad != tc.bad(c, s) {
+						t.Errorf("%s→%s %.3g: %s (limit %.3g)", hosts[c], hosts[s], *cell.Value, cell.State, th.Limit)
+					}
+				}
+			}
+			if !th.Relaxed || th.Anchor >= th.Best || th.Limit <= 0.00377 {
+				t.Errorf("the limit relaxed and anchored on the 90th percentile, above the faults' 0.00377: %+v", th)
+			}
+			t.Logf("limit %.3g (median %.3g, 90th percentile %.3g, best %.3g)", th.Limit, th.Median, th.Anchor, th.Best)
+		})
+	}
+}

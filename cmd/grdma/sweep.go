@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -91,8 +93,10 @@ heatmap too). A pair is bad below bw-fraction (0.93) of the fleet's best
 bandwidth or above lat-factor (2.1) times its best latency: ClusterKit's
 limits. Where the fleet's healthy pairs spread more than that (emulated or
 oversubscribed fleets), the limit is the fleet's median moved spread (2.5)
-times its ratio to the best, which stays ClusterKit's while the best pair
-is within about 2% of the median (spread 0: ClusterKit's limits always).
+times its ratio to the pairs' 90th percentile (latency: to the best; one
+outlier pair does not set it) and at most a quarter of the median, which
+stays ClusterKit's while the pairs are within about 2% of the median
+(spread 0: ClusterKit's limits always).
 bw-floor GBPS, port-fraction F (of the slower port's rate) and lat-ceiling
 USEC add absolute limits. One test beyond such a relaxed limit, the pair's
 other tests within, makes the pair suspect: listed and retested, no verdict
@@ -298,7 +302,8 @@ func (a *app) sweepRun(req grammar.SweepRunRequest) error {
 	if err != nil {
 		return fmt.Errorf("cannot listen on TCP port %d: %v (another sweep on this node? give port N)", port, unwrapOp(err))
 	}
-	out, closeOut, err := a.sweepOut(req.Out)
+	errw := &lockedWriter{w: a.stderr} // the log's, and the records' with out /dev/stderr
+	out, closeOut, err := a.sweepOut(req.Out, errw)
 	if err != nil {
 		ln.Close()
 		return err
@@ -313,14 +318,11 @@ func (a *app) sweepRun(req grammar.SweepRunRequest) error {
 	if r, err := fsys.PortRate(req.Options.Device, portNum); err == nil {
 		rate = r.Gbps()
 	}
-	var logMu sync.Mutex
 	r := &sweep.Runner{Params: params, Hosts: hosts, Rank: rank, RankFrom: from, Port: req.Port, Device: device,
 		Grdma: versionString(), PortRateGbps: rate, Tester: sweep.VerbsTester{Options: req.Options},
 		Listener: ln, Out: sweep.NewWriter(out), Timeout: req.Timeout, Start: req.Start,
 		Log: func(format string, args ...any) {
-			logMu.Lock()
-			defer logMu.Unlock()
-			fmt.Fprintf(a.stderr, "grdma: sweep %s: %s\n", output.Escape(hosts[rank].String()), fmt.Sprintf(format, args...))
+			fmt.Fprintf(errw, "grdma: sweep %s: %s\n", output.Escape(hosts[rank].String()), fmt.Sprintf(format, args...))
 		}}
 	r.Log("rank %d of %d (%s), %s, listening on port %d", rank, len(hosts), from, params, port)
 	sum, err := r.Run(ctx)
@@ -338,16 +340,45 @@ func (a *app) sweepRun(req grammar.SweepRunRequest) error {
 }
 
 // sweepOut opens where the records go: standard output, or FILE
-// (created or truncated, once everything else is ready).
-func (a *app) sweepOut(name string) (io.Writer, func(), error) {
-	if name == "" {
+// (created or truncated, once everything else is ready). /dev/stdout and
+// /dev/stderr are this process's own streams, whether or not /dev holds
+// those links: a bare devtmpfs (an initramfs, a minimal container) has
+// none, and opening the name with O_CREATE made a regular file
+// /dev/stderr that took every record while the stream got none. Nothing
+// else under /dev is created: a name there must be an existing device.
+// stderr is standard error as the command's log writes it.
+func (a *app) sweepOut(name string, stderr io.Writer) (io.Writer, func(), error) {
+	switch name {
+	case "", "/dev/stdout":
 		return a.stdout, func() {}, nil
+	case "/dev/stderr":
+		return stderr, func() {}, nil
 	}
-	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	flags := os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+	if strings.HasPrefix(filepath.Clean(name), "/dev/") {
+		flags = os.O_WRONLY
+	}
+	f, err := os.OpenFile(name, flags, 0o644)
 	if err != nil {
+		if flags&os.O_CREATE == 0 && errors.Is(err, fs.ErrNotExist) {
+			return nil, nil, fmt.Errorf("out %s: no such device (a name under /dev is not created: name a file elsewhere)", name)
+		}
 		return nil, nil, fmt.Errorf("out: %v", unwrapPath(err))
 	}
 	return f, func() { f.Close() }, nil
+}
+
+// lockedWriter serialises Writes: the log and the records share standard
+// error with out /dev/stderr, each line one Write.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 // sweepCoordinate runs a coordinated sweep from this host through the
@@ -367,9 +398,10 @@ func (a *app) sweepCoordinate(req grammar.SweepCoordinateRequest, svg string) er
 	for _, h := range hosts {
 		params.Hosts = append(params.Hosts, h.String())
 	}
+	errw := &lockedWriter{w: a.stderr} // the log's, and the records' with out /dev/stderr
 	var out *sweep.Writer
 	if req.Out != "" {
-		w, closeOut, err := a.sweepOut(req.Out)
+		w, closeOut, err := a.sweepOut(req.Out, errw)
 		if err != nil {
 			return err
 		}
@@ -377,13 +409,10 @@ func (a *app) sweepCoordinate(req grammar.SweepCoordinateRequest, svg string) er
 		out = sweep.NewWriter(w)
 	}
 	driver, _ := os.Hostname()
-	var logMu sync.Mutex
 	c := &sweep.Coordinator{Params: params, Prober: prober, Out: out, Grdma: versionString(), Driver: driver,
 		Timeout: req.Timeout, Parallel: req.Parallel, Confirm: req.Confirm, Criteria: req.Criteria,
 		Log: func(format string, args ...any) {
-			logMu.Lock()
-			defer logMu.Unlock()
-			fmt.Fprintf(a.stderr, "grdma: sweep: %s\n", fmt.Sprintf(format, args...))
+			fmt.Fprintf(errw, "grdma: sweep: %s\n", fmt.Sprintf(format, args...))
 		}}
 	c.Log("coordinating %s through the exporters' /probe", params)
 	rep, _, err := c.Run(ctx)

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/grdma/grdma/sweep"
 )
 
 // fakeExporters starts n fake grdma exporters on 127.0.0.2, 127.0.0.3,
@@ -143,5 +145,40 @@ func TestSweepCoordinateBadInput(t *testing.T) {
 		if code != exitUsage || !strings.Contains(stderr, tc.stderr) {
 			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", tc.args, code, stderr, tc.stderr)
 		}
+	}
+}
+
+// out /dev/stderr (the Kubernetes Job's) puts every record on this
+// process's standard error among the progress lines, even where /dev has
+// no stderr link (the e2e guest's bare devtmpfs): sweep report reads them
+// back to the same report. A name under /dev that is no device is an
+// error, not a file created there.
+func TestSweepCoordinateOutStderr(t *testing.T) {
+	dir := t.TempDir()
+	hosts := fakeExporters(t, 4, "", "", "")
+	hostsFile := filepath.Join(dir, "hosts")
+	os.WriteFile(hostsFile, []byte(strings.Join(hosts, " ")), 0o644)
+	out, stderr, code := runProbe(t, "-j", "sweep", "coordinate", "hosts", hostsFile, "bw", "duration", "100ms", "out", "/dev/stderr")
+	if code != exitOK || !strings.Contains(out, `"ok":true`) {
+		t.Fatalf("exit %d, want 0 and a JSON report\n%s%s", code, out, stderr)
+	}
+	recs, skipped, err := sweep.ReadRecords(strings.NewReader(stderr), "standard error")
+	// 4 start and 4 end records, and both sides of 12 bandwidth tests.
+	if err != nil || len(recs) != 4+4+2*12 || skipped == 0 {
+		t.Fatalf("records on standard error: %d (%d other lines), %v\n%s", len(recs), skipped, err, stderr)
+	}
+	records := filepath.Join(dir, "sweep.jsonl")
+	os.WriteFile(records, []byte(stderr), 0o644)
+	again, _, code := runProbe(t, "-j", "sweep", "report", records)
+	if code != exitOK || !strings.Contains(again, `"ok":true`) {
+		t.Errorf("sweep report over the records: exit %d\n%s", code, again)
+	}
+
+	out, stderr, code = runProbe(t, "sweep", "coordinate", "hosts", hostsFile, "bw", "duration", "100ms", "out", "/dev/grdma-no-such-device")
+	if code != exitFailed || !strings.Contains(stderr, "out /dev/grdma-no-such-device: no such device") || out != "" {
+		t.Errorf("out naming no device under /dev: exit %d\n%s%s", code, out, stderr)
+	}
+	if _, err := os.Stat("/dev/grdma-no-such-device"); err == nil {
+		t.Errorf("/dev/grdma-no-such-device was created")
 	}
 }

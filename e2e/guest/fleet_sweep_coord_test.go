@@ -146,7 +146,7 @@ func (r coordRun) figures() string {
 	}
 	s := fmt.Sprintf("coordinator: wall %.1fs, CPU %.2fs, max RSS %d KiB; %d pairs retested", r.wall.Seconds(), r.cpu.Seconds(), r.maxRSSKiB, retested)
 	for _, th := range r.rep.Thresholds {
-		s += fmt.Sprintf("; %s limit %.3g (best %.3g, median %.3g, relaxed %v)", th.Metric, th.Limit, th.Best, th.Median, th.Relaxed)
+		s += fmt.Sprintf("; %s limit %.3g (best %.3g, anchor %.3g, median %.3g, relaxed %v)", th.Metric, th.Limit, th.Best, th.Anchor, th.Median, th.Relaxed)
 	}
 	return s
 }

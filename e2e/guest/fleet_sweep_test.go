@@ -181,7 +181,7 @@ func sweepFigures(t *testing.T, res []result, rep *sweep.Report) string {
 	}
 	s := fmt.Sprintf("healthy bw %.3g–%.3g Gb/s (×%.1f)", lo, hi, hi/max(lo, 1e-9))
 	for _, th := range rep.Thresholds {
-		s += fmt.Sprintf("; %s limit %.3g (best %.3g, median %.3g, relaxed %v)", th.Metric, th.Limit, th.Best, th.Median, th.Relaxed)
+		s += fmt.Sprintf("; %s limit %.3g (best %.3g, anchor %.3g, median %.3g, relaxed %v)", th.Metric, th.Limit, th.Best, th.Anchor, th.Median, th.Relaxed)
 	}
 	if len(walls) > 0 && len(pairs) > 0 {
 		med := pairs[len(pairs)/2]
