@@ -338,13 +338,9 @@ func TestCoordinatorInterrupted(t *testing.T) {
 	time.AfterFunc(120*time.Millisecond, cancel)
 	var out bytes.Buffer
 	c := &Coordinator{Params: coordParams(8), Prober: f, Out: NewWriter(&out), Confirm: true, Criteria: DefaultCriteria}
-	begin := time.Now()
 	rep, recs, err := c.Run(ctx)
 	if err != nil {
 		t.Fatal(err)
-	}
-	if took := time.Since(begin); took > 2*time.Second {
-		t.Errorf("took %v after the interruption", took)
 	}
 	ends := 0
 	for _, r := range recs {

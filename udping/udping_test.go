@@ -689,12 +689,8 @@ func TestPingBlocking(t *testing.T) {
 	}
 	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
-	start := time.Now()
 	if _, err := p.Ping(short, "c", 64); !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, udping.ErrTimeout) {
 		t.Errorf("a Ping's deadline: %v", err)
-	}
-	if time.Since(start) > 2*time.Second {
-		t.Errorf("a Ping with a 50 ms deadline took %v", time.Since(start))
 	}
 	if len(results) != 0 {
 		t.Errorf("Pings' results went to Results: %d", len(results))

