@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/grdma/grdma/e2e/layout"
@@ -339,6 +340,8 @@ func watchFault(b *Bed, name string, m, driver *machine) bool {
 	why := "its kernel failed: " + strings.TrimSpace(m.faultLine)
 	if strings.HasPrefix(m.faultLine, "[e2e: ") {
 		why = "it hangs: " + strings.TrimSpace(m.faultLine)
+	} else if strings.Contains(m.faultLine, "NETDEV WATCHDOG") {
+		why = "its link stopped sending: " + strings.TrimSpace(m.faultLine)
 	}
 	m.mu.Unlock()
 	b.logf("e2e: %s stopped the scenarios after %v: %s; its console from there:\n%s", name, time.Since(m.started).Round(time.Second), why, m.faultText())
@@ -387,6 +390,14 @@ func (b *Bed) startSwitch(ports int) (*vdeSwitch, error) {
 		return nil, fmt.Errorf("e2e: vde_switch: %v", err)
 	}
 	go func() { sw.cmd.Wait(); close(sw.done) }()
+	// The switch forwards every guest's frames on one thread; starved of
+	// the host's CPU by the guests it serves, its socket fills and a
+	// guest's QEMU stops sending for good (the guest then logs NETDEV
+	// WATCHDOG, see kernelFaultLine). Ahead of the guests it keeps up.
+	// Only root may raise a priority; without it the switch runs as is.
+	if err := syscall.Setpriority(syscall.PRIO_PROCESS, sw.cmd.Process.Pid, -5); err != nil {
+		b.logf("e2e: vde_switch keeps the default priority: %v", err)
+	}
 	ctl := filepath.Join(dir, "ctl")
 	for end := time.Now().Add(switchWait); ; time.Sleep(20 * time.Millisecond) {
 		if _, err := os.Stat(ctl); err == nil {

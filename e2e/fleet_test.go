@@ -97,7 +97,10 @@ func TestKernelFaultStopsFleet(t *testing.T) {
 	// The first lines of a soft lockup (kernel/watchdog.c) and of a task
 	// stuck in the kernel (kernel/hung_task.c), as those print them.
 	for _, l := range []string{"[  300.123456] watchdog: BUG: soft lockup - CPU#0 stuck for 26s! [kworker/u2:1:57]",
-		"[  363.519017] INFO: task rdma:1203 blocked for more than 120 seconds."} {
+		"[  363.519017] INFO: task rdma:1203 blocked for more than 120 seconds.",
+		// node2's console in a 6.1 fleet (TestFleetCMInterop, ib_read_bw -R
+		// against grdma): its QEMU stopped taking frames from the switch.
+		"[  446.883007] virtio_net virtio1 eth0: NETDEV WATCHDOG: CPU: 0: transmit queue 0 timed out 227920 ms"} {
 		if !kernelFault(l) {
 			t.Errorf("not a kernel failure: %q", l)
 		}

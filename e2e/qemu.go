@@ -153,10 +153,13 @@ const faultLines = 150
 // "watchdog: BUG: soft lockup - CPU#%d stuck for %us!") and a task stuck
 // in the kernel (kernel/hung_task.c: "INFO: task %s:%d blocked for more
 // than %ld seconds."; a wedged rxe leaves every rdma command that touches
-// it so, unkillable). Each of these leaves the guest, or what touches
-// RDMA on it, dead while QEMU runs on. A WARNING is not one: the kernel
-// carries on after it.
-var kernelFaultLine = regexp.MustCompile(`^\[\s*\d+\.\d+\] (BUG: |Oops: |general protection fault|kernel BUG at |Kernel panic - |watchdog: BUG: soft lockup|INFO: task \S+ blocked for more than )`)
+// it so, unkillable) and a network device whose transmit queue has not
+// moved for 5 s (net/sched/sch_generic.c: "NETDEV WATCHDOG: ... transmit
+// queue %u timed out": QEMU stopped taking the guest's frames, which on
+// the VDE switch it never resumes, and the guest is cut off). Each of
+// these leaves the guest, or what touches RDMA or the link on it, dead
+// while QEMU runs on. A WARNING is not one: the kernel carries on after it.
+var kernelFaultLine = regexp.MustCompile(`^\[\s*\d+\.\d+\] (BUG: |Oops: |general protection fault|kernel BUG at |Kernel panic - |watchdog: BUG: soft lockup|INFO: task \S+ blocked for more than |.*NETDEV WATCHDOG: .*transmit queue \d+ timed out)`)
 
 // heartbeatPrefix starts the line init prints on the console every 30 s
 // while a guest with a link runs (guestfs/init.sh): from user space, so
