@@ -171,6 +171,22 @@ func (e *endpoint) rtrRTS(id rdmacm.Conn, resources, depth *uint8) error {
 	})
 }
 
+// outReads is how many RDMA READs a connection keeps outstanding each
+// way, as perftest's out_reads (its 16 where the device allows): what
+// this package's READ client asks, and the most its servers grant (ib_read_bw
+// -R asks 16; granting one would cut its bandwidth and tell nothing of
+// the device).
+const outReads = 16
+
+// rdAtomicLimit is outReads within the device's limits.
+func (e *endpoint) rdAtomicLimit() (uint8, error) {
+	a, err := e.c.QueryDevice()
+	if err != nil {
+		return 0, fmt.Errorf("QUERY_DEVICE for its READ limits: %w", err)
+	}
+	return uint8(max(min(outReads, a.MaxQPRdAtom, a.MaxQPInitRdAtom), 1)), nil
+}
+
 // toErr moves the queue pair to ERR, as librdmacm does before it
 // disconnects, so that its work requests flush.
 func (e *endpoint) toErr() error {
@@ -248,6 +264,9 @@ type session struct {
 	gone      chan struct{}
 	watchDone chan error
 	listener  rdmacm.Listener
+	// pending is a request taken from listener before accept (by a
+	// protocol that waits for it itself), for accept to connect.
+	pending *rdmacm.ConnRequest
 }
 
 // step runs f as the named step of the result, timed.
@@ -399,8 +418,8 @@ func (s *session) listen(cfg Config) error {
 
 // accept listens on cfg.Addr, takes one request and connects it as a
 // librdmacm server does: the queue pair (prepare posts receives), RTR
-// and RTS with this side's resources (at most 1 each way: what rping and
-// ucmatose use), ACCEPT, and ESTABLISHED. The listener is destroyed once
+// and RTS with the READs the peer asks to have outstanding each way (up
+// to rdAtomicLimit), ACCEPT, and ESTABLISHED. The listener is destroyed once
 // the request is taken: one peer a run.
 func (s *session) accept(ctx context.Context, cfg Config, sendWR, recvWR uint32, size int, prepare func(*endpoint) error) error {
 	var err error
@@ -411,8 +430,9 @@ func (s *session) accept(ctx context.Context, cfg Config, sendWR, recvWR uint32,
 	}
 	var req rdmacm.ConnRequest
 	if err := s.step(verbsprobe.CMStepRequest, func() (string, error) {
-		req, err = s.listener.NextRequest(ctx)
-		if err != nil {
+		if s.pending != nil {
+			req, s.pending = *s.pending, nil
+		} else if req, err = s.listener.NextRequest(ctx); err != nil {
 			return "", err
 		}
 		s.id = req.Conn
@@ -441,7 +461,11 @@ func (s *session) accept(ctx context.Context, cfg Config, sendWR, recvWR uint32,
 		if err := prepare(s.ep); err != nil {
 			return "", err
 		}
-		resources, depth := min(req.Peer.ResponderResources, 1), min(req.Peer.InitiatorDepth, 1)
+		rd, err := s.ep.rdAtomicLimit()
+		if err != nil {
+			return "", err
+		}
+		resources, depth := min(req.Peer.ResponderResources, rd), min(req.Peer.InitiatorDepth, rd)
 		if err := s.ep.rtrRTS(s.id, &resources, &depth); err != nil {
 			return "", err
 		}

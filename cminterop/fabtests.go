@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -296,30 +297,25 @@ func fabtestsServer(ctx context.Context, s *session, cfg Config, iters, size int
 		}
 		stop := context.AfterFunc(ctx, func() { l.Close() })
 		defer stop()
-		if ctrl, err = l.Accept(); err != nil {
-			if ctx.Err() != nil {
-				err = ctx.Err()
+		// A TCP client that goes away without connecting over the RDMA
+		// CM (a port scan, a health check) gives the port back to the
+		// next: one stray client must not spend the run.
+		strays := 0
+		for {
+			c, detail, err := fabtestsCtrlClient(ctx, s, l, cfg.Addr)
+			if errors.Is(err, errStrayClient) {
+				strays++
+				continue
 			}
-			return "", fmt.Errorf("waiting for fi_pingpong's client: %w", err)
-		}
-		addr := cfg.Addr
-		if addr.Addr().IsUnspecified() {
-			// The name must be an address the client can connect to: the
-			// one its control connection came to.
-			la, ok := ctrl.LocalAddr().(*net.TCPAddr)
-			if !ok {
-				return "", fmt.Errorf("the control connection's local address %v", ctrl.LocalAddr())
+			if err != nil {
+				return "", err
 			}
-			ip, _ := netip.AddrFromSlice(la.IP)
-			addr = netip.AddrPortFrom(ip.Unmap().WithZone(la.Zone), addr.Port())
+			ctrl = c
+			if strays > 0 {
+				detail += fmt.Sprintf(" (after %d TCP clients that left without connecting)", strays)
+			}
+			return detail, nil
 		}
-		b, _ := FabtestsName{Addr: addr}.MarshalBinary()
-		stopc := ctrlCtx(ctx, ctrl)
-		defer stopc()
-		if _, err := ctrl.Write(b); err != nil {
-			return "", fmt.Errorf("sending the endpoint name: %w", err)
-		}
-		return fmt.Sprintf("client %s, endpoint %s", ctrl.RemoteAddr(), addr), nil
 	}); err != nil {
 		return err
 	}
@@ -387,6 +383,74 @@ func fabtestsServer(ctx context.Context, s *session, cfg Config, iters, size int
 	}
 	ctrl.Close()
 	return s.hangUp(ctx)
+}
+
+// errStrayClient is a control client that left, or spoke first,
+// before it connected over the RDMA CM: not fi_pingpong.
+var errStrayClient = errors.New("a control client left before connecting over the RDMA CM")
+
+// fabtestsCtrlClient takes one control client from l: it sends the
+// endpoint name and waits for the client's connection request on the
+// CM, which it keeps in s for accept. A client that closes the control
+// connection or writes on it first is errStrayClient, its connection
+// closed.
+func fabtestsCtrlClient(ctx context.Context, s *session, l net.Listener, addr netip.AddrPort) (_ net.Conn, detail string, err error) {
+	c, err := l.Accept()
+	if err != nil {
+		if ctx.Err() != nil {
+			err = ctx.Err()
+		}
+		return nil, "", fmt.Errorf("waiting for fi_pingpong's client: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			c.Close()
+		}
+	}()
+	if addr.Addr().IsUnspecified() {
+		// The name must be an address the client can connect to: the
+		// one its control connection came to.
+		la, ok := c.LocalAddr().(*net.TCPAddr)
+		if !ok {
+			return nil, "", fmt.Errorf("the control connection's local address %v", c.LocalAddr())
+		}
+		ip, _ := netip.AddrFromSlice(la.IP)
+		addr = netip.AddrPortFrom(ip.Unmap().WithZone(la.Zone), addr.Port())
+	}
+	b, _ := FabtestsName{Addr: addr}.MarshalBinary()
+	stopc := ctrlCtx(ctx, c)
+	defer stopc()
+	if _, err := c.Write(b); err != nil {
+		return nil, "", fmt.Errorf("%w (sending the endpoint name: %v)", errStrayClient, err)
+	}
+	// fi_pingpong writes nothing on the control connection before its
+	// CM connection is established, which needs this side's accept: a
+	// read that ends before the request is a client gone (or not
+	// fi_pingpong).
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	gone := make(chan error, 1)
+	go func() {
+		var one [1]byte
+		_, err := c.Read(one[:])
+		if err == nil {
+			err = errors.New("it wrote first")
+		}
+		gone <- err
+		cancel()
+	}()
+	req, err := s.listener.NextRequest(rctx)
+	c.SetReadDeadline(time.Now()) // ends the read
+	werr := <-gone
+	c.SetReadDeadline(time.Time{})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, "", fmt.Errorf("waiting for fi_pingpong's connection request: %w", ctx.Err())
+		}
+		return nil, "", fmt.Errorf("%w: %v", errStrayClient, werr)
+	}
+	s.pending = &req
+	return c, fmt.Sprintf("client %s, endpoint %s", c.RemoteAddr(), addr), nil
 }
 
 // fabtestsPrepare names the work requests and posts the first receive,

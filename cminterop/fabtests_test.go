@@ -198,3 +198,65 @@ func TestFabtestsSizeDiffers(t *testing.T) {
 		t.Fatalf("client %v, server %v: want both failed, the server naming the sizes", cli.Err, srv.Err)
 	}
 }
+
+// TestFabtestsServerStrayClients plays clients that are not fi_pingpong
+// on the control port: one that leaves at once, one that reads the name
+// and leaves, one that writes first. None spends the run: the real
+// client after them is served, and nothing is left behind.
+func TestFabtestsServerStrayClients(t *testing.T) {
+	a, b := pair()
+	lo := newCtrlLoopback()
+	listening := make(chan string, 1)
+	scfg := b.config(netip.AddrPortFrom(b.ip, 0), 5, 0)
+	scfg.ctrlListen = func(ap netip.AddrPort) (net.Listener, error) {
+		l, err := lo.listen(ap)
+		if err == nil {
+			listening <- <-lo.addr
+		}
+		return l, err
+	}
+	done := make(chan *Result, 1)
+	go func() { done <- Run(context.Background(), Fabtests, Server, scfg) }()
+	addr := <-listening
+	strays := []func(c net.Conn){
+		func(c net.Conn) {},
+		func(c net.Conn) {
+			if _, err := readFabtestsName(c); err != nil {
+				t.Errorf("a stray client's name: %v", err)
+			}
+		},
+		func(c net.Conn) {
+			readFabtestsName(c)
+			c.Write([]byte("GET / HTTP/1.0\r\n\r\n"))
+			// The server closes a client that writes first.
+			c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			if n, err := c.Read(make([]byte, 1)); err == nil {
+				t.Errorf("a client that wrote first read %d more bytes, want its connection closed", n)
+			}
+		},
+	}
+	for _, stray := range strays {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stray(c)
+		c.Close()
+	}
+	lo.addr <- addr
+	ccfg := a.config(netip.AddrPortFrom(b.ip, 0), 5, 0)
+	ccfg.ctrlDial = lo.dial
+	cli := Run(context.Background(), Fabtests, Client, ccfg)
+	srv := <-done
+	if cli.Err != nil || srv.Err != nil {
+		t.Fatalf("client: %v; server: %v", cli.Err, srv.Err)
+	}
+	if cli.Count != 5 || srv.Count != 5 {
+		t.Errorf("client %d, server %d messages", cli.Count, srv.Count)
+	}
+	if d := srv.Steps[1].Detail; srv.Steps[1].Name != "fabtests control" || !strings.Contains(d, "after 3 TCP clients that left without connecting") {
+		t.Errorf("the server's control step: %+v", srv.Steps[1])
+	}
+	a.clean(t)
+	b.clean(t)
+}

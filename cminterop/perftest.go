@@ -422,14 +422,12 @@ const (
 )
 
 // Depths of the data connection: bw's window of outstanding RDMA
-// WRITEs or READs, lat's receives posted ahead; the READs a client asks
-// the server to take at once (perftest's out_reads: its 16 where the
-// device allows).
+// WRITEs or READs, lat's receives posted ahead (the READs outstanding
+// at once are outReads).
 const (
 	perftestWindow    = 128
 	perftestLatRecvs  = 64
 	perftestLatSendWR = 4
-	perftestOutReads  = 16
 	perftestSendRecvs = 512 // ib_send_bw's receive queue (its -r default)
 )
 
@@ -482,7 +480,7 @@ func perftestClient(ctx context.Context, s *session, cfg Config, iters, size int
 	sendWR, recvWR, buf := perftestShape(cfg, iters, size, st, false)
 	dataParam := param
 	if cfg.Op == verbsprobe.OpRead {
-		dataParam.ResponderResources, dataParam.InitiatorDepth = perftestOutReads, perftestOutReads
+		dataParam.ResponderResources, dataParam.InitiatorDepth = outReads, outReads
 	}
 	var d *session
 	defer func() {

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/grdma/grdma/rdmacm"
+	"github.com/grdma/grdma/uverbs"
+	"github.com/grdma/grdma/uverbs/uverbstest"
 	"github.com/grdma/grdma/verbsprobe"
 )
 
@@ -438,4 +440,54 @@ func TestPerftestDataConnectRetried(t *testing.T) {
 	}
 	a.clean(t)
 	b.clean(t)
+}
+
+// TestRdAtomicLimit: a server grants a READ client perftest's out_reads
+// (ib_read_bw -R asks 16), within what the device allows.
+func TestRdAtomicLimit(t *testing.T) {
+	fabric := uverbstest.NewFabric()
+	for _, tc := range []struct {
+		name          string
+		rd, initRd    uint32
+		want          uint8
+		recordedAttrs bool
+	}{
+		{name: "rxe as recorded", recordedAttrs: true, want: outReads},
+		{name: "device allows 4", rd: 4, initRd: 8, want: 4},
+		{name: "device initiates 2", rd: 64, initRd: 2, want: 2},
+		{name: "device says 0", want: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := uverbstest.Config{Name: "rxe" + strings.ReplaceAll(tc.name, " ", "_")}
+			if !tc.recordedAttrs {
+				a := recordedAttr(t, fabric)
+				a.Base.MaxQPRdAtom, a.Base.MaxQPInitRdAtom = tc.rd, tc.initRd
+				cfg.Attr = &a
+			}
+			c, err := fabric.NewDevice(cfg).Open()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			got, err := (&endpoint{c: c}).rdAtomicLimit()
+			if err != nil || got != tc.want {
+				t.Errorf("rdAtomicLimit = %d, %v; want %d", got, err, tc.want)
+			}
+		})
+	}
+}
+
+// recordedAttr is the fake device's recorded attributes (rxe's).
+func recordedAttr(t *testing.T, fabric *uverbstest.Fabric) uverbs.DeviceAttrEx {
+	t.Helper()
+	c, err := fabric.NewDevice(uverbstest.Config{Name: "rxe_recorded"}).Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	a, _, err := c.QueryDeviceEx()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
 }

@@ -51,6 +51,7 @@ var builds struct {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	writeFailures(os.Stdout)
 	if builds.dir != "" {
 		os.RemoveAll(builds.dir)
 	}
@@ -176,11 +177,13 @@ func TestGuest(t *testing.T) {
 
 	for i, label := range labels {
 		t.Run(label, func(t *testing.T) {
+			noteFailedRun(t)
 			b := boots[i]
 			if b.r != nil {
 				defer b.r.Cleanup()
 			}
 			if b.err != nil {
+				noteFailure(t, b.err.Error())
 				t.Fatalf("%v", b.err)
 			}
 			r := b.r
@@ -199,6 +202,7 @@ func TestGuest(t *testing.T) {
 				report(t, n, r, replay{logPassing: true}) // figures of passed scenarios too (exporter RSS, scrape latency)
 			}
 			if err := r.Err(); err != nil && !t.Failed() {
+				noteFailure(t, fmt.Sprintf("%v\nguest output:\n%s", err, tail(r.Log, summaryLinesEach)))
 				t.Errorf("%v\nguest output:\n%s", err, tail(r.Log, 40))
 			}
 		})
@@ -255,9 +259,11 @@ func report(t *testing.T, n *TestNode, r *Result, how replay) {
 			t.Skip(out)
 		case "fail":
 			if out != "" || len(n.Children) == 0 {
+				noteFailure(t, out)
 				t.Error(out)
 			}
 		default:
+			noteFailure(t, fmt.Sprintf("no result: the guest stopped during this test (%v)\n%s", r.Err(), tail(out, summaryLinesEach)))
 			t.Errorf("no result: the guest stopped during this test (%v)\n%s", r.Err(), out)
 		}
 	})
@@ -281,6 +287,7 @@ func TestTwoHosts(t *testing.T) {
 	}
 	for _, label := range kernelLabels() {
 		t.Run(label, func(t *testing.T) {
+			noteFailedRun(t)
 			k, err := bed.Kernel(ctx, label)
 			if err != nil {
 				t.Fatal(err)
@@ -367,6 +374,7 @@ func TestTopology(t *testing.T) {
 	wg.Wait()
 	for i, label := range labels {
 		t.Run(label, func(t *testing.T) {
+			noteFailedRun(t)
 			r := results[i]
 			if r != nil {
 				defer r.Cleanup()
@@ -489,6 +497,7 @@ func TestFleet(t *testing.T) {
 	}
 	for _, label := range fleetKernelLabels() {
 		t.Run(label, func(t *testing.T) {
+			noteFailedRun(t)
 			k, err := bed.Kernel(ctx, label)
 			if err != nil {
 				t.Fatal(err)
@@ -599,6 +608,7 @@ func TestFleet(t *testing.T) {
 					t.Logf("%v", err)
 				}
 				if len(r.f.Faults) > 0 && i == len(runs)-1 {
+					noteFailure(t, "the fleet stopped: "+strings.Join(r.f.Faults, "; "))
 					t.Errorf("the fleet stopped: %s", strings.Join(r.f.Faults, "; "))
 				}
 			}
