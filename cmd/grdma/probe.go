@@ -178,7 +178,8 @@ own bw (Gb/s) and lat (µs percentiles, one way); a server also shows the
 bw report the perftest client sends. grdma announces perftest 6.06; the
 peer's version (5.70 or later), cycle buffer (at most 1 MiB), cache line
 (4096) and report are checked. As a server grdma grants a READ client
-one outstanding READ at a time.
+the outstanding READs it asks, up to 16 (perftest's out_reads) and the
+device's max_qp_rd_atom.
 "cm fabtests" speaks libfabric's fi_pingpong protocol (-e msg -p verbs):
 a TCP control connection to port 47592 carries the server's endpoint
 name (its RDMA CM address; grdma's CM listens on the control port's
@@ -192,6 +193,10 @@ messages up to 65535 bytes and answers each with one as long (another
 size than size, when given, fails). A server's endpoint name over 128
 bytes, or not an IPv4 or IPv6 socket address, is refused. The result is
 the round trip per message; fi_pingpong's usec/xfer is half of it.
+A TCP client of the control port that closes its connection, or writes
+on it, before it connects through the RDMA CM (a port scan, a health
+check) is dropped and the port serves the next; one that stays silent
+holds it until timeout.
 
 rxe (Soft-RoCE) is probed fully; mlx5 up to a queue pair in RTS (no
 traffic); other drivers up to the protection domain, then reported as not
