@@ -458,6 +458,7 @@ type RxeQP struct {
 	c   *Context
 	sq  *rxeQueue
 	rq  *rxeQueue
+	db  []byte // the doorbell command (doorbellCommand)
 }
 
 // QP returns the queue pair.
@@ -484,7 +485,11 @@ func (c *Context) CreateRxeQP(init QPInit) (*RxeQP, error) {
 	if err != nil {
 		return nil, errors.Join(err, c.DestroyQP(qp), rq.unmap())
 	}
-	return &RxeQP{qp: qp, typ: init.Type, c: c, sq: sq, rq: rq}, nil
+	db, err := c.doorbellCommand(qp)
+	if err != nil {
+		return nil, errors.Join(err, c.DestroyQP(qp), rq.unmap(), sq.unmap())
+	}
+	return &RxeQP{qp: qp, typ: init.Type, c: c, sq: sq, rq: rq, db: db}, nil
 }
 
 // ErrQueueFull means a work queue has no free slot.
@@ -537,7 +542,7 @@ func (qp *RxeQP) PostSend(wr SendWR) error {
 	}
 	encodeWQE(slot, &wqe, wr.SGL)
 	qp.sq.produce()
-	return qp.c.RingSendDoorbell(qp.qp)
+	return qp.c.ringDoorbell(qp.db)
 }
 
 // postSendUD posts a datagram: a SEND to wr.AH, with the AH number and
@@ -561,7 +566,7 @@ func (qp *RxeQP) postSendUD(wr SendWR) error {
 	}
 	encodeWQE(slot, &wqe, wr.SGL)
 	qp.sq.produce()
-	return qp.c.RingSendDoorbell(qp.qp)
+	return qp.c.ringDoorbell(qp.db)
 }
 
 // Type is the queue pair's type.
