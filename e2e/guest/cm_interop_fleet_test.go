@@ -178,6 +178,13 @@ func TestFleetCMInterop(t *testing.T) {
 			t.Fatalf("ib_send_lat -R pair:\n%s\n%s", s, pc)
 		}
 		t.Logf("FIGURE perftest pair lat send 2 × %s: ib_send_lat -R client t_typical %s µs", latIters, field(perftestTable(t, "ib_send_lat", pc), 4))
+		ps = n2.on(t).ServeCM(toolPort, layout.IbReadBw, "-d", f.Dev, "-R", "-n", latIters)
+		pc = run(layout.IbReadBw, "-d", f.Dev, "-R", "-n", latIters, n2.Addr)
+		s = ps.Wait()
+		if s.code != 0 || pc.code != 0 {
+			t.Fatalf("ib_read_bw -R pair:\n%s\n%s", s, pc)
+		}
+		t.Logf("FIGURE perftest pair bw read 65536 × %s: ib_read_bw -R client %s MB/s", latIters, field(perftestTable(t, "ib_read_bw", pc), 3))
 	})
 
 	t.Run("to_ib_write_bw_server", func(t *testing.T) {
@@ -303,6 +310,9 @@ func TestFleetCMInterop(t *testing.T) {
 				t.Fatalf("grdma:\n%s\n%s:\n%s", g, c.tool, p)
 			}
 			checkCM(t, "grdma", rep, g)
+			if c.name == "from_ib_read_bw_client" { // grdma serves READs and measures nothing: the client's figure
+				t.Logf("FIGURE from_ib_read_bw_client: ib_read_bw -R client against grdma printed %s MB/s", field(perftestTable(t, c.tool, p), 3))
+			}
 			if len(rep.Results) == 1 && c.name != "to_ib_read_lat_server" { // ib_read_lat's server prints no result
 				r := rep.Results[0]
 				if r.Lat != nil {
