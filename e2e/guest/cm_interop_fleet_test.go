@@ -164,27 +164,20 @@ func TestFleetCMInterop(t *testing.T) {
 	}
 	t.Run("perftest_reference", func(t *testing.T) {
 		clean(t)
-		ps := n2.on(t).ServeCM(toolPort, layout.IbWriteBw, "-d", f.Dev, "-R", "-n", bwIters)
-		pc := run(layout.IbWriteBw, "-d", f.Dev, "-R", "-n", bwIters, n2.Addr)
-		s := ps.Wait()
-		if s.code != 0 || pc.code != 0 {
-			t.Fatalf("ib_write_bw -R pair:\n%s\n%s", s, pc)
+		// pair runs tool's server on node 2 and its client here, and
+		// returns the client's result line.
+		pair := func(tool, iters string) []string {
+			t.Helper()
+			ps := n2.on(t).ServeCM(toolPort, tool, "-d", f.Dev, "-R", "-n", iters)
+			pc := run(tool, "-d", f.Dev, "-R", "-n", iters, n2.Addr)
+			if s := ps.Wait(); s.code != 0 || pc.code != 0 {
+				t.Fatalf("%s -R pair:\n%s\n%s", tool, s, pc)
+			}
+			return perftestTable(t, tool, pc)
 		}
-		t.Logf("FIGURE perftest pair bw write 65536 × %s: ib_write_bw -R client %s MB/s", bwIters, field(perftestTable(t, "ib_write_bw", pc), 3))
-		ps = n2.on(t).ServeCM(toolPort, layout.IbSendLat, "-d", f.Dev, "-R", "-n", latIters)
-		pc = run(layout.IbSendLat, "-d", f.Dev, "-R", "-n", latIters, n2.Addr)
-		s = ps.Wait()
-		if s.code != 0 || pc.code != 0 {
-			t.Fatalf("ib_send_lat -R pair:\n%s\n%s", s, pc)
-		}
-		t.Logf("FIGURE perftest pair lat send 2 × %s: ib_send_lat -R client t_typical %s µs", latIters, field(perftestTable(t, "ib_send_lat", pc), 4))
-		ps = n2.on(t).ServeCM(toolPort, layout.IbReadBw, "-d", f.Dev, "-R", "-n", latIters)
-		pc = run(layout.IbReadBw, "-d", f.Dev, "-R", "-n", latIters, n2.Addr)
-		s = ps.Wait()
-		if s.code != 0 || pc.code != 0 {
-			t.Fatalf("ib_read_bw -R pair:\n%s\n%s", s, pc)
-		}
-		t.Logf("FIGURE perftest pair bw read 65536 × %s: ib_read_bw -R client %s MB/s", latIters, field(perftestTable(t, "ib_read_bw", pc), 3))
+		t.Logf("FIGURE perftest pair bw write 65536 × %s: ib_write_bw -R client %s MB/s", bwIters, field(pair(layout.IbWriteBw, bwIters), 3))
+		t.Logf("FIGURE perftest pair lat send 2 × %s: ib_send_lat -R client t_typical %s µs", latIters, field(pair(layout.IbSendLat, latIters), 4))
+		t.Logf("FIGURE perftest pair bw read 65536 × %s: ib_read_bw -R client %s MB/s", latIters, field(pair(layout.IbReadBw, latIters), 3))
 	})
 
 	t.Run("to_ib_write_bw_server", func(t *testing.T) {
