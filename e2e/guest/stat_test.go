@@ -100,7 +100,7 @@ func TestStat(t *testing.T) {
 			t.Errorf("mode after export: %v (%v), want 0600 as before", st.Mode().Perm(), err)
 		}
 		b, _ := os.ReadFile(trace)
-		calls := string(b)
+		calls := joinResumed(string(b))
 		steps := []string{
 			`openat\((?P<dir>\d+), "(?P<tmp>\.rdma\.prom\.tmp[^"]+)", (?P<flags>[A-Z_|]+), 0600\)\s+= (?P<file>\d+)`,
 			`fchmod\($file, 0600\)\s+= 0`, // strace aligns the results
