@@ -259,26 +259,3 @@ func TestOpenChecksTheDeviceNumber(t *testing.T) {
 		t.Errorf("Open(../uverbs0) = %v, want the name refused", err)
 	}
 }
-
-// TestWriteRaw: the doorbell's raw write(2) writes the whole command, and
-// a closed file is its errno.
-func TestWriteRaw(t *testing.T) {
-	var p [2]int
-	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(p[0])
-	msg := []byte("1c000000 doorbell")
-	n, err := deviceFile{fd: p[1]}.WriteRaw(msg)
-	if err != nil || n != len(msg) {
-		t.Fatalf("WriteRaw = %d, %v; want %d", n, err, len(msg))
-	}
-	got := make([]byte, 64)
-	if m, err := unix.Read(p[0], got); err != nil || string(got[:m]) != string(msg) {
-		t.Errorf("read back %q, %v", got[:m], err)
-	}
-	unix.Close(p[1])
-	if _, err := (deviceFile{fd: p[1]}).WriteRaw(msg); !errors.Is(err, unix.EBADF) {
-		t.Errorf("WriteRaw on a closed file: %v, want EBADF", err)
-	}
-}

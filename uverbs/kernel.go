@@ -3,7 +3,6 @@ package uverbs
 import (
 	"errors"
 	"fmt"
-	"runtime"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -55,23 +54,6 @@ func NewContext(k Kernel, ibdev string, node Node) (*Context, error) {
 type deviceFile struct{ fd int }
 
 func (d deviceFile) Write(cmd []byte) (int, error) { return unix.Write(d.fd, cmd) }
-
-// rawWriter is a Kernel that can write a command that never sleeps (the
-// doorbell) without the scheduler's system call bookkeeping.
-type rawWriter interface {
-	WriteRaw(cmd []byte) (int, error)
-}
-
-// WriteRaw is write(2) by RawSyscall: the goroutine keeps its processor
-// through the call, which must not block.
-func (d deviceFile) WriteRaw(cmd []byte) (int, error) {
-	n, _, errno := unix.RawSyscall(unix.SYS_WRITE, uintptr(d.fd), uintptr(unsafe.Pointer(unsafe.SliceData(cmd))), uintptr(len(cmd)))
-	runtime.KeepAlive(cmd)
-	if errno != 0 {
-		return 0, errno
-	}
-	return int(n), nil
-}
 
 // rdmaVerbsIoctl is RDMA_VERBS_IOCTL: _IOWR(0x1b, 1, struct ib_uverbs_ioctl_hdr).
 const rdmaVerbsIoctl = 0xc0181b01
