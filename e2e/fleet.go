@@ -251,13 +251,8 @@ func (b *Bed) BootFleet(ctx context.Context, spec FleetSpec) (*FleetResult, erro
 	}
 	f.Nodes[0], err = driver.wait()
 	f.Switch = sw.log() + sw.Ports()
-	grace := time.After(stopGrace)
+	stopNodes(machines[1:], stopGrace)
 	for i, m := range machines[1:] {
-		select {
-		case <-m.done:
-		case <-grace:
-			m.kill(fmt.Sprintf("still running %v after the driver stopped", stopGrace))
-		}
 		r, werr := m.wait()
 		f.Nodes[i+1] = r
 		if err == nil {
@@ -275,6 +270,32 @@ func (b *Bed) BootFleet(ctx context.Context, spec FleetSpec) (*FleetResult, erro
 		m.mu.Unlock()
 	}
 	return f, err
+}
+
+// stopNodes waits, once the driver stopped, for the other nodes to power
+// off, and kills those still running grace later: one deadline for all.
+// (A timer per fleet that fired once left every node after the first
+// still running waiting forever — as when a fault stopped the driver and
+// no agent was told to stop.)
+func stopNodes(nodes []*machine, grace time.Duration) {
+	deadline := time.NewTimer(grace)
+	defer deadline.Stop()
+	expired := false
+	for _, m := range nodes {
+		if !expired {
+			select {
+			case <-m.done:
+				continue
+			case <-deadline.C:
+				expired = true
+			}
+		}
+		select {
+		case <-m.done:
+		default:
+			m.kill(fmt.Sprintf("still running %v after the driver stopped", grace))
+		}
+	}
 }
 
 // watchNode stops the fleet when node m stops before the driver does,

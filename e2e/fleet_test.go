@@ -198,3 +198,40 @@ func TestKernelFaultStopsFleet(t *testing.T) {
 		}
 	})
 }
+
+// TestStopNodesKillsEveryLeftover: after the driver stops, nodes still
+// running when the grace ends are all killed, not only the first (the
+// 8-guest fleet of a make check hung 21 min on its second leftover node
+// after a NETDEV WATCHDOG stopped the driver); a node that powered off
+// is left alone.
+func TestStopNodesKillsEveryLeftover(t *testing.T) {
+	var nodes []*machine
+	var killed []chan struct{}
+	for range 4 {
+		m, k := testMachine(t)
+		nodes, killed = append(nodes, m), append(killed, k)
+	}
+	close(nodes[1].done) // powered off by itself
+	done := make(chan struct{})
+	go func() { stopNodes(nodes, 10*time.Millisecond); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(time.Minute): // a hang guard, not a timed assertion
+		t.Fatal("stopNodes did not return")
+	}
+	for i, m := range nodes {
+		select {
+		case <-killed[i]:
+			if i == 1 {
+				t.Errorf("node %d powered off, yet was killed (%q)", i+2, m.r.killed)
+			}
+		default:
+			if i != 1 {
+				t.Errorf("node %d still running after the grace, not killed", i+2)
+			}
+		}
+	}
+	if want := "still running 10ms after the driver stopped"; nodes[3].r.killed != want {
+		t.Errorf("killed for %q, want %q", nodes[3].r.killed, want)
+	}
+}
