@@ -53,6 +53,9 @@ type PairResult struct {
 	Port int
 	// Boot runs from starting A's QEMU until both guests run their scripts.
 	Boot time.Duration
+	// Faults are the console lines that stopped the pair: a guest's
+	// kernel failed (watchFault), "guest A: [ … ] Oops: …".
+	Faults []string
 }
 
 // Cleanup removes both boots' temporary files.
@@ -166,6 +169,16 @@ func (b *Bed) BootPair(ctx context.Context, spec PairSpec) (*PairResult, error) 
 	p.A, errA = ma.wait()
 	if ra, rb := ma.marks["run"], mb.marks["run"]; !ra.IsZero() && !rb.IsZero() {
 		p.Boot = max(ra.Sub(ma.started), rb.Sub(ma.started))
+	}
+	for _, g := range []struct {
+		name string
+		m    *machine
+	}{{"guest A", ma}, {"guest B", mb}} {
+		g.m.mu.Lock()
+		if g.m.faultLine != "" {
+			p.Faults = append(p.Faults, g.name+": "+strings.TrimSpace(g.m.faultLine))
+		}
+		g.m.mu.Unlock()
 	}
 	if err == nil {
 		err = errA
