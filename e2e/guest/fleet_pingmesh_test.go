@@ -10,7 +10,7 @@ package guest
 // shortened to 1 s and 2 s; the expressions, windows and `for`s as
 // shipped). A healthy mesh fires nothing; then, in turn on the same mesh
 // (each removed and the mesh recovered before the next), a RoCE black
-// hole on node 3, 20 ms of delay on node 2 and 1 KiB packets dropped
+// hole on node 3, 60 ms of delay on node 2 and 1 KiB packets dropped
 // between node 1 and node 4 each show in the metrics and fire their
 // alerts naming that node or that link, and nothing else. The times from
 // a fault to the metric, to the alert and from its removal to a quiet
@@ -277,7 +277,7 @@ func pairAlerts(name string, n, size int, extra ...string) []string {
 
 // TestFleetPingmesh: one mesh of four nodes, healthy, then each fault in
 // turn, each removed and the mesh recovered (nothing firing or pending)
-// before the next: a RoCE black hole on node3, 20 ms on node2, packets
+// before the next: a RoCE black hole on node3, 60 ms on node2, packets
 // over 1 KiB dropped between node1 and node4. One mesh for the three
 // keeps the scenario within an agent's daemon limit and the e2e run
 // short.
@@ -337,19 +337,20 @@ func TestFleetPingmesh(t *testing.T) {
 	pf.recover(t, "black hole", append(holeWant, holeAllowed...))
 
 	// The emulated guests' p99 is tens of ms when healthy: the median
-	// shows the 20 ms. The node alerts name node2 (its pairs' medians
-	// against the fleet's). PingmeshRTTHigh per pair (3 x the fleet's
-	// median, for 1m) may fire but is not required here: on a loaded
-	// host the guests' healthy medians rose from 6 to 13-18 ms, putting
-	// its threshold above the delayed pairs' 31-37 ms (promtool tests it
-	// on a hardware-like baseline).
+	// shows the delay. The node alerts name node2 (its pairs' medians
+	// against 3 x the fleet's): the delay must clear that on a loaded
+	// host too, where the guests' healthy medians rose from 6 to 8-18 ms
+	// — 20 ms did not (a make check of 2026-11-27: delayed pairs 25 ms,
+	// threshold 29 ms, no alert in 4 min); 60 ms holds while a healthy
+	// median stays under 30 ms. PingmeshRTTHigh per pair may fire but is
+	// not required (promtool tests it on a hardware-like baseline).
 	delayWant := []string{"PingmeshNodeDegraded{instance=node2}", "PingmeshTargetDegraded{target=node2}"}
 	delayAllowed := pairAlerts("PingmeshRTTHigh", 2, n)
 	t.Run("Delay", func(t *testing.T) {
-		pf.fault(t, "20 ms (netem node2)", func() { pf.f.Node(2).Netem(t, "delay", "20ms") },
-			`grdma:pingmesh_rtt_seconds:quantile_1m{quantile="0.5",target="node2"} > 0.02`, delayWant, delayAllowed, 4*time.Minute)
+		pf.fault(t, "60 ms (netem node2)", func() { pf.f.Node(2).Netem(t, "delay", "60ms") },
+			`grdma:pingmesh_rtt_seconds:quantile_1m{quantile="0.5",target="node2"} > 0.06`, delayWant, delayAllowed, 4*time.Minute)
 	})
-	pf.recover(t, "20 ms", append(delayWant, delayAllowed...))
+	pf.recover(t, "60 ms", append(delayWant, delayAllowed...))
 
 	t.Run("LargePackets", func(t *testing.T) {
 		node1, node4 := pf.f.Node(1), pf.f.Node(4)
