@@ -184,12 +184,8 @@ func (c *Context) executeEx(command uint32, req, resp any, driverOut []byte) err
 	if err != nil {
 		return err
 	}
-	n, err := c.kernel.Write(msg)
-	if err != nil {
-		return &CommandError{Device: c.name, Command: name, Err: err}
-	}
-	if n != len(msg) {
-		return &CommandError{Device: c.name, Command: name, Err: fmt.Errorf("short write: %d of %d bytes", n, len(msg))}
+	if err := c.write(name, msg); err != nil {
+		return err
 	}
 	if _, err := binary.Decode(out, binary.NativeEndian, resp); err != nil {
 		return fmt.Errorf("uverbs: decoding %s response: %w", name, err)

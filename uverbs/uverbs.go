@@ -183,13 +183,8 @@ func (c *Context) execute(command uint32, req any, driverIn []byte, resp any, dr
 	if err != nil {
 		return err
 	}
-	n, err := c.kernel.Write(msg)
-	if err != nil {
-		return &CommandError{Device: c.name, Command: commandNames[command], Err: err}
-	}
-	if n != len(msg) {
-		return &CommandError{Device: c.name, Command: commandNames[command],
-			Err: fmt.Errorf("short write: %d of %d bytes", n, len(msg))}
+	if err := c.write(commandNames[command], msg); err != nil {
+		return err
 	}
 	if resp != nil {
 		coreSize, err := binary.Decode(out, binary.NativeEndian, resp)
@@ -199,6 +194,19 @@ func (c *Context) execute(command uint32, req any, driverIn []byte, resp any, dr
 		out = out[coreSize:]
 	}
 	copy(driverOut, out)
+	return nil
+}
+
+// write writes one encoded command, named name in errors; the caller
+// holds c.mu and has checked the context is open.
+func (c *Context) write(name string, msg []byte) error {
+	n, err := c.kernel.Write(msg)
+	if err != nil {
+		return &CommandError{Device: c.name, Command: name, Err: err}
+	}
+	if n != len(msg) {
+		return &CommandError{Device: c.name, Command: name, Err: fmt.Errorf("short write: %d of %d bytes", n, len(msg))}
+	}
 	return nil
 }
 
