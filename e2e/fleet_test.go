@@ -100,13 +100,18 @@ func TestKernelFaultStopsFleet(t *testing.T) {
 		"[  363.519017] INFO: task rdma:1203 blocked for more than 120 seconds.",
 		// node2's console in a 6.1 fleet (TestFleetCMInterop, ib_read_bw -R
 		// against grdma): its QEMU stopped taking frames from the switch.
-		"[  446.883007] virtio_net virtio1 eth0: NETDEV WATCHDOG: CPU: 0: transmit queue 0 timed out 227920 ms"} {
+		"[  446.883007] virtio_net virtio1 eth0: NETDEV WATCHDOG: CPU: 0: transmit queue 0 timed out 227920 ms",
+		// netbeat's word for the same stall (TestNetBeat).
+		"e2e-net: eth0 transmit stalled: 89 frames handed to the driver in 60 s, none sent (tx 1049823)"} {
 		if !kernelFault(l) {
 			t.Errorf("not a kernel failure: %q", l)
 		}
+		if stall := strings.Contains(l, "transmit"); linkStall(l) != stall {
+			t.Errorf("linkStall(%q) = %v", l, !stall)
+		}
 	}
 	healthy := consoleFile(t, "healthy-6.12.console")
-	for _, l := range append(healthy, "agent: 22:46:35 BUG: not a kernel line", "[   12.000001] WARNING: CPU: 0 PID: 1 at somewhere") {
+	for _, l := range append(healthy, "agent: 22:46:35 BUG: not a kernel line", "[   12.000001] WARNING: CPU: 0 PID: 1 at somewhere", "e2e-net: eth0 rx 306955 tx 1049823") {
 		if kernelFault(l) {
 			t.Errorf("a kernel failure in %q", l)
 		}

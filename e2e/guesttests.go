@@ -91,7 +91,6 @@ func (b *Bed) RunPairTests(ctx context.Context, r *GuestTestRun, console io.Writ
 	agent := fmt.Sprintf("%s:%d", layout.PeerA, layout.PeerAgentPort)
 	run := *r
 	run.Run = scenarioPattern(PairScenarios, r.Run)
-	run.Skip = ""
 	run.Env = append([]string{layout.PeerEnv + "=" + agent}, r.Env...)
 	a := &Guest{Grdma: r.Grdma, TestBinary: r.TestBinary, Verbose: r.Verbose,
 		Run: fmt.Sprintf("export %s=%s\nexec %s\n", layout.PeerAgentEnv, agent, layout.GuestTest)}
@@ -115,7 +114,6 @@ func (b *Bed) RunFleetTests(ctx context.Context, r *GuestTestRun, spec FleetSpec
 	}
 	run := *r
 	run.Run = scenarioPattern(FleetScenarios, r.Run)
-	run.Skip = ""
 	run.Env = append([]string{layout.FleetAgentsEnv + "=" + strings.Join(agents, ",")}, r.Env...)
 	driver := run.script()
 	spec.Kernel, spec.Timeout = r.Kernel, r.Timeout

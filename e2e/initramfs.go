@@ -69,6 +69,8 @@ var (
 	initScript []byte
 	//go:embed guestfs/loadmod.sh
 	loadmodScript []byte
+	//go:embed guestfs/netbeat.sh
+	netbeatScript []byte
 	//go:embed guestfs/grdma-wrong-key.sh
 	wrongKeyScript []byte
 )
@@ -123,6 +125,7 @@ func (b *Bed) buildInitramfs(ctx context.Context, g *Guest, file string) error {
 	t.chardev("dev/null", 0o666, 1, 3)
 	t.file("init", 0o755, initScript)
 	t.file(layout.LoadMod, 0o755, loadmodScript)
+	t.file(layout.NetBeat, 0o755, netbeatScript)
 	t.file(layout.FakeGrdmaWrongKey, 0o755, wrongKeyScript)
 	t.file("etc/passwd", 0o644, []byte("root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n"))
 	t.file("etc/group", 0o644, []byte("root:x:0:\nnogroup:x:65534:\n"))

@@ -56,6 +56,9 @@ type PairResult struct {
 	// Faults are the console lines that stopped the pair: a guest's
 	// kernel failed (watchFault), "guest A: [ … ] Oops: …".
 	Faults []string
+	// RxeFaults is how many of Faults are the guest kernel failing in
+	// rdma_rxe (rxeFault).
+	RxeFaults int
 }
 
 // Cleanup removes both boots' temporary files.
@@ -174,11 +177,12 @@ func (b *Bed) BootPair(ctx context.Context, spec PairSpec) (*PairResult, error) 
 		name string
 		m    *machine
 	}{{"guest A", ma}, {"guest B", mb}} {
-		g.m.mu.Lock()
-		if g.m.faultLine != "" {
-			p.Faults = append(p.Faults, g.name+": "+strings.TrimSpace(g.m.faultLine))
+		if line, rxe := g.m.failure(); line != "" {
+			p.Faults = append(p.Faults, g.name+": "+line)
+			if rxe {
+				p.RxeFaults++
+			}
 		}
-		g.m.mu.Unlock()
 	}
 	if err == nil {
 		err = errA

@@ -134,6 +134,9 @@ type machine struct {
 	beat   time.Time
 	// hangAfter replaces hangSilence when set (tests).
 	hangAfter time.Duration
+	// qmp is a linked guest's QMP socket (see nicQueues), in a directory
+	// of its own that goes when QEMU stops.
+	qmp string
 	// recent is the console's last recentLines lines, for a hang's report.
 	recent []string
 	mu     sync.Mutex // faultLine, faultLog, beat, marks and recent, for a watcher while QEMU runs
@@ -159,7 +162,18 @@ const faultLines = 150
 // the VDE switch it never resumes, and the guest is cut off). Each of
 // these leaves the guest, or what touches RDMA or the link on it, dead
 // while QEMU runs on. A WARNING is not one: the kernel carries on after it.
-var kernelFaultLine = regexp.MustCompile(`^\[\s*\d+\.\d+\] (BUG: |Oops: |general protection fault|kernel BUG at |Kernel panic - |watchdog: BUG: soft lockup|INFO: task \S+ blocked for more than |.*NETDEV WATCHDOG: .*transmit queue \d+ timed out)`)
+// The heartbeat's own "transmit stalled" line (guestfs/netbeat.sh) counts
+// too: the same stall, told a minute after it starts where the kernel's
+// watchdog waits for a full ring, minutes later on a quiet guest or never
+// before the scenarios end.
+var kernelFaultLine = regexp.MustCompile(`^(\[\s*\d+\.\d+\] (BUG: |Oops: |general protection fault|kernel BUG at |Kernel panic - |watchdog: BUG: soft lockup|INFO: task \S+ blocked for more than |.*NETDEV WATCHDOG: .*transmit queue \d+ timed out)|e2e-net: \S+ transmit stalled: )`)
+
+// linkStall reports whether a kernel failure's line is a link that stopped
+// sending (the kernel's NETDEV WATCHDOG or netbeat's stall) rather than
+// the kernel failing.
+func linkStall(line string) bool {
+	return strings.Contains(line, "NETDEV WATCHDOG") || strings.HasPrefix(strings.TrimSpace(line), heartbeatPrefix) && strings.Contains(line, " transmit stalled: ")
+}
 
 // heartbeatPrefix starts the line init prints on the console every 30 s
 // while a guest with a link runs (guestfs/init.sh): from user space, so
@@ -174,6 +188,19 @@ const hangSilence = 4 * time.Minute
 
 // kernelFault reports whether a console line is a kernel failure's first.
 func kernelFault(line string) bool { return kernelFaultLine.MatchString(line) }
+
+// rxeFault reports whether a kernel failure's console (faultLog) shows it
+// in rdma_rxe: its trace or RIP in the module ("rxe_receiver+0x1cc6/0x2410
+// [rdma_rxe]") or the task an rxe work item ("Workqueue: rxe_wq"). The
+// "Modules linked in:" line names rdma_rxe in every oops and does not count.
+func rxeFault(log []string) bool {
+	for _, l := range log {
+		if strings.Contains(l, " [rdma_rxe]") || strings.Contains(l, "Workqueue: rxe_wq ") {
+			return true
+		}
+	}
+	return false
+}
 
 // consoleLine takes one console line: its mark, a kernel failure.
 // Called from the console reader only.
@@ -232,6 +259,17 @@ func (m *machine) checkHeartbeat(now time.Time) bool {
 	m.failLocked(fmt.Sprintf("[e2e: its console's heartbeat (%q, every 30 s) stopped %v ago: the guest hangs]", heartbeatPrefix+"…", now.Sub(last).Round(time.Second)))
 	m.faultLog = append([]string{"(its console's last lines)"}, m.recent...)
 	return true
+}
+
+// failure is the console line that said the guest failed ("" if none) and
+// whether the failure was in rdma_rxe (rxeFault).
+func (m *machine) failure() (line string, rxe bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.faultLine == "" {
+		return "", false
+	}
+	return strings.TrimSpace(m.faultLine), rxeFault(m.faultLog)
 }
 
 // faultText is the console from the kernel's failure on.
@@ -309,7 +347,12 @@ func (b *Bed) launch(ctx context.Context, g *Guest, opt BootOptions) (*machine, 
 	} else {
 		backend, opts, _ := strings.Cut(g.Link.Backend, ",")
 		args = append(args, "-netdev", backend+",id=n0,"+opts,
-			"-device", "virtio-net-pci,netdev=n0,mac="+g.Link.MAC)
+			"-device", "virtio-net-pci,id="+nicID+",netdev=n0,mac="+g.Link.MAC)
+		// A unix socket's path must stay short: not under the cache.
+		if d, err := os.MkdirTemp("", "e2e-qmp-"); err == nil {
+			m.qmp = filepath.Join(d, "qmp")
+			args = append(args, "-qmp", "unix:"+m.qmp+",server=on,wait=off")
+		}
 	}
 	args = append(args, opt.QEMUArgs...)
 	m.tctx, m.cancel = context.WithTimeout(ctx, opt.Timeout)
@@ -318,6 +361,7 @@ func (b *Bed) launch(ctx context.Context, g *Guest, opt BootOptions) (*machine, 
 	stdout, err := m.cmd.StdoutPipe()
 	if err != nil {
 		m.cancel()
+		m.removeQMP()
 		return m, err
 	}
 	m.cmd.Stderr = m.cmd.Stdout
@@ -325,6 +369,7 @@ func (b *Bed) launch(ctx context.Context, g *Guest, opt BootOptions) (*machine, 
 	m.started = time.Now()
 	if err := m.cmd.Start(); err != nil {
 		m.cancel()
+		m.removeQMP()
 		return m, err
 	}
 	go func() {
@@ -341,10 +386,18 @@ func (b *Bed) launch(ctx context.Context, g *Guest, opt BootOptions) (*machine, 
 			}
 		}
 		m.werr = m.cmd.Wait()
+		m.removeQMP()
 		m.r.Total = time.Since(m.started)
 		m.r.Console = console.String()
 	}()
 	return m, nil
+}
+
+// removeQMP removes the QMP socket's directory.
+func (m *machine) removeQMP() {
+	if m.qmp != "" {
+		os.RemoveAll(filepath.Dir(m.qmp))
+	}
 }
 
 // exited reports whether QEMU has stopped.

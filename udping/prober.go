@@ -412,7 +412,8 @@ func (p *Prober) Add(name string, cfg TargetConfig) error {
 	return p.apply(op{add: &target{name: name, cfg: cfg, index: -1}})
 }
 
-// Remove stops probing target; its probes still out give no result.
+// Remove stops probing target; its probes still out give no result, but
+// its results already in the Results channel stay there.
 func (p *Prober) Remove(name string) { p.apply(op{remove: name}) }
 
 func (p *Prober) apply(o op) error {

@@ -83,7 +83,7 @@ func churnDevices(deadline time.Time, tally *churnTally) {
 	for time.Now().Before(deadline) {
 		n := rng.IntN(churnSlots)
 		var args []string
-		newName := names[n]
+		var newName string
 		switch {
 		case names[n] == "":
 			newName = fmt.Sprintf("rxe%d", n)

@@ -171,7 +171,8 @@ func TestFleetCMInterop(t *testing.T) {
 			ps := n2.on(t).ServeCM(toolPort, tool, "-d", f.Dev, "-R", "-n", iters)
 			pc := run(tool, "-d", f.Dev, "-R", "-n", iters, n2.Addr)
 			if s := ps.Wait(); s.code != 0 || pc.code != 0 {
-				t.Fatalf("%s -R pair:\n%s\n%s", tool, s, pc)
+				// The first line says what failed: CI shows a log's first lines.
+				t.Fatalf("%s -R pair: server %s; client %s\n%s\n%s", tool, brief(s), brief(pc), s, pc)
 			}
 			return perftestTable(t, tool, pc)
 		}

@@ -36,6 +36,16 @@ func (r result) String() string {
 	return fmt.Sprintf("$ %s\nexit %d\nstdout:\n%sstderr:\n%s", r.cmd, r.code, indent(r.stdout), indent(r.stderr))
 }
 
+// brief is r's exit status and the last line it printed, stderr first.
+func brief(r result) string {
+	for _, out := range []string{r.stderr, r.stdout} {
+		if out = strings.TrimSpace(out); out != "" {
+			return fmt.Sprintf("exit %d, last line %q", r.code, out[strings.LastIndexByte(out, '\n')+1:])
+		}
+	}
+	return fmt.Sprintf("exit %d, no output", r.code)
+}
+
 func indent(s string) string {
 	if s == "" {
 		return "    (empty)\n"

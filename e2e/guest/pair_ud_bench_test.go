@@ -22,7 +22,8 @@ import (
 // interleaved, of 200 round trips of 64 bytes each, one outstanding (an
 // ibv_ud_pingpong -n 200 -s 64 server on A and its client here; a prober
 // here pinging the responder on A, Ping after Ping); medians of the
-// rounds; with completion events, then polled. It also takes the CPU time of the prober (this process) and of
+// rounds; with completion events on both tools (ibv_ud_pingpong -e), then
+// polled on both. It also takes the CPU time of the prober (this process) and of
 // the responder (grdma probe DEV serve on A) per 1,000 probes. It logs
 // FIGURE lines and asserts only that everything was answered. It runs
 // with E2E_UD_BENCH=1, else it is skipped.
@@ -37,14 +38,15 @@ func TestPairUDPingBenchmark(t *testing.T) {
 	}
 }
 
-// udPingBench runs the rounds of one mode: completion events (what the
-// pingmesh runs), or every wait polled on both sides
-// (GRDMA_PROBE_POLL=1, as ibv_ud_pingpong polls).
+// udPingBench runs the rounds of one mode, the same for both tools:
+// completion events (what the pingmesh runs; ibv_ud_pingpong -e), or
+// every wait polled (GRDMA_PROBE_POLL=1 on both sides of grdma;
+// ibv_ud_pingpong's default).
 func udPingBench(t *testing.T, p *pair, kernel string, polled bool) {
 	const rounds, n, size = 5, 200, 64
-	mode, env := "events", ""
+	mode, env, toolName := "events", "", "ibv_ud_pingpong -e"
 	if polled {
-		mode, env = "polled", "GRDMA_PROBE_POLL=1 "
+		mode, env, toolName = "polled", "GRDMA_PROBE_POLL=1 ", "ibv_ud_pingpong"
 	}
 	figure := func(format string, args ...any) {
 		t.Logf("FIGURE %s, %s: "+format, append([]any{kernel, mode}, args...)...)
@@ -86,6 +88,9 @@ func udPingBench(t *testing.T, p *pair, kernel string, polled bool) {
 	for r := range rounds {
 		// The responder has 18515: ibv_ud_pingpong takes the next port.
 		tool := []string{"-d", p.Dev, "-g", strconv.Itoa(p.GIDIndex), "-n", strconv.Itoa(n), "-s", strconv.Itoa(size), "-p", strconv.Itoa(udToolPort)}
+		if !polled {
+			tool = append(tool, "-e")
+		}
 		srvTool := p.ServeOnA(t, udToolPort, layout.IbvUdPingpong, tool...)
 		cli := run(layout.IbvUdPingpong, append(tool, p.PeerAddr)...)
 		srvTool.Wait()
@@ -110,12 +115,12 @@ func udPingBench(t *testing.T, p *pair, kernel string, polled bool) {
 		proberCPU += cpuTime(t) - c0
 		responderCPU += respCPU() - r0
 		ours, oursNet, oursDelay = append(ours, mean(rtts)), append(oursNet, median(nets)), append(oursDelay, median(delays))
-		t.Logf("%s round %d: ibv_ud_pingpong %.1f µs/iter; grdma ping mean rtt %.1f µs, median %.1f µs, median network %.1f µs, median responder delay %.1f µs",
-			mode, r+1, us, mean(rtts), median(rtts), median(nets), median(delays))
+		t.Logf("%s round %d: %s %.1f µs/iter; grdma ping mean rtt %.1f µs, median %.1f µs, median network %.1f µs, median responder delay %.1f µs",
+			mode, r+1, toolName, us, mean(rtts), median(rtts), median(nets), median(delays))
 	}
 	stopServe(t, srv)
-	figure("ud ping rtt (mean of %d, median of %d rounds) %.1f µs vs ibv_ud_pingpong %.1f µs/iter: ratio %.2f; network rtt %.1f µs, responder delay %.1f µs",
-		n, rounds, median(ours), median(toolUS), median(ours)/median(toolUS), median(oursNet), median(oursDelay))
+	figure("ud ping rtt (mean of %d, median of %d rounds) %.1f µs vs %s %.1f µs/iter: ratio %.2f; network rtt %.1f µs, responder delay %.1f µs",
+		n, rounds, median(ours), toolName, median(toolUS), median(ours)/median(toolUS), median(oursNet), median(oursDelay))
 	total := float64(rounds * n)
 	figure("CPU per 1,000 probes: prober %.0f ms, responder %.0f ms (10 ms ticks, %d probes)",
 		float64(proberCPU)/1e6*1000/total, float64(responderCPU)/1e6*1000/total, rounds*n)

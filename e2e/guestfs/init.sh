@@ -36,10 +36,9 @@ if [ -f $link ]; then
 	/usr/sbin/ip addr add "$addr" dev "$netdev"
 	[ -n "$name" ] && hostname "$name"
 	# The link's counters on the console every 30 s: of a guest the others
-	# cannot reach, its console tells whether it runs and what it sends.
-	(while sleep 30; do
-		echo "e2e-net: $netdev rx $(cat /sys/class/net/$netdev/statistics/rx_packets) tx $(cat /sys/class/net/$netdev/statistics/tx_packets)"
-	done) </dev/null >/dev/console 2>&1 &
+	# cannot reach, its console tells whether it runs and what it sends;
+	# and a line when its transmit side stalls (netbeat.sh).
+	/sbin/netbeat "$netdev" </dev/null >/dev/console 2>&1 &
 fi
 run=/etc/e2e/run
 [ -f /mnt/host/e2e/run ] && run=/mnt/host/e2e/run

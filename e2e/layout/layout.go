@@ -68,7 +68,10 @@ const (
 	// LoadMod is a script: `loadmod NAME` insmods NAME and its dependencies
 	// in order (skipping loaded ones). The kernel cannot auto-load modules:
 	// ModprobeSysctl holds /bin/false unless a test changes it.
-	LoadMod        = "/sbin/loadmod"
+	LoadMod = "/sbin/loadmod"
+	// NetBeat is a script: `netbeat IFACE` prints the link's counters every
+	// 30 s (the bed's heartbeat) and says when its transmit side stalls.
+	NetBeat        = "/sbin/netbeat"
 	ModprobeSysctl = "/proc/sys/kernel/modprobe"
 	// ModulesDir holds one file per loadable module name listing the .ko
 	// files to insmod, dependencies first.
