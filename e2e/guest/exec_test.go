@@ -29,7 +29,8 @@ func grdma() string {
 type result struct {
 	cmd            string
 	stdout, stderr string
-	code           int // exit status; -1 if it could not run or was killed
+	code           int    // exit status; -1 if it could not run or was killed
+	signal         string // the signal that killed it, where not its time limit ("segmentation fault")
 }
 
 func (r result) String() string {
@@ -45,6 +46,10 @@ func brief(r result) string {
 	}
 	return fmt.Sprintf("exit %d, no output", r.code)
 }
+
+// crashLog prints the kernel's last lines on a crashed process (its
+// "segfault at … in LIBRARY" line is KERN_INFO: the console, quiet, omits it).
+const crashLog = "dmesg | grep -E 'segfault|trap|general protection|BUG|Oops' | tail -n 5"
 
 func indent(s string) string {
 	if s == "" {
@@ -77,6 +82,10 @@ func runAs(uid int, name string, args ...string) result {
 		r.stderr += fmt.Sprintf("[killed after %v]\n", cmdTimeout)
 	case errors.As(err, &ee):
 		r.code = ee.ExitCode()
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			r.signal = ws.Signal().String()
+			r.stderr += "[killed by signal: " + r.signal + "]\n"
+		}
 	default:
 		r.code = -1
 		r.stderr += fmt.Sprintf("[%v]\n", err)

@@ -329,6 +329,7 @@ func fromPeer(r peer.Result, host string) result {
 	case r.TimedOut:
 		res.stderr += fmt.Sprintf("[killed on %s after its time limit, %v]\n", host, r.Elapsed.Round(time.Second))
 	case r.Signal != "":
+		res.signal = r.Signal
 		res.stderr += "[killed on " + host + " by signal: " + r.Signal + "]\n"
 	}
 	return res
