@@ -168,25 +168,16 @@ func TestFleetCMInterop(t *testing.T) {
 		// returns the client's result line.
 		pair := func(tool, iters string) []string {
 			t.Helper()
-			for try := 1; ; try++ {
+			s, pc := perftestRetry(t, func() (result, result) {
 				ps := n2.on(t).ServeCM(toolPort, tool, "-d", f.Dev, "-R", "-n", iters)
 				pc := run(tool, "-d", f.Dev, "-R", "-n", iters, n2.Addr)
-				s := ps.Wait()
-				if s.code == 0 && pc.code == 0 {
-					return perftestTable(t, tool, pc)
-				}
-				// A perftest that crashes against perftest is perftest's
-				// or the kernel's failure, not grdma's (6.12's rdma_rxe
-				// corrupts memory: e2e/README.md, "6.12 and the fleet"):
-				// the pair runs once more, with what the kernels logged.
-				if try == 1 && (s.signal != "" || pc.signal != "") {
-					t.Logf("%s -R pair crashed (server %s; client %s), running it once more; kernel logs:\nnode2:\n%snode1:\n%s",
-						tool, brief(s), brief(pc), indent(n2.on(t).Run(layout.Sh, "-c", crashLog).stdout), indent(run(layout.Sh, "-c", crashLog).stdout))
-					continue
-				}
+				return ps.Wait(), pc
+			}, n2.on(t))
+			if s.code != 0 || pc.code != 0 {
 				// The first line says what failed: CI shows a log's first lines.
 				t.Fatalf("%s -R pair: server %s; client %s\n%s\n%s", tool, brief(s), brief(pc), s, pc)
 			}
+			return perftestTable(t, tool, pc)
 		}
 		t.Logf("FIGURE perftest pair bw write 65536 × %s: ib_write_bw -R client %s MB/s", bwIters, field(pair(layout.IbWriteBw, bwIters), 3))
 		t.Logf("FIGURE perftest pair lat send 2 × %s: ib_send_lat -R client t_typical %s µs", latIters, field(pair(layout.IbSendLat, latIters), 4))
