@@ -98,9 +98,9 @@ type Guest struct {
 // TCP socket between the pair's two QEMUs, or a port of the fleet's switch.
 type Link struct {
 	// Backend is QEMU's -netdev backend with its options, without the id:
-	// "socket,listen=127.0.0.1:PORT" for the pair's guest started first,
-	// "socket,connect=127.0.0.1:PORT" for the other, "vde,sock=DIR" for a
-	// port of a VDE switch.
+	// "socket,fd=3" for a pair's guest (its end of the bed's TCP
+	// connection, BootOptions.Files), "vde,sock=DIR" for a port of a VDE
+	// switch.
 	Backend string
 	MAC     string
 	// Address is layout.PairNetdev's IPv4 address with prefix, set by /init.

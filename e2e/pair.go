@@ -6,14 +6,13 @@ import (
 	"io"
 	"net"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/grdma/grdma/e2e/layout"
 )
 
-// The pair's NICs: A listens on the wire, B connects to it.
+// The pair's NICs.
 const (
 	macA = "52:54:00:00:00:0a"
 	macB = "52:54:00:00:00:0b"
@@ -21,15 +20,9 @@ const (
 
 // Bounds of BootPair's own waits.
 const (
-	// listenWait: QEMU binds the wire's socket while it sets up its
-	// devices, well before the guest runs.
-	listenWait = 60 * time.Second
 	// stopGrace: guest A powers off when B's scenarios tell its agent to
 	// stop; after B stopped, A gets this long before it is killed.
 	stopGrace = 30 * time.Second
-	// portAttempts: a free port found by listening on :0 can be taken by
-	// someone else before QEMU binds it; then A is started again.
-	portAttempts = 5
 )
 
 // PairSpec is what the two guests of the two-host topology run.
@@ -90,8 +83,8 @@ func (p *PairResult) Err() error {
 
 // BootPair boots two guests of one kernel joined by one Ethernet link: a
 // virtio-net NIC in each, whose wire is a TCP connection between the two
-// QEMUs on 127.0.0.1 (the only network either guest has). A's QEMU listens
-// on a free port; B's is started once that socket listens, and connects.
+// QEMUs on 127.0.0.1 (the only network either guest has), made by the bed
+// (wire) and handed to them.
 // BootPair returns when B has stopped and A has powered off (or was killed
 // stopGrace later). As with Boot, the error is about the harness; the
 // guests' own failures are in the results.
@@ -109,46 +102,33 @@ func (b *Bed) BootPair(ctx context.Context, spec PairSpec) (*PairResult, error) 
 	}
 	p := &PairResult{}
 
-	var ma *machine
-	for attempt := 1; ; attempt++ {
-		port, err := freePort()
-		if err != nil {
-			return p, err
+	// The wire: a TCP connection the bed makes and hands to both QEMUs as
+	// their fd 3, with Nagle off. QEMU's own socket,listen/connect leaves
+	// Nagle on: a small frame written while the one before was
+	// unacknowledged waited for the other host's delayed ACK (up to 40 ms),
+	// so a UD probe's echo, written after the report before it, waited for
+	// the next probe (BENCHMARKS.md, "Which side is late").
+	wa, wb, port, err := wire()
+	if err != nil {
+		return p, err
+	}
+	defer wa.Close() // each QEMU holds its own copy
+	defer wb.Close()
+	p.Port = port
+	a.Link = &Link{Backend: "socket,fd=3", MAC: macA,
+		Address: fmt.Sprintf("%s/%d", layout.PeerA, layout.PairPrefix), Name: layout.PeerAName}
+	optA.Files = []*os.File{wa}
+	ma, err := b.launch(ctx, &a, optA)
+	if err != nil {
+		if ma != nil {
+			p.A = ma.r
 		}
-		a.Link = &Link{Backend: fmt.Sprintf("socket,listen=127.0.0.1:%d", port), MAC: macA,
-			Address: fmt.Sprintf("%s/%d", layout.PeerA, layout.PairPrefix), Name: layout.PeerAName}
-		m, err := b.launch(ctx, &a, optA)
-		if err != nil {
-			if m != nil {
-				p.A = m.r
-			}
-			return p, err
-		}
-		if err := m.waitListening(port); err != nil {
-			m.kill(err.Error())
-			p.A, _ = m.wait()
-			return p, fmt.Errorf("e2e: guest A: %v", err)
-		}
-		if !m.exited() {
-			ma, p.Port = m, port
-			break
-		}
-		r, err := m.wait()
-		if err != nil {
-			p.A = r
-			return p, err
-		}
-		if strings.Contains(r.Console, "Address already in use") && attempt < portAttempts {
-			b.logf("e2e: %s: port %d was taken before QEMU bound it; again with another", spec.Kernel.Label, port)
-			r.Cleanup()
-			continue
-		}
-		p.A = r
-		return p, fmt.Errorf("e2e: guest A's QEMU stopped before it listened on 127.0.0.1:%d; console:\n%s", port, tail(r.Console, 20))
+		return p, err
 	}
 
-	bg.Link = &Link{Backend: fmt.Sprintf("socket,connect=127.0.0.1:%d", p.Port), MAC: macB,
+	bg.Link = &Link{Backend: "socket,fd=3", MAC: macB,
 		Address: fmt.Sprintf("%s/%d", layout.PeerB, layout.PairPrefix), Name: layout.PeerBName}
+	optB.Files = []*os.File{wb}
 	mb, err := b.launch(ctx, &bg, optB)
 	if err != nil {
 		ma.kill("guest B could not start")
@@ -190,54 +170,39 @@ func (b *Bed) BootPair(ctx context.Context, spec PairSpec) (*PairResult, error) 
 	return p, err
 }
 
-// freePort finds a TCP port on 127.0.0.1 that nobody listens on now.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+// wire makes the pair's link: a TCP connection on 127.0.0.1 with Nagle
+// off at both ends, as files for the two QEMUs, and the listener's port
+// (for the log).
+func wire() (a, b *os.File, port int, err error) {
+	l, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
-		return 0, err
+		return nil, nil, 0, err
 	}
 	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// waitListening polls until this QEMU listens on 127.0.0.1:port, or it
-// stopped (the caller looks at why), for at most listenWait. It only looks
-// (in /proc), never connects: QEMU would take a probe for its peer.
-func (m *machine) waitListening(port int) error {
-	for end := time.Now().Add(listenWait); ; time.Sleep(20 * time.Millisecond) {
-		if m.exited() || listensOn(m.cmd.Process.Pid, port) {
-			return nil
-		}
-		if time.Now().After(end) {
-			return fmt.Errorf("QEMU did not listen on 127.0.0.1:%d within %v", port, listenWait)
-		}
-	}
-}
-
-// listensOn reports whether process pid holds a socket listening on
-// 127.0.0.1:port.
-func listensOn(pid, port int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/net/tcp", pid))
+	cb, err := net.DialTCP("tcp", nil, l.Addr().(*net.TCPAddr))
 	if err != nil {
-		return false
+		return nil, nil, 0, err
 	}
-	local := fmt.Sprintf("0100007F:%04X", port)
-	inodes := map[string]bool{}
-	for _, line := range strings.Split(string(b), "\n") {
-		// sl local_address rem_address st ... uid timeout inode
-		f := strings.Fields(line)
-		if len(f) > 9 && f[1] == local && f[3] == "0A" {
-			inodes["socket:["+f[9]+"]"] = true
+	defer cb.Close()
+	ca, err := l.AcceptTCP()
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	defer ca.Close()
+	if ca.RemoteAddr().String() != cb.LocalAddr().String() {
+		return nil, nil, 0, fmt.Errorf("e2e: the wire's listener accepted %v, not the bed's own connection", ca.RemoteAddr())
+	}
+	for _, c := range []*net.TCPConn{ca, cb} {
+		if err := c.SetNoDelay(true); err != nil {
+			return nil, nil, 0, err
 		}
 	}
-	if len(inodes) == 0 {
-		return false
+	if a, err = ca.File(); err != nil {
+		return nil, nil, 0, err
 	}
-	fds, _ := filepath.Glob(fmt.Sprintf("/proc/%d/fd/*", pid))
-	for _, fd := range fds {
-		if link, err := os.Readlink(fd); err == nil && inodes[link] {
-			return true
-		}
+	if b, err = cb.File(); err != nil {
+		a.Close()
+		return nil, nil, 0, err
 	}
-	return false
+	return a, b, l.Addr().(*net.TCPAddr).Port, nil
 }

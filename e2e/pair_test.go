@@ -1,11 +1,13 @@
 package e2e
 
 import (
-	"net"
+	"io"
 	"os"
 	"regexp"
 	"slices"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestPairPattern(t *testing.T) {
@@ -41,22 +43,29 @@ func TestPairPattern(t *testing.T) {
 	}
 }
 
-// listensOn finds a listening socket by its owner, without connecting.
-func TestListensOn(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+// wire's two ends are one connection, Nagle off.
+func TestWire(t *testing.T) {
+	a, b, port, err := wire()
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	if !listensOn(os.Getpid(), port) {
-		t.Errorf("listensOn(self, %d) = false while listening", port)
+	defer a.Close()
+	defer b.Close()
+	if port == 0 {
+		t.Error("no port")
 	}
-	if listensOn(os.Getppid(), port) {
-		t.Errorf("listensOn(parent, %d) = true: the socket is ours", port)
+	for _, f := range []*os.File{a, b} {
+		v, err := unix.GetsockoptInt(int(f.Fd()), unix.IPPROTO_TCP, unix.TCP_NODELAY)
+		if err != nil || v == 0 {
+			t.Errorf("TCP_NODELAY = %d, %v; want on", v, err)
+		}
 	}
-	l.Close()
-	if listensOn(os.Getpid(), port) {
-		t.Errorf("listensOn(self, %d) = true after closing", port)
+	if _, err := a.Write([]byte("frame")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 5)
+	if _, err := io.ReadFull(b, buf); err != nil || string(buf) != "frame" {
+		t.Fatalf("b read %q, %v", buf, err)
 	}
 }
 

@@ -80,6 +80,8 @@ type BootOptions struct {
 	QEMUArgs []string
 	// KernelArgs are appended to the kernel command line.
 	KernelArgs string
+	// Files are handed to QEMU as its fds 3, 4, ... (a Link's "socket,fd=3").
+	Files []*os.File
 
 	// initramfs, if set, is an image built already (the fleet's guests
 	// share one), used instead of building one from the Guest.
@@ -358,6 +360,7 @@ func (b *Bed) launch(ctx context.Context, g *Guest, opt BootOptions) (*machine, 
 	m.tctx, m.cancel = context.WithTimeout(ctx, opt.Timeout)
 	m.cmd = exec.CommandContext(m.tctx, qemu, args...)
 	m.cmd.WaitDelay = 5 * time.Second
+	m.cmd.ExtraFiles = opt.Files
 	stdout, err := m.cmd.StdoutPipe()
 	if err != nil {
 		m.cancel()
@@ -397,16 +400,6 @@ func (b *Bed) launch(ctx context.Context, g *Guest, opt BootOptions) (*machine, 
 func (m *machine) removeQMP() {
 	if m.qmp != "" {
 		os.RemoveAll(filepath.Dir(m.qmp))
-	}
-}
-
-// exited reports whether QEMU has stopped.
-func (m *machine) exited() bool {
-	select {
-	case <-m.done:
-		return true
-	default:
-		return false
 	}
 }
 
