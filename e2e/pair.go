@@ -42,7 +42,8 @@ type PairSpec struct {
 // PairResult is what a pair's boot brought back.
 type PairResult struct {
 	A, B *Result
-	// Port is the wire's TCP port on 127.0.0.1.
+	// Port is the 127.0.0.1 port the wire's connection was made on (its
+	// listener is closed once the bed's own connection is accepted).
 	Port int
 	// Boot runs from starting A's QEMU until both guests run their scripts.
 	Boot time.Duration
