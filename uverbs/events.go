@@ -8,7 +8,9 @@ import (
 	"io"
 	"os"
 	"sync"
+	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -50,6 +52,7 @@ type CompChannel struct {
 	c    *Context
 	fd   int // f's descriptor, which CREATE_CQ names
 	f    *os.File
+	rc   syscall.RawConn // f's, for read
 	name string
 
 	mu sync.Mutex
@@ -75,7 +78,13 @@ func (c *Context) CreateCompChannel() (*CompChannel, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	ch := &CompChannel{c: c, fd: fd, f: os.NewFile(uintptr(fd), name), name: name,
+	f := os.NewFile(uintptr(fd), name)
+	rc, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	ch := &CompChannel{c: c, fd: fd, f: f, rc: rc, name: name,
 		cqs: map[uint64]uint32{}, wake: make(chan struct{})}
 	c.mu.Lock()
 	c.channels = append(c.channels, ch)
@@ -128,6 +137,12 @@ func (ch *CompChannel) forget(userHandle uint64) {
 	if reading {
 		ch.f.SetReadDeadline(longAgo)
 	}
+}
+
+func (ch *CompChannel) isClosed() bool {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	return ch.closed
 }
 
 // errWoken means a read of the channel was interrupted for the waiters to
@@ -193,6 +208,39 @@ func (ch *CompChannel) WaitCQ(ctx context.Context, cq CQ) error {
 // longAgo is a read deadline that has passed: it wakes a reader at once.
 var longAgo = time.Unix(1, 0)
 
+// read reads the file as os.File.Read does, parked in the poller until
+// it is readable, but with a raw read(2) (the file is non-blocking): a
+// read through the syscall package would wake Go's monitor thread at
+// every event (quickWriter says what that costs).
+func (ch *CompChannel) read(buf []byte) (int, error) {
+	var n uintptr
+	var errno unix.Errno
+	err := ch.rc.Read(func(fd uintptr) bool {
+		for {
+			n, _, errno = unix.RawSyscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(unsafe.SliceData(buf))), uintptr(len(buf)))
+			switch errno {
+			case unix.EINTR:
+				continue
+			case unix.EAGAIN:
+				return false
+			}
+			return true
+		}
+	})
+	switch {
+	case err != nil && !errors.Is(err, os.ErrDeadlineExceeded) && ch.isClosed():
+		// os.File.Read's error for a closed file; RawConn's is internal.
+		return 0, os.ErrClosed
+	case err != nil:
+		return 0, err
+	case errno != 0:
+		return 0, errno
+	case n == 0:
+		return 0, io.EOF
+	}
+	return int(n), nil
+}
+
 // readEvent reads one event from the file, parked in the poller until one
 // comes or ctx ends. Only one goroutine reads at a time.
 func (ch *CompChannel) readEvent(ctx context.Context) (uint64, error) {
@@ -211,7 +259,7 @@ func (ch *CompChannel) readEvent(ctx context.Context) (uint64, error) {
 		if err := ctx.Err(); err != nil {
 			return 0, err
 		}
-		n, err := ch.f.Read(buf[:])
+		n, err := ch.read(buf[:])
 		switch {
 		case err == nil && n == len(buf):
 			return binary.NativeEndian.Uint64(buf[:]), nil

@@ -55,6 +55,38 @@ type deviceFile struct{ fd int }
 
 func (d deviceFile) Write(cmd []byte) (int, error) { return unix.Write(d.fd, cmd) }
 
+// WriteQuick writes a command that never blocks (a doorbell,
+// REQ_NOTIFY_CQ) without telling Go's scheduler, as the runtime makes
+// its own short system calls: see quickWriter.
+func (d deviceFile) WriteQuick(cmd []byte) (int, error) {
+	if len(cmd) == 0 {
+		return 0, nil
+	}
+	// cmd stays reachable through the call, and the kernel copies it
+	// before write(2) returns.
+	n, _, errno := unix.RawSyscall(unix.SYS_WRITE, uintptr(d.fd), uintptr(unsafe.Pointer(unsafe.SliceData(cmd))), uintptr(len(cmd)))
+	if errno != 0 {
+		return 0, errno
+	}
+	return int(n), nil
+}
+
+// quickWriter is a Kernel that can write a command that never blocks as
+// a raw system call. A system call through the syscall package (or
+// x/sys/unix's Syscall) wakes Go's monitor thread, sysmon, from its deep
+// sleep when the process was idle, and sysmon then naps 20 µs at a time
+// for as long as the process works: a program that sleeps on completion
+// events and wakes for each pays that at every wake. In the e2e guests
+// (one emulated CPU) it was ~20 thread switches a UD round trip and
+// 5.2 ms against 1.45 ms with sysmon kept from deep sleep
+// (BENCHMARKS.md, "Go's monitor thread"). The data path's commands (the
+// send doorbell, arming a CQ) return as soon as the kernel has taken
+// them, so holding the processor through them costs nothing; the
+// control path keeps Write.
+type quickWriter interface {
+	WriteQuick(cmd []byte) (int, error)
+}
+
 // rdmaVerbsIoctl is RDMA_VERBS_IOCTL: _IOWR(0x1b, 1, struct ib_uverbs_ioctl_hdr).
 const rdmaVerbsIoctl = 0xc0181b01
 

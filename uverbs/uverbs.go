@@ -200,7 +200,20 @@ func (c *Context) execute(command uint32, req any, driverIn []byte, resp any, dr
 // write writes one encoded command, named name in errors; the caller
 // holds c.mu and has checked the context is open.
 func (c *Context) write(name string, msg []byte) error {
-	n, err := c.kernel.Write(msg)
+	return c.writeWith(c.kernel.Write, name, msg)
+}
+
+// writeQuick is write for a command of the data path that never blocks:
+// a raw system call where the kernel can (quickWriter).
+func (c *Context) writeQuick(name string, msg []byte) error {
+	if q, ok := c.kernel.(quickWriter); ok {
+		return c.writeWith(q.WriteQuick, name, msg)
+	}
+	return c.write(name, msg)
+}
+
+func (c *Context) writeWith(write func([]byte) (int, error), name string, msg []byte) error {
+	n, err := write(msg)
 	if err != nil {
 		return &CommandError{Device: c.name, Command: name, Err: err}
 	}
