@@ -353,9 +353,16 @@ func TestFleetPingmesh(t *testing.T) {
 	for _, size := range []string{"64", "512", "1024"} {
 		delayAllowed = append(delayAllowed, pairAlerts("PingmeshPacketLoss", 2, n, ",size="+size)...)
 	}
+	// The metric: a median the histogram can show. Its buckets double
+	// (…, 32.768, 65.536 ms), and histogram_quantile interpolates within
+	// one: with every RTT in (32.8, 65.5] ms, as 60 ms and a fast path
+	// make them, the median reads 49 ms — under 60 (a make check of
+	// 2026-11-27, 6.1, once the prober got faster: 52-57 ms, while both
+	// node2 alerts fired at 62 s). Over 40 ms means the median RTT is in
+	// the delay's bucket; a healthy median stays under 30.
 	t.Run("Delay", func(t *testing.T) {
 		pf.fault(t, "60 ms (netem node2)", func() { pf.f.Node(2).Netem(t, "delay", "60ms") },
-			`grdma:pingmesh_rtt_seconds:quantile_1m{quantile="0.5",target="node2"} > 0.06`, delayWant, delayAllowed, 4*time.Minute)
+			`grdma:pingmesh_rtt_seconds:quantile_1m{quantile="0.5",target="node2"} > 0.04`, delayWant, delayAllowed, 4*time.Minute)
 	})
 	pf.recover(t, "60 ms", append(delayWant, delayAllowed...))
 
