@@ -15,19 +15,9 @@ import (
 func TestEventCommandEncoding(t *testing.T) {
 	skipUnlessLittleEndian(t)
 	c, k := newObjectKernel(t)
-	var fds [2]int
-	if err := unix.Pipe2(fds[:], unix.O_CLOEXEC); err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(fds[1])
-	k.responses[cmdCreateCompChannel] = binary.NativeEndian.AppendUint32(nil, uint32(fds[0]))
-	ch, err := c.CreateCompChannel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ch.Close()
+	ch, fd := newPipeChannel(t, c, k)
 	wantCommand(t, c, k, "CREATE_COMP_CHANNEL", "11000000 0400 0100 RESP")
-	if flags, err := unix.FcntlInt(uintptr(fds[0]), unix.F_GETFL, 0); err != nil || flags&unix.O_NONBLOCK == 0 {
+	if flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0); err != nil || flags&unix.O_NONBLOCK == 0 {
 		t.Errorf("the channel's descriptor is not non-blocking (flags %#x, %v)", flags, err)
 	}
 
@@ -36,10 +26,10 @@ func TestEventCommandEncoding(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var fd [4]byte
-	binary.LittleEndian.PutUint32(fd[:], uint32(fds[0]))
+	var fdBytes [4]byte
+	binary.LittleEndian.PutUint32(fdBytes[:], uint32(fd))
 	wantCommand(t, c, k, "CREATE_CQ with a channel", "12000000 0a00 0200 RESP 0100000000000000 20000000 02000000 "+
-		hex.EncodeToString(fd[:])+" 00000000")
+		hex.EncodeToString(fdBytes[:])+" 00000000")
 	if cq.Channel() != ch {
 		t.Error("the CQ does not know its channel")
 	}
@@ -63,4 +53,23 @@ func TestEventCommandEncoding(t *testing.T) {
 	if err := ch.WaitCQ(t.Context(), cq); err == nil {
 		t.Error("WaitCQ of a destroyed CQ: no error")
 	}
+}
+
+// newPipeChannel makes a completion channel of c whose descriptor is the
+// read end of a pipe (CREATE_COMP_CHANNEL answered by k), closed with the
+// test; it returns the channel and that descriptor.
+func newPipeChannel(t *testing.T, c *Context, k *fakeKernel) (*CompChannel, int) {
+	t.Helper()
+	var fds [2]int
+	if err := unix.Pipe2(fds[:], unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(fds[1]) })
+	k.responses[cmdCreateCompChannel] = binary.NativeEndian.AppendUint32(nil, uint32(fds[0]))
+	ch, err := c.CreateCompChannel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ch.Close() })
+	return ch, fds[0]
 }

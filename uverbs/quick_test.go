@@ -26,17 +26,7 @@ func (k *quickKernel) WriteQuick(b []byte) (int, error) {
 // system calls where the kernel can make them; the others are not.
 func TestDataPathWritesQuick(t *testing.T) {
 	c, k := newObjectKernel(t)
-	var fds [2]int
-	if err := unix.Pipe2(fds[:], unix.O_CLOEXEC); err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(fds[1])
-	k.responses[cmdCreateCompChannel] = binary.NativeEndian.AppendUint32(nil, uint32(fds[0]))
-	ch, err := c.CreateCompChannel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ch.Close()
+	ch, _ := newPipeChannel(t, c, k)
 	k.responses[cmdCreateCQ] = unhex(t, "07000000 3f000000")
 	cq, err := c.CreateCQWith(CQInit{CQE: 32, Channel: ch}, nil, nil)
 	if err != nil {
