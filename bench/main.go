@@ -211,7 +211,7 @@ func runGuest(ctx context.Context, bed *e2e.Bed, label string, g *e2e.Guest, gue
 // concurrent peers) in it; it returns their tables.
 func runPairBench(ctx context.Context, bed *e2e.Bed, grdma, guestTests string, kernels []string, timeout time.Duration) (pair, serve string, err error) {
 	var b, sb strings.Builder
-	fmt.Fprintf(&b, "Two QEMU guests (TCG, 1 vCPU each) joined by one virtio-net link (a QEMU socket on 127.0.0.1), rxe0 on eth0, "+
+	fmt.Fprintf(&b, "Two QEMU guests (TCG, 1 vCPU each) joined by one virtio-net link (a TCP connection on 127.0.0.1 that the bed makes with Nagle off), rxe0 on eth0, "+
 		"server on A and client on B for both tools, IPv4 GID; %d runs of each tool for bw, %d for lat, interleaved; medians, "+
 		"and the median of the run-by-run ratios (each grdma run over the perftest run after it). "+
 		"bw: message rate (Mmsg/s: at one size, the bandwidth ratio; perftest's MsgRate[Mpps]); lat: median latency "+

@@ -3,7 +3,6 @@ package uverbs
 import (
 	"errors"
 	"fmt"
-	"os"
 )
 
 // CQ is a completion queue (ibv_cq).
@@ -140,18 +139,13 @@ func (c *Context) ReqNotifyCQ(cq CQ, solicitedOnly bool) error {
 	if solicitedOnly {
 		req.SolicitedOnly = 1
 	}
-	// No response: written as a raw system call (quickWriter), as a
-	// waiter arms its queue after each wake.
+	// No response: a waiter arms its queue after each wake, so it is
+	// a data path command (executeQuick).
 	msg, err := encodeCommand(cmdReqNotifyCQ, &req, nil, 0)
 	if err != nil {
 		return err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.arena == nil {
-		return &CommandError{Device: c.name, Command: commandNames[cmdReqNotifyCQ], Err: os.ErrClosed}
-	}
-	return c.writeQuick(commandNames[cmdReqNotifyCQ], msg)
+	return c.executeQuick(cmdReqNotifyCQ, msg)
 }
 
 // errNoChannel means a completion queue made without a channel was to be

@@ -2,7 +2,6 @@ package uverbs
 
 import (
 	"fmt"
-	"os"
 	"strings"
 	"unsafe"
 
@@ -373,14 +372,6 @@ func (c *Context) doorbellCommand(qp QP) ([]byte, error) {
 	return encodeCommand(cmdPostSend, &req, nil, int(unsafe.Sizeof(postSendResp{})))
 }
 
-// ringDoorbell writes msg, a doorbellCommand of this context, as a raw
-// system call (quickWriter): it returns once the kernel has the queue's
-// new requests.
-func (c *Context) ringDoorbell(msg []byte) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.arena == nil {
-		return &CommandError{Device: c.name, Command: commandNames[cmdPostSend], Err: os.ErrClosed}
-	}
-	return c.writeQuick(commandNames[cmdPostSend], msg)
-}
+// ringDoorbell writes msg, a doorbellCommand of this context, as a data
+// path command (executeQuick).
+func (c *Context) ringDoorbell(msg []byte) error { return c.executeQuick(cmdPostSend, msg) }

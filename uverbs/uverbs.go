@@ -203,13 +203,19 @@ func (c *Context) write(name string, msg []byte) error {
 	return c.writeWith(c.kernel.Write, name, msg)
 }
 
-// writeQuick is write for a command of the data path that never blocks:
-// a raw system call where the kernel can (quickWriter).
-func (c *Context) writeQuick(name string, msg []byte) error {
-	if q, ok := c.kernel.(quickWriter); ok {
-		return c.writeWith(q.WriteQuick, name, msg)
+// executeQuick writes msg, an encoded command of the data path without a
+// response that never blocks, as a raw system call where the kernel can
+// (quickWriter).
+func (c *Context) executeQuick(command uint32, msg []byte) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.arena == nil {
+		return &CommandError{Device: c.name, Command: commandNames[command], Err: os.ErrClosed}
 	}
-	return c.write(name, msg)
+	if q, ok := c.kernel.(quickWriter); ok {
+		return c.writeWith(q.WriteQuick, commandNames[command], msg)
+	}
+	return c.write(commandNames[command], msg)
 }
 
 func (c *Context) writeWith(write func([]byte) (int, error), name string, msg []byte) error {
