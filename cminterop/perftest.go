@@ -7,13 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"runtime"
 	"strconv"
 	"sync/atomic"
 	"time"
 	"unsafe"
 
 	"github.com/grdma/grdma/ib"
+	"github.com/grdma/grdma/internal/spin"
 	"github.com/grdma/grdma/rdmacm"
 	"github.com/grdma/grdma/uverbs"
 	"github.com/grdma/grdma/verbsprobe"
@@ -846,7 +846,7 @@ func poll(ctx context.Context, e *endpoint, wcs []uverbs.WC, empty *int) ([]uver
 				default:
 				}
 			}
-			runtime.Gosched()
+			spin.Yield()
 		}
 	}
 	return wcs[:n], nil
@@ -1081,7 +1081,7 @@ func latWrite(ctx context.Context, e *endpoint, rem PerftestDest, iters, size, r
 						default:
 						}
 					}
-					runtime.Gosched()
+					spin.Yield()
 				}
 			}
 		}
@@ -1109,7 +1109,7 @@ func latWrite(ctx context.Context, e *endpoint, rem PerftestDest, iters, size, r
 				if err := ctx.Err(); err != nil {
 					return nil, fmt.Errorf("waiting for the peer's last RDMA WRITE: %w", err)
 				}
-				runtime.Gosched()
+				spin.Yield()
 			}
 		}
 	}

@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"runtime"
 	"time"
 
 	"github.com/grdma/grdma/gid"
 	"github.com/grdma/grdma/ib"
+	"github.com/grdma/grdma/internal/spin"
 	"github.com/grdma/grdma/uverbs"
 )
 
@@ -154,21 +154,21 @@ func (e *endpoint) oldestSend() time.Time {
 }
 
 // wait returns the completions that came, waiting until one does or
-// until deadline (zero: ctx alone ends the wait); until spin it polls,
+// until deadline (zero: ctx alone ends the wait); until spinUntil it polls,
 // then it sleeps on the completion channel. An expired deadline is no
 // error: no completions.
-func (e *endpoint) wait(ctx context.Context, deadline, spin time.Time) ([]uverbs.WC, error) {
+func (e *endpoint) wait(ctx context.Context, deadline, spinUntil time.Time) ([]uverbs.WC, error) {
 	if n := e.cq.Poll(e.wcs); n > 0 {
 		return e.wcs[:n], nil
 	}
-	if !deadline.IsZero() && spin.After(deadline) {
-		spin = deadline
+	if !deadline.IsZero() && spinUntil.After(deadline) {
+		spinUntil = deadline
 	}
-	for now := time.Now(); now.Before(spin) && ctx.Err() == nil; now = time.Now() {
+	for now := time.Now(); now.Before(spinUntil) && ctx.Err() == nil; now = time.Now() {
 		if n := e.cq.Poll(e.wcs); n > 0 {
 			return e.wcs[:n], nil
 		}
-		runtime.Gosched()
+		spin.Yield()
 	}
 	wctx := ctx
 	if !deadline.IsZero() {

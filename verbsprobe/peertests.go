@@ -6,11 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"runtime"
 	"sync/atomic"
 	"time"
 	"unsafe"
 
+	"github.com/grdma/grdma/internal/spin"
 	"github.com/grdma/grdma/uverbs"
 )
 
@@ -325,7 +325,7 @@ func (pl *poller) idle(doing string, now time.Time) error {
 		return err
 	}
 	if now.Sub(pl.lastWC) < spinFor {
-		runtime.Gosched()
+		spin.Yield()
 	} else {
 		time.Sleep(50 * time.Microsecond)
 	}

@@ -5,9 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"time"
 
+	"github.com/grdma/grdma/internal/spin"
 	"github.com/grdma/grdma/uverbs"
 )
 
@@ -220,7 +220,7 @@ func (t *traffic) await(n int) ([]uverbs.WC, error) {
 		case waited > timeout:
 			return nil, &CompletionTimeoutError{Want: n, Got: got, Timeout: timeout}
 		case waited < spinFor:
-			runtime.Gosched()
+			spin.Yield()
 		default:
 			time.Sleep(100 * time.Microsecond)
 		}

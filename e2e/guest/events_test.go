@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -18,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/grdma/grdma/ib"
+	"github.com/grdma/grdma/internal/spin"
 	"github.com/grdma/grdma/locator"
 	"github.com/grdma/grdma/sysfs"
 	"github.com/grdma/grdma/uverbs"
@@ -335,7 +335,7 @@ func cpuTime(t *testing.T) time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// pollUntil is the busy poller verbsprobe uses: spin with Gosched for
+// pollUntil is the busy poller verbsprobe uses: spin (spin.Yield) for
 // 10 ms, then poll every 50 µs, until a completion or d.
 func pollUntil(cq *uverbs.RxeCQ, wcs []uverbs.WC, d time.Duration) int {
 	start := time.Now()
@@ -351,20 +351,20 @@ func pollUntil(cq *uverbs.RxeCQ, wcs []uverbs.WC, d time.Duration) int {
 		case waited > d:
 			return 0
 		case waited < 10*time.Millisecond:
-			runtime.Gosched()
+			spin.Yield()
 		default:
 			time.Sleep(50 * time.Microsecond)
 		}
 	}
 }
 
-// spinPoll polls without sleeping (Gosched only), as the latency tests do.
+// spinPoll polls without sleeping (spin.Yield only), as the latency tests do.
 func spinPoll(cq *uverbs.RxeCQ, wcs []uverbs.WC) int {
 	for {
 		if n := cq.Poll(wcs); n > 0 {
 			return n
 		}
-		runtime.Gosched()
+		spin.Yield()
 	}
 }
 
