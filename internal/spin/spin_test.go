@@ -19,3 +19,22 @@ func TestYieldOneP(t *testing.T) {
 		Yield()
 	}
 }
+
+// How often Yield really yields: every call with one P, every
+// yieldEvery-th with more.
+func TestYieldEvery(t *testing.T) {
+	defer func(f func()) { gosched = f }(gosched)
+	var n int
+	gosched = func() { n++ }
+	for _, c := range []struct{ procs, want int }{{1, 80}, {2, 80 / yieldEvery}, {4, 80 / yieldEvery}} {
+		prev := runtime.GOMAXPROCS(c.procs)
+		n = 0
+		for range 80 {
+			Yield()
+		}
+		runtime.GOMAXPROCS(prev)
+		if n != c.want {
+			t.Errorf("GOMAXPROCS %d: %d yields in 80 calls, want %d", c.procs, n, c.want)
+		}
+	}
+}
