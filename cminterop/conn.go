@@ -212,21 +212,13 @@ var ErrPeerGone = errors.New("the peer disconnected")
 
 // completion waits for the completion of work request wrID, keeping the
 // others polled meanwhile; a failed completion is an error naming what
-// the work request was (what). Between polls it sleeps, from
-// completionNap doubling up to completionNapMax while nothing completes:
-// a server waiting out a whole test for the closing handshake (lat read,
-// where the client reads its memory) wakes 200 times a second, not
-// 20,000, each wake taking the CPU from the work the test measures.
+// the work request was (what).
 func (e *endpoint) completion(ctx context.Context, wrID uint64, what string) (uverbs.WC, error) {
 	var wcs [16]uverbs.WC
 	var goneAt time.Time
 	gone := e.gone
-	nap := completionNap
-	timer := time.NewTimer(nap)
-	defer timer.Stop()
 	for {
-		n := e.cq.Poll(wcs[:])
-		for _, wc := range wcs[:n] {
+		for _, wc := range wcs[:e.cq.Poll(wcs[:])] {
 			if wc.Status != uverbs.WCSuccess {
 				if name := e.names[wc.WRID]; name != "" && wc.WRID != wrID {
 					return wc, fmt.Errorf("%s: %s completed with %v", what, name, wc.Status)
@@ -244,10 +236,6 @@ func (e *endpoint) completion(ctx context.Context, wrID uint64, what string) (uv
 		if !goneAt.IsZero() && time.Since(goneAt) > goneGrace {
 			return uverbs.WC{}, fmt.Errorf("%s: %w", what, ErrPeerGone)
 		}
-		if n > 0 {
-			nap = completionNap
-		}
-		timer.Reset(nap)
 		select {
 		case <-ctx.Done():
 			return uverbs.WC{}, fmt.Errorf("%s: %w", what, ctx.Err())
@@ -255,17 +243,10 @@ func (e *endpoint) completion(ctx context.Context, wrID uint64, what string) (uv
 			// What the peer acknowledged before it went still completes:
 			// poll a while longer.
 			goneAt, gone = time.Now(), nil
-		case <-timer.C:
-			nap = min(2*nap, completionNapMax)
+		case <-time.After(50 * time.Microsecond):
 		}
 	}
 }
-
-// The sleeps between two polls of completion.
-const (
-	completionNap    = 50 * time.Microsecond
-	completionNapMax = 5 * time.Millisecond
-)
 
 // goneGrace is how long completions are still polled for once the peer
 // disconnected.
