@@ -14,10 +14,10 @@ import (
 // there each yield cost two thread switches on that CPU in the middle of
 // the round trip being timed (lat send in the one-CPU guests on 6.12: 783
 // µs yielding on every call, 676 µs on every 8th, 476 µs for ib_send_lat;
-// never yielding was no faster, and left the other goroutines to the
-// runtime's 10 ms preemption when every P spins). With more Ps than
-// spinning loops the other goroutines run on the others; with as many
-// loops as Ps they still get a turn every yieldEvery calls.
+// never yielding, in another run, 708 -> 517 µs, but it leaves the other
+// goroutines to the runtime's 10 ms preemption when every P spins). With
+// more Ps than spinning loops the other goroutines run on the others; with
+// as many loops as Ps they still get a turn every yieldEvery calls.
 func Yield() {
 	if runtime.GOMAXPROCS(0) == 1 || calls.Add(1)%yieldEvery == 0 {
 		gosched()
