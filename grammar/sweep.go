@@ -36,6 +36,7 @@ var SweepRun = &Syntax{Pos: []Positional{{Value: devPort}}, Keywords: []Keyword{
 	{"start", []Value{free}},
 	{"out", []Value{free}},
 	{"gid-index", []Value{free}},
+	{"confirm", []Value{free}},
 }}
 
 // sweepCriteria are the keywords of the report's limits.
@@ -90,17 +91,23 @@ type SweepRunRequest struct {
 	Timeout   time.Duration
 	Start     time.Duration
 	Out       string // the records' file; "" standard output
+	// Confirm is the JSON report (grdma -j sweep report) whose retest to
+	// run (sweep.ReadConfirm): the hosts and tests are the report's, and
+	// HostsFile, Schedule and Tests are unset.
+	Confirm string
 }
 
 // ParseSweepRun reads the words after `grdma sweep run`:
 //
 //	DEV[/PORT] [hosts FILE|-] [rank N] [port N] [quick] [bw [write|send|read]] [lat [write|send|read]]
 //	           [size BYTES] [iters N] [duration D] [timeout D] [start D] [out FILE] [gid-index N]
+//	DEV[/PORT] confirm REPORT [rank N] [port N] [timeout D] [start D] [out FILE] [gid-index N]
 //
 // Without bw or lat both run (sweep.DefaultBW, DefaultLat); size is bw's
 // message size (lat's when lat runs alone), iters lat's exchanges (bw's
 // messages when bw runs alone), duration runs every test for that long
-// instead. Wrong words are a *cmdline.UsageError.
+// instead. confirm REPORT runs the retest a JSON report asks for, with
+// the report's hosts and tests. Wrong words are a *cmdline.UsageError.
 func ParseSweepRun(words []string) (SweepRunRequest, error) {
 	args := cmdline.NewArgs(words, "")
 	if args.Empty() {
@@ -146,10 +153,23 @@ func ParseSweepRun(words []string) (SweepRunRequest, error) {
 			req.Out, err = args.Value("out FILE")
 		case "gid-index":
 			req.Options.GIDIndex, err = args.Number("gid-index", 0, math.MaxUint8)
+		case "confirm":
+			req.Confirm, err = args.Value("confirm REPORT (grdma -j sweep report's output)")
 		}
 		if err != nil {
 			return SweepRunRequest{}, err
 		}
+	}
+	if req.Confirm != "" {
+		// The retest runs the report's sweep: words that would say
+		// another are mistakes, not overrides.
+		for _, kw := range []string{"hosts", "quick", "bw", "lat", "size", "iters", "duration"} {
+			if seen[kw] {
+				return SweepRunRequest{}, cmdline.Usagef("", "confirm REPORT runs the report's sweep again, its hosts and tests: drop %s", kw)
+			}
+		}
+		req.Schedule = ""
+		return req, nil
 	}
 	if req.Tests, err = tw.tests(); err != nil {
 		return SweepRunRequest{}, err

@@ -30,6 +30,9 @@ func TestParseSweepRun(t *testing.T) {
 		}, "1 4096 2s 0"},
 		{"rxe0 lat size 64", func(r grammar.SweepRunRequest) string { return fmt.Sprint(len(r.Tests), r.Tests[0].Size) }, "1 64"},
 		{"rxe0 bw iters 100", func(r grammar.SweepRunRequest) string { return fmt.Sprint(r.Tests[0].Iters, r.Tests[0].Duration) }, "100 0s"},
+		{"rxe0 confirm sweep.json rank 2 out retest.jsonl", func(r grammar.SweepRunRequest) string {
+			return fmt.Sprint(r.Confirm, " ", r.Rank, " ", r.Out, " ", len(r.Tests), " ", r.Schedule == "")
+		}, "sweep.json 2 retest.jsonl 0 true"},
 	} {
 		r, err := grammar.ParseSweepRun(strings.Fields(tc.words))
 		if err != nil {
@@ -68,6 +71,11 @@ func TestParseSweepRun(t *testing.T) {
 		{"rxe0 duration 2h", "duration must be a duration"},
 		{"rxe0 size 0", "size must be a number"},
 		{"rxe0 hosts", "missing host list"},
+		{"rxe0 confirm", "missing confirm REPORT"},
+		{"rxe0 confirm r.json hosts /etc/fleet", "confirm REPORT runs the report's sweep again, its hosts and tests: drop hosts"},
+		{"rxe0 bw confirm r.json", "drop bw"},
+		{"rxe0 confirm r.json quick", "drop quick"},
+		{"rxe0 confirm r.json duration 1s", "drop duration"},
 	} {
 		_, err := grammar.ParseSweepRun(strings.Fields(tc.words))
 		var ue *cmdline.UsageError

@@ -60,6 +60,10 @@ type StartRecord struct {
 	// when the node ran its part itself.
 	Mode   string `json:"mode,omitempty"`
 	Driver string `json:"driver,omitempty"`
+	// Pass is KindConfirm when the node ran a report's retest
+	// (Runner.Retest): its records join the first pass's, whose start
+	// record has none.
+	Pass string `json:"pass,omitempty"`
 }
 
 // Outcome is what became of one test of a pair.

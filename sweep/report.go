@@ -2,8 +2,10 @@ package sweep
 
 import (
 	"cmp"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"slices"
 	"strings"
@@ -217,6 +219,40 @@ type instance struct {
 	state          State
 }
 
+// MaxReportBytes bounds the JSON report ReadConfirm reads: a report of
+// MaxHosts nodes, every pair with its reasons, stays well under it.
+const MaxReportBytes = 256 << 20
+
+// ReadConfirm reads a JSON report (grdma -j sweep report) and returns the
+// sweep's parameters and the retest it asks for (Report.Confirm), for a
+// launched retest: every node runs Runner with Retest set, and sweep
+// report over both runs' records judges each flagged pair by its retest.
+// It fails when the report asks for no retest (nothing was flagged, or
+// its records already hold one) or when the two do not fit together.
+func ReadConfirm(r io.Reader) (Params, Schedule, error) {
+	var rep Report
+	dec := json.NewDecoder(io.LimitReader(r, MaxReportBytes))
+	if err := dec.Decode(&rep); err != nil {
+		return Params{}, Schedule{}, fmt.Errorf("not a JSON sweep report (grdma -j sweep report): %v", err)
+	}
+	if rep.Sweep == "" || len(rep.Params.Hosts) == 0 {
+		return Params{}, Schedule{}, errors.New("not a JSON sweep report (grdma -j sweep report): no sweep or hosts")
+	}
+	if err := rep.Params.Validate(); err != nil {
+		return Params{}, Schedule{}, err
+	}
+	if id := rep.Params.ID(); id != rep.Sweep {
+		return Params{}, Schedule{}, fmt.Errorf("the report names sweep %s but its parameters make sweep %s: it was edited or is of another grdma", rep.Sweep, id)
+	}
+	if rep.Confirm == nil {
+		return Params{}, Schedule{}, fmt.Errorf("sweep %s's report asks for no retest: no pair was flagged, or its records hold a retest already", rep.Sweep)
+	}
+	if err := rep.Confirm.check(len(rep.Params.Hosts)); err != nil {
+		return Params{}, Schedule{}, fmt.Errorf("sweep %s's retest: %v", rep.Sweep, err)
+	}
+	return rep.Params, *rep.Confirm, nil
+}
+
 // Build judges the records of a sweep (every node's, read with
 // ReadRecords; a missing node's partners' records stand in for it). It
 // refuses records of different parameters, of two runs, and records
@@ -229,7 +265,9 @@ func Build(recs []Record, c Criteria) (*Report, error) {
 		return nil, errors.New("no sweep records")
 	}
 	rep := &Report{Criteria: c}
-	starts := map[int]*Record{}
+	// starts are the first pass's start records, retests a launched
+	// retest's (StartRecord.Pass): one of each per rank.
+	starts, retests := map[int]*Record{}, map[int]*Record{}
 	var firstStart *Record
 	for i := range recs {
 		r := &recs[i]
@@ -242,13 +280,24 @@ func Build(recs []Record, c Criteria) (*Report, error) {
 			return nil, fmt.Errorf("records of different sweeps: %s ran %s; %s ran %s: %s; report each sweep on its own",
 				firstStart.Where, firstStart.Start.Params, r.Where, r.Start.Params, firstStart.Start.Params.Diff(r.Start.Params))
 		}
-		if prev, dup := starts[r.Rank]; dup {
-			return nil, fmt.Errorf("two start records of rank %d (%s, %s): records of two runs are mixed; report each run on its own", r.Rank, prev.Where, r.Where)
+		by, what := starts, "start records"
+		switch r.Start.Pass {
+		case "":
+		case KindConfirm:
+			by, what = retests, "retests' start records"
+		default:
+			return nil, fmt.Errorf("%s: a start record of pass %q, which this grdma does not know", r.Where, r.Start.Pass)
 		}
-		starts[r.Rank] = r
+		if prev, dup := by[r.Rank]; dup {
+			return nil, fmt.Errorf("two %s of rank %d (%s, %s): records of two runs are mixed; report each run on its own", what, r.Rank, prev.Where, r.Where)
+		}
+		by[r.Rank] = r
 	}
 	if firstStart == nil {
 		return nil, fmt.Errorf("no start record (%s and the others): give each node's whole output", recs[0].Where)
+	}
+	if len(starts) == 0 {
+		return nil, fmt.Errorf("only a retest's records (%s and the others): give the first pass's records too", firstStart.Where)
 	}
 	p := firstStart.Start.Params
 	if err := p.Validate(); err != nil {

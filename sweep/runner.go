@@ -82,6 +82,11 @@ type Runner struct {
 	// heard from is waited for (Timeout when shorter); launchers that
 	// start nodes minutes apart need it longer.
 	Start time.Duration
+	// Retest, when set, is the schedule to run instead of the parameters'
+	// own: a report's Confirm (ReadConfirm), the retest of the pairs a
+	// first pass flagged. Its records join the first pass's in one
+	// report (sweep report over both runs' records).
+	Retest *Schedule
 	// Log, when set, gets a line of progress per test.
 	Log func(format string, args ...any)
 	// Dial connects to a partner; nil uses net.Dialer.
@@ -92,6 +97,7 @@ type Runner struct {
 	Resolve func(ctx context.Context, host string) ([]net.IP, error)
 
 	st      *state
+	id      string // Params.ID(), in every record
 	started time.Time
 	sum     Summary
 }
@@ -122,7 +128,18 @@ func (r *Runner) Run(ctx context.Context) (Summary, error) {
 	}
 	r.started = time.Now()
 	sched := r.Params.Rounds()
-	r.st = &state{sweep: r.Params.ID(), about: r.Params.String(), rank: r.Rank, n: n,
+	// The pass is part of what partners must agree on: a node still in
+	// the first pass refuses one already retesting, and the other way.
+	r.id = r.Params.ID()
+	sweepID, about := r.id, r.Params.String()
+	if r.Retest != nil {
+		if err := r.Retest.check(n); err != nil {
+			return Summary{}, err
+		}
+		sched = *r.Retest
+		sweepID, about = sweepID+"/"+KindConfirm, about+", the retest of a report's flagged pairs"
+	}
+	r.st = &state{sweep: sweepID, about: about, rank: r.Rank, n: n,
 		down: map[int]string{}, skipped: map[int]string{}, others: map[int]string{}}
 	l := newListener(r.Listener, r.st, r.Timeout)
 	go l.serve()
@@ -130,6 +147,9 @@ func (r *Runner) Run(ctx context.Context) (Summary, error) {
 
 	checkErr := r.Tester.Check(ctx)
 	start := &StartRecord{Grdma: r.Grdma, Device: r.Device, RankFrom: r.RankFrom, Params: r.Params, PortRateGbps: r.PortRateGbps}
+	if r.Retest != nil {
+		start.Pass = KindConfirm
+	}
 	if checkErr != nil {
 		start.Error = peerText(strings.Join(strings.Fields(checkErr.Error()), " ")) // one line: the hint comes on a line of its own
 		r.st.mu.Lock()
@@ -168,7 +188,7 @@ func (r *Runner) logf(format string, args ...any) {
 }
 
 func (r *Runner) write(rec Record) error {
-	rec.Sweep, rec.Node, rec.Rank, rec.Time = r.st.sweep, r.Params.Hosts[r.Rank], r.Rank, time.Now().UTC()
+	rec.Sweep, rec.Node, rec.Rank, rec.Time = r.id, r.Params.Hosts[r.Rank], r.Rank, time.Now().UTC()
 	return r.Out.Write(rec)
 }
 

@@ -132,6 +132,10 @@ type fleet struct {
 	// node's parameters.
 	dead map[int]bool
 	mod  func(rank int, p *Params)
+	// retest, when set, is run instead of the parameters' schedule
+	// (Runner.Retest), by the ranks retestOf says (nil: every rank).
+	retest   *Schedule
+	retestOf func(rank int) bool
 }
 
 func newFleet(t *testing.T, n int, f *fabric) *fleet {
@@ -173,6 +177,9 @@ func (fl *fleet) run(ctx context.Context) [][]Record {
 		}
 		r := &Runner{Params: p, Hosts: fl.hosts, Rank: i, RankFrom: "rank", Device: "rxe0/1", Grdma: "grdma test",
 			Tester: fakeTester{fl.f, i}, Listener: fl.lns[i], Out: NewWriter(fl.outs[i]), Timeout: fl.timeout, Start: fl.start}
+		if fl.retest != nil && (fl.retestOf == nil || fl.retestOf(i)) {
+			r.Retest = fl.retest
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -420,4 +427,126 @@ func TestRunnerInterrupted(t *testing.T) {
 			t.Errorf("rank %d: want an interrupted end record, got %+v", i, rs[len(rs)-1])
 		}
 	}
+}
+
+// relisten opens each node's port again (Run closed it) for a second run.
+func (fl *fleet) relisten() {
+	for i, h := range fl.hosts {
+		ln, err := net.Listen("tcp", h.Addr(0))
+		if err != nil {
+			fl.t.Fatal(err)
+		}
+		fl.lns[i] = ln
+	}
+}
+
+// A launched retest (ReadConfirm, Runner.Retest): a pair slow in the
+// first pass alone is cleared by its retest, a slow node stays bad, and
+// sweep report over both runs' records says so.
+func TestRunnerRetest(t *testing.T) {
+	f := healthy()
+	base := f.bw
+	first := true
+	f.bw = func(c, s int) float64 {
+		switch {
+		case c == 3 || s == 3:
+			return base(c, s) / 20
+		case first && ((c == 1 && s == 4) || (c == 4 && s == 1)):
+			return base(c, s) / 8
+		}
+		return base(c, s)
+	}
+	fl := newFleet(t, 6, f)
+	main := flatten(fl.run(context.Background()))
+	rep, err := Build(main, DefaultCriteria)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rankVerdicts(rep); got != "node rank 3; link ranks 1,4" || rep.Confirm == nil {
+		t.Fatalf("first pass: %s, confirm %+v", got, rep.Confirm)
+	}
+	js, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	params, sched, err := ReadConfirm(bytes.NewReader(js))
+	if err != nil || params.ID() != rep.Sweep || sched.Kind != KindConfirm {
+		t.Fatalf("ReadConfirm: %v, %s, %+v", err, params.ID(), sched)
+	}
+	first = false
+	fl.relisten()
+	fl.retest = &sched
+	retest := flatten(fl.run(context.Background()))
+	for _, r := range retest {
+		if r.Sweep != rep.Sweep || (r.Start != nil && r.Start.Pass != KindConfirm) || (r.Test != nil && r.Test.Pass != KindConfirm) {
+			t.Fatalf("a retest record of another sweep or pass: %+v", r)
+		}
+	}
+	rep2, err := Build(append(main, retest...), DefaultCriteria)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rankVerdicts(rep2); got != "node rank 3" || rep2.Confirm != nil {
+		t.Fatalf("after the retest: %s, confirm %+v", got, rep2.Confirm)
+	}
+	for _, p := range rep2.Pairs {
+		if p.RankA == 1 && p.RankB == 4 && (!p.Retested || !p.Cleared || p.Bad) {
+			t.Errorf("pair 1-4 after its retest: %+v", p)
+		}
+	}
+	if _, err := Build(append(append(main, retest...), retest[0]), DefaultCriteria); err == nil || !strings.Contains(err.Error(), "two retests' start records of rank") {
+		t.Errorf("two retests of one rank: %v", err)
+	}
+	if _, err := Build(retest, DefaultCriteria); err == nil || !strings.Contains(err.Error(), "give the first pass's records too") {
+		t.Errorf("a retest alone: %v", err)
+	}
+	if _, _, err := ReadConfirm(strings.NewReader(`{"sweep":"x"}`)); err == nil || !strings.Contains(err.Error(), "not a JSON sweep report") {
+		t.Errorf("ReadConfirm of no report: %v", err)
+	}
+	js2, _ := json.Marshal(rep2)
+	if _, _, err := ReadConfirm(bytes.NewReader(js2)); err == nil || !strings.Contains(err.Error(), "asks for no retest") {
+		t.Errorf("ReadConfirm of a report with its retest: %v", err)
+	}
+	bad := *rep
+	bad.Confirm = &Schedule{Kind: KindConfirm, N: 6, Rounds: []Round{{{0, 9}}}}
+	js3, _ := json.Marshal(&bad)
+	if _, _, err := ReadConfirm(bytes.NewReader(js3)); err == nil || !strings.Contains(err.Error(), "rank 9 outside") {
+		t.Errorf("ReadConfirm of a retest naming rank 9 of 6: %v", err)
+	}
+}
+
+// A node retesting meets one still in the first pass: each refuses the
+// other, saying why.
+func TestRunnerRetestMismatch(t *testing.T) {
+	fl := newFleet(t, 2, healthy())
+	fl.timeout = time.Second
+	fl.retest = &Schedule{Kind: KindConfirm, N: 2, Rounds: []Round{{{0, 1}}}}
+	fl.retestOf = func(rank int) bool { return rank == 0 }
+	refused := 0
+	for _, r := range flatten(fl.run(context.Background())) {
+		if r.Test == nil {
+			continue
+		}
+		if r.Test.Outcome != OutcomeRefused || !strings.Contains(r.Test.Error, "the retest of a report's flagged pairs") {
+			t.Errorf("%s: %+v", r.Where, r.Test)
+		}
+		refused++
+	}
+	if refused < 2 {
+		t.Errorf("want both sides' records of the refusal, got %d", refused)
+	}
+}
+
+// rankVerdicts says a report's verdicts by rank: "node rank 3; link
+// ranks 1,4".
+func rankVerdicts(rep *Report) string {
+	var s []string
+	for _, v := range rep.Verdicts {
+		w := fmt.Sprintf("%s rank %d", v.Kind, v.Ranks[0])
+		if len(v.Ranks) > 1 {
+			w = fmt.Sprintf("%s ranks %d,%d", v.Kind, v.Ranks[0], v.Ranks[1])
+		}
+		s = append(s, w)
+	}
+	return strings.Join(s, "; ")
 }

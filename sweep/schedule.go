@@ -92,6 +92,19 @@ func (s Schedule) Validate() error {
 	return nil
 }
 
+// check reports a retest schedule a sweep of n hosts cannot run.
+func (s Schedule) check(n int) error {
+	switch {
+	case s.Kind != KindConfirm:
+		return fmt.Errorf("a retest runs a confirm schedule, not %q", s.Kind)
+	case s.N != n:
+		return fmt.Errorf("the retest is of %d hosts, the sweep of %d", s.N, n)
+	case len(s.Rounds) == 0:
+		return fmt.Errorf("the retest has no round")
+	}
+	return s.Validate()
+}
+
 // AllPairs is the round-robin schedule of n nodes by the circle method:
 // n-1 rounds of n/2 disjoint pairs (n odd: n rounds of (n-1)/2, each node
 // sitting one out), every pair exactly once. Who is A alternates, so

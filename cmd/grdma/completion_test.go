@@ -108,7 +108,7 @@ func TestCompletion(t *testing.T) {
 		{"probe rxe0 peer h ping size ", "cycle"},
 		{"sweep ", "run coordinate report"},
 		{"sweep run ", "rxe0 rxe1"},
-		{"sweep run rxe0 ", "hosts rank port quick bw lat size iters duration timeout start out gid-index"},
+		{"sweep run rxe0 ", "hosts rank port quick bw lat size iters duration timeout start out gid-index confirm"},
 		{"sweep run rxe0 bw ", "write send read"},
 		{"sweep coordinate ", "hosts quick bw lat size iters duration timeout parallel confirm out scheme http-config exporter-port responder-port bw-module lat-module bw-fraction lat-factor spread bw-floor port-fraction lat-ceiling"},
 		{"sweep coordinate confirm ", "on off"},

@@ -27,6 +27,7 @@ func (a *app) sweepCommand() *cobra.Command {
 	var svg string
 	cmd := &cobra.Command{
 		Use: "sweep run DEV[/PORT] [hosts FILE|-] [rank N] [port N] [quick] [bw [write|send|read]] [lat [write|send|read]] [size BYTES] [iters N] [duration D] [timeout D] [start D] [out FILE] [gid-index N]\n" +
+			"  sweep run DEV[/PORT] confirm REPORT [rank N] [port N] [timeout D] [start D] [out FILE] [gid-index N]\n" +
 			"  sweep coordinate [--svg FILE] [hosts FILE|-] [quick] [bw [write|send|read]] [lat [write|send|read]] [size BYTES] [iters N] [duration D] [timeout D] [parallel N] [confirm on|off] [out FILE] [scheme http|https] [http-config FILE] [exporter-port N] [responder-port N] [bw-module NAME] [lat-module NAME] [LIMITS]\n" +
 			"  sweep report [--svg FILE] [bw-fraction F] [lat-factor F] [spread F] [bw-floor GBPS] [port-fraction F] [lat-ceiling USEC] FILE...",
 		Short: "Test every pair of a fleet's nodes, bandwidth and latency, and name the bad node or link",
@@ -64,6 +65,14 @@ took part in (round, pair, role, test, outcome, figures or the failure), an
 end record. Progress goes to standard error. Exit status: 0 every test of
 this node passed, 1 one did not (or the run was interrupted), 2 the command
 line or the host list was wrong.
+
+When a report flags pairs it says which to retest; sweep run confirm REPORT,
+started on every node again as the sweep was, runs that retest: REPORT is
+grdma -j sweep report's output, whose hosts and tests it takes (hosts, quick
+and the test words are refused with it). Each flagged pair runs again and
+each suspect node against three nodes that passed. sweep report over both
+runs' records then judges a flagged pair by its retest alone, as sweep
+coordinate does: one noisy reading clears, a bad node or link stays bad.
 
 sweep coordinate runs the same sweep from any one host, with nothing
 launched: every node runs grdma exporter (its /probe endpoint) and a
@@ -111,6 +120,9 @@ command line was wrong.`,
   grdma sweep report --svg sweep.svg sweep-*.jsonl
   pdsh -w node[01-16] 'grdma sweep run mlx5_0 hosts /etc/fleet out /shared/sweep-$(hostname).jsonl'
   grdma sweep run rxe0 hosts fleet.txt rank 3 quick bw lat duration 1s
+  grdma -j sweep report sweep-*.jsonl > sweep.json   # it flagged pairs: retest them
+  srun --ntasks-per-node=1 --output=retest-%N.jsonl grdma sweep run mlx5_0 confirm sweep.json
+  grdma sweep report sweep-*.jsonl retest-*.jsonl
   grdma sweep coordinate --svg sweep.svg hosts /etc/fleet scheme https http-config sweep-auth.yml out sweep.jsonl
   grdma -j sweep report spread 0 bw-floor 350 /shared/sweep-*.jsonl`,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -276,8 +288,20 @@ func (a *app) sweepRun(req grammar.SweepRunRequest) error {
 		return err
 	}
 	req.Options.Sysfs = fsys
-	hosts, err := a.sweepHosts("run", req.HostsFile)
-	if err != nil {
+	var hosts []sweep.Host
+	params := sweep.Params{Schedule: req.Schedule, Tests: req.Tests}
+	var retest *sweep.Schedule
+	if req.Confirm != "" {
+		var s sweep.Schedule
+		params, s, err = readConfirm(req.Confirm)
+		if err != nil {
+			return err
+		}
+		retest = &s
+		if hosts, err = sweep.Hosts(params.Hosts); err != nil {
+			return fmt.Errorf("confirm %s: the report's host list: %v", req.Confirm, err)
+		}
+	} else if hosts, err = a.sweepHosts("run", req.HostsFile); err != nil {
 		return err
 	}
 	ctx, stop := interruptOnce()
@@ -290,9 +314,10 @@ func (a *app) sweepRun(req grammar.SweepRunRequest) error {
 	if err != nil {
 		return usagef("grdma sweep help", "%v", err)
 	}
-	params := sweep.Params{Schedule: req.Schedule, Tests: req.Tests}
-	for _, h := range hosts {
-		params.Hosts = append(params.Hosts, h.String())
+	if retest == nil {
+		for _, h := range hosts {
+			params.Hosts = append(params.Hosts, h.String())
+		}
 	}
 	port := req.Port
 	if hosts[rank].Port != 0 {
@@ -320,11 +345,15 @@ func (a *app) sweepRun(req grammar.SweepRunRequest) error {
 	}
 	r := &sweep.Runner{Params: params, Hosts: hosts, Rank: rank, RankFrom: from, Port: req.Port, Device: device,
 		Grdma: versionString(), PortRateGbps: rate, Tester: sweep.VerbsTester{Options: req.Options},
-		Listener: ln, Out: sweep.NewWriter(out), Timeout: req.Timeout, Start: req.Start,
+		Listener: ln, Out: sweep.NewWriter(out), Timeout: req.Timeout, Start: req.Start, Retest: retest,
 		Log: func(format string, args ...any) {
 			fmt.Fprintf(errw, "grdma: sweep %s: %s\n", output.Escape(hosts[rank].String()), fmt.Sprintf(format, args...))
 		}}
-	r.Log("rank %d of %d (%s), %s, listening on port %d", rank, len(hosts), from, params, port)
+	what := params.String()
+	if retest != nil {
+		what = fmt.Sprintf("retest of %d pairs in %d rounds of sweep %s (%s)", len(retest.Pairs()), len(retest.Rounds), params.ID(), what)
+	}
+	r.Log("rank %d of %d (%s), %s, listening on port %d", rank, len(hosts), from, what, port)
 	sum, err := r.Run(ctx)
 	if err != nil {
 		return err
@@ -337,6 +366,20 @@ func (a *app) sweepRun(req grammar.SweepRunRequest) error {
 	}
 	r.Log("%d tests passed in %.1fs", sum.Tests, sum.Seconds)
 	return nil
+}
+
+// readConfirm reads the retest a JSON report asks for.
+func readConfirm(name string) (sweep.Params, sweep.Schedule, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return sweep.Params{}, sweep.Schedule{}, usagef("grdma sweep help", "confirm: %v", unwrapPath(err))
+	}
+	defer f.Close()
+	p, s, err := sweep.ReadConfirm(bufio.NewReader(f))
+	if err != nil {
+		return sweep.Params{}, sweep.Schedule{}, usagef("grdma sweep help", "confirm %s: %v", name, err)
+	}
+	return p, s, nil
 }
 
 // sweepOut opens where the records go: standard output, or FILE

@@ -12,6 +12,7 @@ import (
 
 	"github.com/grdma/grdma/sweep"
 	"github.com/grdma/grdma/sweep/sweeptest"
+	"github.com/grdma/grdma/verbsprobe"
 )
 
 // The sweep runs for real in the e2e guests (e2e/guest/pair_sweep_test.go)
@@ -124,6 +125,17 @@ func TestSweepRunBadInput(t *testing.T) {
 	t.Setenv("SLURM_JOB_NODELIST", "")
 	t.Setenv("SLURM_PROCID", "")
 	out := filepath.Join(dir, "out.jsonl")
+	// report writes a JSON report of a sweep of hosts, with a retest of
+	// its first pair when retest is set.
+	report := func(retest bool, names ...string) string {
+		p := sweep.Params{Hosts: names, Schedule: sweep.KindAllPairs, Tests: []verbsprobe.Test{sweep.DefaultBW}}
+		rep := sweep.Report{Sweep: p.ID(), Params: p}
+		if retest {
+			rep.Confirm = &sweep.Schedule{Kind: sweep.KindConfirm, N: len(names), Rounds: []sweep.Round{{{A: 0, B: 1}}}}
+		}
+		b, _ := json.Marshal(rep)
+		return hosts(string(b))
+	}
 	for _, tc := range []struct {
 		args   []string
 		env    map[string]string
@@ -140,6 +152,11 @@ func TestSweepRunBadInput(t *testing.T) {
 		{[]string{"rxe0", "hosts", hosts("127.0.0.1 127.0.0.2")}, nil, "this host ("},
 		{[]string{"rxe0"}, map[string]string{"SLURM_JOB_NODELIST": "n[1-"}, "SLURM_JOB_NODELIST: host list \"n[1-\": '[' without ']'"},
 		{[]string{"rxe0", "hosts", filepath.Join(dir, "nope")}, nil, "hosts: " + filepath.Join(dir, "nope") + ": no such file or directory"},
+		{[]string{"rxe0", "confirm", filepath.Join(dir, "nope")}, nil, "confirm: " + filepath.Join(dir, "nope") + ": no such file or directory"},
+		{[]string{"rxe0", "confirm", hosts("10.0.0.1 10.0.0.2")}, nil, "not a JSON sweep report (grdma -j sweep report)"},
+		{[]string{"rxe0", "confirm", report(false, "10.0.0.1", "10.0.0.2")}, nil, "report asks for no retest"},
+		// The report's hosts are the run's: loopback never matches.
+		{[]string{"rxe0", "confirm", report(true, "127.0.0.1", "127.0.0.2")}, nil, "this host ("},
 	} {
 		for k, v := range tc.env {
 			t.Setenv(k, v)
