@@ -44,20 +44,31 @@ func TestSbatchScript(t *testing.T) {
 	}
 	// The srun line, continuations joined.
 	joined := strings.ReplaceAll(script, "\\\n", " ")
-	srun := regexp.MustCompile(`(?m)^srun (.*)$`).FindStringSubmatch(joined)
-	if srun == nil {
-		t.Fatal("no srun line")
+	sruns := regexp.MustCompile(`(?m)^\s*srun (.*)$`).FindAllStringSubmatch(joined, -1)
+	if len(sruns) != 2 {
+		t.Fatalf("want two srun lines, the sweep's and its retest's: %q", sruns)
 	}
-	for _, want := range []string{"--ntasks-per-node=1", `--output="$dir/%N.jsonl"`, `"$grdma" sweep run "$dev" "$@"`} {
-		if !strings.Contains(srun[1], want) {
-			t.Errorf("srun line %q lacks %q", srun[1], want)
+	for i, wants := range [][]string{
+		{"--ntasks-per-node=1", `--output="$dir/%N.jsonl"`, `"$grdma" sweep run "$dev" "$@"`},
+		{"--ntasks-per-node=1", `--output="$dir/retest/%N.jsonl"`, `"$grdma" sweep run "$dev" confirm "$dir/first.json"`},
+	} {
+		for _, want := range wants {
+			if !strings.Contains(sruns[i][1], want) {
+				t.Errorf("srun line %q lacks %q", sruns[i][1], want)
+			}
 		}
+	}
+	if !strings.Contains(script, `"$grdma" -j sweep report "$dir"/*.jsonl > "$dir/first.json"`) || !strings.Contains(script, "shopt -s nullglob") {
+		t.Error("the retest must read the first pass's JSON report, and the report take no retest's files when none ran")
+	}
+	if _, err := grammar.ParseSweepRun([]string{"mlx5_0", "confirm", "first.json"}); err != nil {
+		t.Errorf("the retest's words: %v", err)
 	}
 	if _, err := grammar.ParseSweepRun([]string{"mlx5_0"}); err != nil {
 		t.Errorf("the script's default words: %v", err)
 	}
 	report := regexp.MustCompile(`(?m)^"\$grdma" sweep report (.*)$`).FindStringSubmatch(script)
-	if report == nil || !strings.Contains(report[1], `"$dir"/*.jsonl`) || !strings.Contains(script, `exit "${PIPESTATUS[0]}"`) {
+	if report == nil || !strings.Contains(report[1], `"$dir"/*.jsonl "$dir"/retest/*.jsonl`) || !strings.Contains(script, `exit "${PIPESTATUS[0]}"`) {
 		t.Errorf("the report must read every node's file and give the job its status: %q", report)
 	}
 }

@@ -29,6 +29,12 @@
 // what it ran, and each test it took part in with its figures or why it
 // failed.
 //
+// A launched sweep retests when launched again: ReadConfirm takes the
+// retest a JSON report asks for (Report.Confirm) and every node runs it
+// with Runner.Retest set; its records, start record marked KindConfirm,
+// join the first pass's, and Build judges each retested pair by its
+// retest alone.
+//
 // A coordinated sweep (one host driving the nodes' responders) reuses
 // the schedules, Plan, the records and the report: only the Runner is
 // launched mode's.
@@ -42,8 +48,9 @@
 // hardware. Where they do not — an emulated bed, whose concurrent
 // healthy pairs get 0.043 to 0.166 Gb/s (×4) from two shared cores, or an
 // oversubscribed fabric — ClusterKit's limit flags half the healthy
-// fleet, and ClusterKit leans on retests to clear them. A launched sweep
-// has no one to order retests, so the limit adapts instead: the fleet's
+// fleet, and ClusterKit leans on retests to clear them. A retest is
+// chosen by the same limits (and a launched sweep retests only when
+// launched again), so the limit adapts instead: the fleet's
 // median M (the median of each node's median, which a bad node's pairs
 // move little) and the 90th percentile P of the pairs' bandwidths
 // (AnchorPercentile) say how far healthy pairs spread above the median,
@@ -94,5 +101,6 @@
 // neither explains are reported together (VerdictPairs: a switch, several
 // bad nodes, or a fleet of two). A report with no verdict is OK. Build
 // refuses records of different parameters (the Params ID in every
-// record) and of two runs, and Report.Confirm says what to retest.
+// record) and of two runs (a retest's records aside), and Report.Confirm
+// says what to retest.
 package sweep

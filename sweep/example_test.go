@@ -1,6 +1,8 @@
 package sweep_test
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 
 	"github.com/grdma/grdma/sweep"
@@ -26,6 +28,22 @@ func ExampleBuild() {
 	// bw limit 91.1 Gb/s (93% of the best 98.0), relaxed false
 	// node [node06]
 	// retest 7 pairs
+}
+
+// The retest a launched sweep's JSON report asks for (grdma -j sweep
+// report's output), which every node then runs with Runner.Retest: node06
+// again with each of its partners, one pair a round.
+func ExampleReadConfirm() {
+	recs := sweeptest.Flat(sweeptest.Records(sweeptest.Params(8), sweeptest.SlowNode(5, 98, 2)))
+	rep, _ := sweep.Build(recs, sweep.DefaultCriteria)
+	js, _ := json.Marshal(rep)
+	params, retest, err := sweep.ReadConfirm(bytes.NewReader(js))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(len(params.Hosts), "hosts,", retest.Kind, len(retest.Rounds), "rounds, first", retest.Rounds[0])
+	// Output: 8 hosts, confirm 7 rounds, first [{0 5}]
 }
 
 // A quick sweep of 6 nodes: the ring in two rounds.
