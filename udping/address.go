@@ -18,6 +18,11 @@ type Address struct {
 	// MTU is the port's active MTU: the path MTU is the smaller of the
 	// two sides'.
 	MTU ib.MTU
+	// EchoDelay, of a responder, says it answers a probe that asks
+	// (FlagEchoDelay) with one echo carrying its delay; a prober sends
+	// that flag to no other (an older responder drops such probes as
+	// malformed).
+	EchoDelay bool
 }
 
 func (a Address) String() string {

@@ -32,7 +32,11 @@
 // other format. The echo is as long as the probe so that both directions
 // carry each size: a link that drops large packets one way shows as a
 // timeout, or as an echo lost (the report came, the echo did not) when
-// it is the way back. Both clocks are used only for differences on their
+// it is the way back. A probe of EchoDelayMax bytes or less asks for one
+// reply instead (FlagEchoDelay, to responders whose control channel says
+// they take it): its echo carries the delay, no report follows. The
+// report tells nothing more there — an echo that small is lost where a
+// report would be — and its send was what the responder spent most on. Both clocks are used only for differences on their
 // own host: nothing assumes them in step.
 //
 // Times are software: the process's clock, read when a receive's

@@ -334,7 +334,7 @@ type pending struct {
 	rtt       time.Duration
 	gotEcho   bool
 	delay     time.Duration
-	gotReport bool
+	gotReport bool // the delay came: in a report, or in a FlagEchoDelay echo
 	done      bool
 	expiresAt time.Time
 	waiter    *waiter // a Ping's, which takes the result instead of Results
@@ -966,7 +966,11 @@ func (p *Prober) send(t *target, size int, w *waiter, now time.Time) {
 	p.nextID++
 	id := p.nextID
 	clear(out[HeaderSize:])
-	PutHeader(out, Header{Kind: KindProbe, Session: p.session, ID: id})
+	var flags uint32
+	if size <= EchoDelayMax && t.addr.EchoDelay {
+		flags = FlagEchoDelay // one reply: the echo carries the delay
+	}
+	PutHeader(out, Header{Kind: KindProbe, Session: p.session, ID: id, Flags: flags})
 	h := t.ah
 	h.users++
 	p.slots[slot] = h
@@ -1221,6 +1225,9 @@ func (p *Prober) reply(b []byte, srcQP uint32, now time.Time) {
 		}
 		pd.gotEcho, pd.rtt = true, now.Sub(pd.sent)
 		p.stats.echoes.Add(1)
+		if h.Flags&FlagEchoDelay != 0 { // the one reply: no report follows
+			pd.gotReport, pd.delay = true, h.Delay
+		}
 	case KindReport:
 		if pd.gotReport {
 			p.stats.duplicates.Add(1)

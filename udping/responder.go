@@ -15,7 +15,8 @@ import (
 // Responder answers the UD pings of every registered prober on one UD
 // queue pair: each probe with an echo at once and a report of how long it
 // held the probe, sent right after it (the two-ACK exchange, see the
-// package doc). Probers are
+// package doc), or with one echo that carries that delay when the probe
+// asks (FlagEchoDelay). Probers are
 // registered by the responder's control channel (Register), which also
 // tells them the queue pair's address and its Q_Key; anything else that
 // arrives is dropped and counted.
@@ -143,7 +144,7 @@ func NewResponder(cfg ResponderConfig) (*Responder, error) {
 	if err != nil {
 		return nil, fmt.Errorf("udping: the responder's queue pair: %w", err)
 	}
-	r.ep, r.addr = ep, ep.address()
+	r.ep, r.addr = ep, responderAddress(ep)
 	r.inflight = make([]inflight, responderSends)
 	return r, nil
 }
@@ -335,16 +336,23 @@ func (r *Responder) answer(b []byte, srcQP uint32, received time.Time) {
 		return
 	}
 	clear(out[HeaderSize:])
-	PutHeader(out, Header{Kind: KindEcho, Session: h.Session, ID: h.ID})
 	f := inflight{kind: KindEcho, peer: p, session: h.Session, id: h.ID, received: received}
 	r.inflight[slot] = f
 	sent := time.Now() // T3: before the echo's send (see the package doc)
+	echo := Header{Kind: KindEcho, Session: h.Session, ID: h.ID}
+	one := h.Flags&FlagEchoDelay != 0 // the prober asks for one reply
+	if one {
+		echo.Delay, echo.Flags = min(sent.Sub(received), MaxDelay), FlagEchoDelay
+	}
+	PutHeader(out, echo)
 	if err := r.ep.send(slot, len(dg), &p.ah, p.addr); err != nil {
 		r.inflight[slot] = inflight{}
 		r.stats.sendErrors.Add(1)
 		return
 	}
-	r.report(f, sent)
+	if !one {
+		r.report(f, sent)
+	}
 	r.stats.probes.Add(1)
 }
 
@@ -378,8 +386,16 @@ func (r *Responder) restart() error {
 	if err != nil {
 		return err
 	}
-	r.ep, r.addr = ep, ep.address()
+	r.ep, r.addr = ep, responderAddress(ep)
 	return nil
+}
+
+// responderAddress is the responder's address on ep: it takes
+// FlagEchoDelay.
+func responderAddress(ep *endpoint) Address {
+	a := ep.address()
+	a.EchoDelay = true
+	return a
 }
 
 // Close destroys the queue pair and the peers' address handles. Run must

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -181,15 +182,75 @@ func TestPing(t *testing.T) {
 			t.Errorf("result %d: RTT %v, delay %v, network %v", i, res.RTT, res.Delay, res.Network())
 		}
 	}
+	// The 64-byte probes ask for one reply (FlagEchoDelay): their echoes
+	// carry the delay, no report follows; the others get two replies.
 	// The last report's completion may come after the prober had it.
-	for deadline := time.Now().Add(5 * time.Second); r.Stats().Reports < 7 && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(5 * time.Second); r.Stats().Reports < 4 && time.Now().Before(deadline); {
 		time.Sleep(time.Millisecond)
 	}
-	if s := r.Stats(); s.Probes != 7 || s.Reports != 7 || s.Peers != 1 || s.Unregistered+s.Malformed+s.Throttled+s.Busy != 0 {
+	if s := r.Stats(); s.Probes != 7 || s.Reports != 4 || s.Peers != 1 || s.Unregistered+s.Malformed+s.Throttled+s.Busy != 0 {
 		t.Errorf("responder %+v", s)
 	}
-	if s := p.Stats(); s.Sent != 7 || s.Echoes != 7 || s.Reports != 7 || s.Timeouts+s.Malformed+s.Foreign != 0 {
+	if s := p.Stats(); s.Sent != 7 || s.Echoes != 7 || s.Reports != 4 || s.Timeouts+s.Malformed+s.Foreign != 0 {
 		t.Errorf("prober %+v", s)
+	}
+}
+
+// A responder whose control channel does not say it takes FlagEchoDelay
+// (an older grdma's) is never sent it: every probe gets its echo and its
+// report, and every result its delay.
+func TestPingTwoReplies(t *testing.T) {
+	m := newMesh(t)
+	r, _ := m.responder("b", nil, udping.ResponderConfig{})
+	older := func(ctx context.Context, target string, local udping.Address) (udping.Address, error) {
+		a, err := m.resolve(ctx, target, local)
+		a.EchoDelay = false
+		return a, err
+	}
+	p, results, _ := m.prober(udping.ProberConfig{Timeout: slow, Resolve: older})
+	if err := p.Add("b", udping.TargetConfig{Rate: 50, Count: 4, Sizes: []int{64}}); err != nil {
+		t.Fatal(err)
+	}
+	for i, res := range collectP(t, p, results, 4, 10*time.Second) {
+		if res.Outcome != udping.OutcomeReply || !res.DelayKnown || res.Delay > res.RTT {
+			t.Errorf("result %d: %+v", i, res)
+		}
+	}
+	for deadline := time.Now().Add(5 * time.Second); r.Stats().Reports < 4 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	if s := p.Stats(); s.Echoes != 4 || s.Reports != 4 {
+		t.Errorf("prober %+v: want 4 echoes and 4 reports", s)
+	}
+	if s := r.Stats(); s.Probes != 4 || s.Reports != 4 {
+		t.Errorf("responder %+v: want 4 probes answered with 4 reports", s)
+	}
+}
+
+// ParseHeader takes FlagEchoDelay in probes and echoes, a delay only in
+// reports and in echoes that carry that flag, FlagHardwareTimestamps
+// only in reports.
+func TestParseHeaderFlags(t *testing.T) {
+	for _, tc := range []struct {
+		h    udping.Header
+		want string // "" accepted
+	}{
+		{udping.Header{Kind: udping.KindProbe, Length: 64, Flags: udping.FlagEchoDelay}, ""},
+		{udping.Header{Kind: udping.KindEcho, Length: 64, Flags: udping.FlagEchoDelay, Delay: time.Millisecond}, ""},
+		{udping.Header{Kind: udping.KindEcho, Length: 64, Flags: udping.FlagEchoDelay}, ""}, // a delay under a nanosecond's resolution
+		{udping.Header{Kind: udping.KindReport, Length: 40, Flags: udping.FlagHardwareTimestamps, Delay: time.Millisecond}, ""},
+		{udping.Header{Kind: udping.KindProbe, Length: 64, Delay: time.Millisecond}, "a UD ping probe with a delay"},
+		{udping.Header{Kind: udping.KindProbe, Length: 64, Flags: udping.FlagEchoDelay, Delay: time.Millisecond}, "a UD ping probe with a delay"},
+		{udping.Header{Kind: udping.KindEcho, Length: 64, Delay: time.Millisecond}, "with a delay but not FlagEchoDelay"},
+		{udping.Header{Kind: udping.KindEcho, Length: 64, Flags: udping.FlagEchoDelay, Delay: udping.MaxDelay + 1}, "echo of a delay over"},
+		{udping.Header{Kind: udping.KindProbe, Length: 64, Flags: udping.FlagHardwareTimestamps}, "probe with unknown flags 0x1"},
+		{udping.Header{Kind: udping.KindEcho, Length: 64, Flags: 4 | udping.FlagEchoDelay}, "echo with unknown flags 0x6"},
+		{udping.Header{Kind: udping.KindReport, Length: 40, Flags: udping.FlagEchoDelay}, "report with unknown flags 0x2"},
+	} {
+		_, err := udping.ParseHeader(udping.AppendDatagram(nil, tc.h))
+		if (err == nil) != (tc.want == "") || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%+v: %v, want %q", tc.h, err, tc.want)
+		}
 	}
 }
 
@@ -511,6 +572,8 @@ func TestResponderHostile(t *testing.T) {
 		probe(udping.Header{Kind: udping.KindEcho, Length: 64, Session: 1, ID: 1}),
 		probe(udping.Header{Kind: udping.KindReport, Length: 40, Delay: time.Second}),
 		probe(udping.Header{Kind: 9, Length: 64}),
+		probe(udping.Header{Kind: udping.KindProbe, Length: 64, Session: 1, ID: 2, Delay: time.Millisecond}),
+		probe(udping.Header{Kind: udping.KindProbe, Length: 64, Session: 1, ID: 3, Flags: udping.FlagHardwareTimestamps}),
 		append(valid[:len(valid):len(valid)], 0),                    // longer than it says
 		append(valid[:len(valid):len(valid)], make([]byte, 960)...), // the MTU's datagram, saying 64
 	}

@@ -203,6 +203,9 @@ type Endpoint struct {
 	RdAtomic uint8 `json:"rd_atomic"`
 	// QKey is a UD queue pair's Q_Key (TestUDPing).
 	QKey uint32 `json:"qkey,omitempty"`
+	// UDEchoDelay: a UD ping responder that answers probes asking for
+	// one reply (udping.Address.EchoDelay); absent from older ones.
+	UDEchoDelay bool `json:"ud_echo_delay,omitempty"`
 	// The memory region the peer writes into and reads from: Parts parts
 	// of Part bytes at Addr.
 	Addr uint64 `json:"addr"`

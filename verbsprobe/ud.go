@@ -159,7 +159,7 @@ func LookupUD(ctx context.Context, dev *Device, addr string, local udping.Addres
 		return udping.Address{}, err
 	}
 	mtu, _ := ib.MTUFromBytes(remote.ActiveMTU)
-	a := udping.Address{GID: remote.GID, QPN: remote.QPN, QKey: remote.QKey, MTU: mtu}
+	a := udping.Address{GID: remote.GID, QPN: remote.QPN, QKey: remote.QKey, MTU: mtu, EchoDelay: remote.UDEchoDelay}
 	if err := a.Validate(); err != nil {
 		return udping.Address{}, &PeerError{Host: addr, Doing: "reading the UD ping address of", Err: err}
 	}
@@ -201,7 +201,7 @@ func serveUDLookup(ctx context.Context, dev *Device, arr *arrival, cfg ServeConf
 	}
 	rec.step(ctx, StepWelcome, func() (string, error) {
 		a := cfg.UD.Address()
-		local.QPN, local.QKey, local.PSN = a.QPN, a.QKey, 0
+		local.QPN, local.QKey, local.PSN, local.UDEchoDelay = a.QPN, a.QKey, 0, a.EchoDelay
 		res.QPN = a.QPN
 		return fmt.Sprintf("UD ping %s, Q_Key %#x", a, a.QKey), s.send(wireMessage{Type: msgWelcome, Protocol: ProtocolVersion, Endpoint: &local})
 	})
