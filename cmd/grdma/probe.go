@@ -116,7 +116,8 @@ ping sends UD pings to the responder at HOST ("grdma probe DEV serve"
 there), one every interval (1s) until count probes or Ctrl-C, as ping
 does: one line per probe with its size, its round trip and the network's
 share of it (rtt less the responder's delay, which the responder reports
-in a second reply: R-Pingmesh's two-ACK exchange), then the loss and
+in a second reply: R-Pingmesh's two-ACK exchange; a probe of 64 bytes or
+less gets one reply carrying it), then the loss and
 min/avg/max/mdev. The responder's UD queue pair (its number and Q_Key) is
 asked of its TCP port once, which registers this side's; sizes cycle
 through 64, 512, 1024 and the path MTU unless size is given. timeout
