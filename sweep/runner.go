@@ -2,6 +2,9 @@ package sweep
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net"
 	"strings"
@@ -137,7 +140,12 @@ func (r *Runner) Run(ctx context.Context) (Summary, error) {
 			return Summary{}, err
 		}
 		sched = *r.Retest
-		sweepID, about = sweepID+"/"+KindConfirm, about+", the retest of a report's flagged pairs"
+		// Nodes given different reports' retests of one sweep refuse each
+		// other rather than wait for partners that are elsewhere.
+		b, _ := json.Marshal(sched)
+		sum := sha256.Sum256(b)
+		sweepID = sweepID + "/" + KindConfirm + "/" + hex.EncodeToString(sum[:6])
+		about = fmt.Sprintf("%s, the retest of a report's flagged pairs (%d pairs in %d rounds, %s)", about, len(sched.Pairs()), len(sched.Rounds), hex.EncodeToString(sum[:6]))
 	}
 	r.st = &state{sweep: sweepID, about: about, rank: r.Rank, n: n,
 		down: map[int]string{}, skipped: map[int]string{}, others: map[int]string{}}

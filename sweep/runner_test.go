@@ -132,10 +132,9 @@ type fleet struct {
 	// node's parameters.
 	dead map[int]bool
 	mod  func(rank int, p *Params)
-	// retest, when set, is run instead of the parameters' schedule
-	// (Runner.Retest), by the ranks retestOf says (nil: every rank).
-	retest   *Schedule
-	retestOf func(rank int) bool
+	// retest, when set, says each rank's retest (Runner.Retest; nil:
+	// the parameters' schedule).
+	retest func(rank int) *Schedule
 }
 
 func newFleet(t *testing.T, n int, f *fabric) *fleet {
@@ -177,8 +176,8 @@ func (fl *fleet) run(ctx context.Context) [][]Record {
 		}
 		r := &Runner{Params: p, Hosts: fl.hosts, Rank: i, RankFrom: "rank", Device: "rxe0/1", Grdma: "grdma test",
 			Tester: fakeTester{fl.f, i}, Listener: fl.lns[i], Out: NewWriter(fl.outs[i]), Timeout: fl.timeout, Start: fl.start}
-		if fl.retest != nil && (fl.retestOf == nil || fl.retestOf(i)) {
-			r.Retest = fl.retest
+		if fl.retest != nil {
+			r.Retest = fl.retest(i)
 		}
 		wg.Add(1)
 		go func() {
@@ -475,7 +474,7 @@ func TestRunnerRetest(t *testing.T) {
 	}
 	first = false
 	fl.relisten()
-	fl.retest = &sched
+	fl.retest = func(int) *Schedule { return &sched }
 	retest := flatten(fl.run(context.Background()))
 	for _, r := range retest {
 		if r.Sweep != rep.Sweep || (r.Start != nil && r.Start.Pass != KindConfirm) || (r.Test != nil && r.Test.Pass != KindConfirm) {
@@ -520,8 +519,12 @@ func TestRunnerRetest(t *testing.T) {
 func TestRunnerRetestMismatch(t *testing.T) {
 	fl := newFleet(t, 2, healthy())
 	fl.timeout = time.Second
-	fl.retest = &Schedule{Kind: KindConfirm, N: 2, Rounds: []Round{{{0, 1}}}}
-	fl.retestOf = func(rank int) bool { return rank == 0 }
+	fl.retest = func(rank int) *Schedule {
+		if rank == 0 {
+			return &Schedule{Kind: KindConfirm, N: 2, Rounds: []Round{{{0, 1}}}}
+		}
+		return nil
+	}
 	refused := 0
 	for _, r := range flatten(fl.run(context.Background())) {
 		if r.Test == nil {
@@ -534,6 +537,33 @@ func TestRunnerRetestMismatch(t *testing.T) {
 	}
 	if refused < 2 {
 		t.Errorf("want both sides' records of the refusal, got %d", refused)
+	}
+}
+
+// Two nodes given different reports' retests of one sweep refuse each
+// other, naming the retests, rather than wait for each other.
+func TestRunnerRetestOtherReport(t *testing.T) {
+	fl := newFleet(t, 3, healthy())
+	fl.timeout = time.Second
+	a := Schedule{Kind: KindConfirm, N: 3, Rounds: []Round{{{0, 1}}}}
+	b := Schedule{Kind: KindConfirm, N: 3, Rounds: []Round{{{0, 1}}, {{1, 2}}}}
+	fl.retest = func(rank int) *Schedule {
+		if rank == 0 {
+			return &a
+		}
+		return &b
+	}
+	refused := 0
+	for _, r := range flatten(fl.run(context.Background())) {
+		if r.Test != nil && r.Test.PeerRank+r.Rank == 1 {
+			if r.Test.Outcome != OutcomeRefused || !strings.Contains(r.Test.Error, "1 pairs in 1 rounds") || !strings.Contains(r.Test.Error, "2 pairs in 2 rounds") {
+				t.Errorf("%s: %+v", r.Where, r.Test)
+			}
+			refused++
+		}
+	}
+	if refused < 2 {
+		t.Errorf("want both sides of pair 0-1 to record the refusal, got %d", refused)
 	}
 }
 
