@@ -106,15 +106,7 @@ func sweepOn(t *testing.T, nodes []*node, args ...string) ([]result, time.Durati
 // then the retest's, as sweep report takes them.
 func fleetRetest(t *testing.T, f *fleet, res []result) []result {
 	t.Helper()
-	dir := t.TempDir()
-	var files []string
-	for i, r := range res {
-		name := filepath.Join(dir, fmt.Sprintf("node%d.jsonl", i+1))
-		if err := os.WriteFile(name, []byte(r.stdout), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		files = append(files, name)
-	}
+	files := writeRecords(t, t.TempDir(), res)
 	js := run(grdma(), append([]string{"-j", "sweep", "report"}, files...)...)
 	if js.code != 0 && js.code != 1 {
 		t.Fatalf("the first pass's report:\n%s", js)
@@ -168,20 +160,28 @@ func retested(rep *sweep.Report) (n, cleared int) {
 	return n, cleared
 }
 
+// writeRecords writes each node's records (its standard output) to
+// DIR/nodeN.jsonl and returns the files' names.
+func writeRecords(t *testing.T, dir string, res []result) []string {
+	t.Helper()
+	var files []string
+	for i, r := range res {
+		name := filepath.Join(dir, fmt.Sprintf("node%d.jsonl", i+1))
+		if err := os.WriteFile(name, []byte(r.stdout), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, name)
+	}
+	return files
+}
+
 // fleetReport writes every node's records to a file and runs grdma sweep
 // report over them, with an SVG heatmap; it returns the text report and
 // the JSON one.
 func fleetReport(t *testing.T, res []result) (text result, rep *sweep.Report, svg string) {
 	t.Helper()
 	dir := t.TempDir()
-	var files []string
-	for i, r := range res {
-		f := filepath.Join(dir, fmt.Sprintf("node%d.jsonl", i+1))
-		if err := os.WriteFile(f, []byte(r.stdout), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		files = append(files, f)
-	}
+	files := writeRecords(t, dir, res)
 	text = run(grdma(), append([]string{"sweep", "report", "--svg", filepath.Join(dir, "sweep.svg")}, files...)...)
 	var recs []sweep.Record
 	for i, r := range res {
