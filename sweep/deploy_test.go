@@ -64,6 +64,29 @@ func TestSbatchScript(t *testing.T) {
 	if _, err := grammar.ParseSweepRun([]string{"mlx5_0", "confirm", "first.json"}); err != nil {
 		t.Errorf("the retest's words: %v", err)
 	}
+	// The retest keeps where and how the nodes meet (a GID index, a
+	// port) and drops what the report holds, so its words parse.
+	fn := regexp.MustCompile(`(?ms)^retest_words\(\) \{$.*?^\}$`).FindString(script)
+	if fn == "" {
+		t.Fatal("no retest_words function")
+	}
+	first := []string{"quick", "bw", "read", "lat", "size", "4096", "gid-index", "3", "port", "19000", "duration", "1s", "timeout", "1m", "start", "5m", "hosts", "/etc/fleet"}
+	if bash, err := exec.LookPath("bash"); err == nil {
+		out, err := exec.Command(bash, append([]string{"-c", fn + "\nretest_words \"$@\"", "sbatch"}, first...)...).Output()
+		if err != nil {
+			t.Fatalf("retest_words: %v", err)
+		}
+		words := strings.Fields(string(out))
+		if got := strings.Join(words, " "); got != "gid-index 3 port 19000 timeout 1m start 5m" {
+			t.Errorf("retest_words %v: %q", first, got)
+		}
+		if _, err := grammar.ParseSweepRun(append([]string{"mlx5_0", "confirm", "first.json"}, words...)); err != nil {
+			t.Errorf("the retest's words %v: %v", words, err)
+		}
+		if _, err := grammar.ParseSweepRun(append([]string{"mlx5_0"}, first...)); err != nil {
+			t.Errorf("the first run's words %v: %v", first, err)
+		}
+	}
 	if _, err := grammar.ParseSweepRun([]string{"mlx5_0"}); err != nil {
 		t.Errorf("the script's default words: %v", err)
 	}
