@@ -39,6 +39,10 @@ const (
 	sendSlot = MaxDatagram
 	// sendFlag marks a send's work request ID; a receive's is its slot.
 	sendFlag = 1 << 32
+	// sendInline: datagrams up to this size go inline (the pingmesh's
+	// default 64-byte probes and their echoes, reports): the kernel then
+	// reads no memory region for them.
+	sendInline = EchoDelayMax
 )
 
 // newEndpoint makes a UD queue pair on l with recvs receives and sends
@@ -64,7 +68,8 @@ func newEndpoint(l Local, qkey uint32, recvs, sends int) (e *endpoint, err error
 	}
 	cq := e.cq.CQ()
 	if e.qp, err = c.CreateRxeQP(uverbs.QPInit{PD: l.PD, SendCQ: cq, RecvCQ: cq, Type: ib.QPTypeUD, SignalAll: true,
-		Cap: uverbs.QPCap{MaxSendWR: uint32(sends), MaxRecvWR: uint32(recvs), MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
+		Cap: uverbs.QPCap{MaxSendWR: uint32(sends), MaxRecvWR: uint32(recvs), MaxSendSGE: 1, MaxRecvSGE: 1,
+			MaxInlineData: sendInline}}); err != nil {
 		return e, err
 	}
 	if e.buf, err = uverbs.AllocBuffer(recvs*recvSlot + sends*sendSlot); err != nil {
@@ -122,9 +127,14 @@ func (e *endpoint) sendBuf(n int) (int, []byte, bool) {
 // send posts send slot i's first n bytes to peer, through ah.
 func (e *endpoint) send(i, n int, ah *uverbs.AH, peer Address) error {
 	off := e.recvs*recvSlot + i*sendSlot
-	err := e.qp.PostSend(uverbs.SendWR{ID: sendFlag | uint64(i), Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled,
-		SGL: []uverbs.SGE{{Addr: e.mr.Addr + uint64(off), Length: uint32(n), LKey: e.mr.LKey}},
-		AH:  ah, RemoteQPN: peer.QPN, RemoteQKey: peer.QKey})
+	wr := uverbs.SendWR{ID: sendFlag | uint64(i), Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled,
+		AH: ah, RemoteQPN: peer.QPN, RemoteQKey: peer.QKey}
+	if n <= int(e.qp.QP().Cap.MaxInlineData) {
+		wr.Inline = e.buf[off : off+n]
+	} else {
+		wr.SGL = []uverbs.SGE{{Addr: e.mr.Addr + uint64(off), Length: uint32(n), LKey: e.mr.LKey}}
+	}
+	err := e.qp.PostSend(wr)
 	if err != nil {
 		e.freeSends = append(e.freeSends, i)
 		return err

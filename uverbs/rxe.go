@@ -190,6 +190,14 @@ type SendWR struct {
 	AH         *AH
 	RemoteQPN  uint32
 	RemoteQKey uint32
+
+	// Inline, when set, is the message itself (IBV_SEND_INLINE):
+	// PostSend copies it into the request, so the kernel reads no memory
+	// region for it — one lookup and copy fewer per message, what
+	// perftest's latency tests do — and the bytes may change once
+	// PostSend returns. At most the queue pair's Cap.MaxInlineData
+	// bytes, with no SGL; not for RDMA READ. PostSend sets SendInline.
+	Inline []byte
 }
 
 // RecvWR is a receive work request (ibv_recv_wr): where the next incoming
@@ -480,7 +488,9 @@ func (c *Context) CreateRxeQP(init QPInit) (*RxeQP, error) {
 	if err != nil {
 		return nil, errors.Join(err, c.DestroyQP(qp))
 	}
-	minSend := unsafe.Sizeof(rxeSendWQE{}) + uintptr(init.Cap.MaxSendSGE)*unsafe.Sizeof(SGE{})
+	// A send slot holds the larger of its SGEs and its inline data, as
+	// the kernel answered them (rxe_qp_init_req).
+	minSend := unsafe.Sizeof(rxeSendWQE{}) + max(uintptr(qp.Cap.MaxSendSGE)*unsafe.Sizeof(SGE{}), uintptr(qp.Cap.MaxInlineData))
 	sq, err := c.mapRxeQueue("send", resp.SQMI, minSend)
 	if err != nil {
 		return nil, errors.Join(err, c.DestroyQP(qp), rq.unmap())
@@ -508,7 +518,7 @@ func (qp *RxeQP) PostRecv(wr RecvWR) error {
 	}
 	length := sglLength(wr.SGL)
 	wqe := rxeRecvWQE{WRID: wr.ID, DMA: rxeDMAInfo{Length: length, Resid: length, NumSGE: uint32(len(wr.SGL))}}
-	encodeWQE(slot, &wqe, wr.SGL)
+	encodeWQE(slot, &wqe, wr.SGL, nil)
 	qp.rq.produce()
 	return nil
 }
@@ -516,22 +526,19 @@ func (qp *RxeQP) PostRecv(wr RecvWR) error {
 // PostSend puts a send work request on the send queue and rings the
 // doorbell (ibv_post_send). The queue pair must be in RTS.
 func (qp *RxeQP) PostSend(wr SendWR) error {
-	if wr.Flags&SendInline != 0 {
-		return fmt.Errorf("inline send requests are not supported")
-	}
-	if len(wr.SGL) > int(qp.qp.Cap.MaxSendSGE) {
-		return fmt.Errorf("send request with %d SGEs; the queue pair takes %d", len(wr.SGL), qp.qp.Cap.MaxSendSGE)
+	flags, length, err := qp.sendShape(&wr)
+	if err != nil {
+		return err
 	}
 	if qp.typ == ib.QPTypeUD {
-		return qp.postSendUD(wr)
+		return qp.postSendUD(wr, flags, length)
 	}
 	slot, ok := qp.sq.nextFree()
 	if !ok {
 		return fmt.Errorf("send queue: %w", ErrQueueFull)
 	}
-	length := sglLength(wr.SGL)
 	wqe := rxeSendWQE{
-		WR: rxeSendWR{WRID: wr.ID, Opcode: uint32(wr.Opcode), SendFlags: uint32(wr.Flags), Ex: wr.ImmData},
+		WR: rxeSendWR{WRID: wr.ID, Opcode: uint32(wr.Opcode), SendFlags: uint32(flags), Ex: wr.ImmData},
 		// The kernel takes the remote address of RDMA operations from
 		// IOVA; librxe sets both.
 		IOVA: wr.RemoteAddr,
@@ -540,14 +547,34 @@ func (qp *RxeQP) PostSend(wr SendWR) error {
 	if wr.Opcode != WRSend && wr.Opcode != WRSendWithImm {
 		wqe.WR.RemoteAddr, wqe.WR.RKey = wr.RemoteAddr, wr.RKey
 	}
-	encodeWQE(slot, &wqe, wr.SGL)
+	encodeWQE(slot, &wqe, wr.SGL, wr.Inline)
 	qp.sq.produce()
 	return qp.c.ringDoorbell(qp.db)
 }
 
+// sendShape checks a send request against the queue pair and returns its
+// flags and length.
+func (qp *RxeQP) sendShape(wr *SendWR) (SendFlags, uint32, error) {
+	switch {
+	case wr.Inline != nil && len(wr.SGL) > 0:
+		return 0, 0, errors.New("an inline send request takes no SGEs")
+	case wr.Inline != nil && wr.Opcode == WRRDMARead:
+		return 0, 0, errors.New("an RDMA READ cannot be inline: it reads into memory")
+	case wr.Inline != nil && len(wr.Inline) > int(qp.qp.Cap.MaxInlineData):
+		return 0, 0, fmt.Errorf("inline send request of %d bytes; the queue pair takes %d", len(wr.Inline), qp.qp.Cap.MaxInlineData)
+	case wr.Inline != nil:
+		return wr.Flags | SendInline, uint32(len(wr.Inline)), nil
+	case wr.Flags&SendInline != 0:
+		return 0, 0, errors.New("an inline send request carries its data in Inline")
+	case len(wr.SGL) > int(qp.qp.Cap.MaxSendSGE):
+		return 0, 0, fmt.Errorf("send request with %d SGEs; the queue pair takes %d", len(wr.SGL), qp.qp.Cap.MaxSendSGE)
+	}
+	return wr.Flags, sglLength(wr.SGL), nil
+}
+
 // postSendUD posts a datagram: a SEND to wr.AH, with the AH number and
 // the address vector as librxe posts it (init_send_wqe).
-func (qp *RxeQP) postSendUD(wr SendWR) error {
+func (qp *RxeQP) postSendUD(wr SendWR, flags SendFlags, length uint32) error {
 	switch {
 	case wr.Opcode != WRSend && wr.Opcode != WRSendWithImm:
 		return fmt.Errorf("a UD queue pair sends only SEND and SEND_WITH_IMM, not opcode %d", wr.Opcode)
@@ -558,13 +585,12 @@ func (qp *RxeQP) postSendUD(wr SendWR) error {
 	if !ok {
 		return fmt.Errorf("send queue: %w", ErrQueueFull)
 	}
-	length := sglLength(wr.SGL)
 	wqe := rxeSendWQEUD{
-		WR: rxeSendWRUD{WRID: wr.ID, Opcode: uint32(wr.Opcode), SendFlags: uint32(wr.Flags), Ex: wr.ImmData,
+		WR: rxeSendWRUD{WRID: wr.ID, Opcode: uint32(wr.Opcode), SendFlags: uint32(flags), Ex: wr.ImmData,
 			RemoteQPN: wr.RemoteQPN, RemoteQKey: wr.RemoteQKey, AHNum: wr.AH.rxe.num, AV: wr.AH.rxe.av},
 		DMA: rxeDMAInfo{Length: length, Resid: length, NumSGE: uint32(len(wr.SGL))},
 	}
-	encodeWQE(slot, &wqe, wr.SGL)
+	encodeWQE(slot, &wqe, wr.SGL, wr.Inline)
 	qp.sq.produce()
 	return qp.c.ringDoorbell(qp.db)
 }
@@ -586,19 +612,22 @@ func sglLength(sgl []SGE) uint32 {
 	return n
 }
 
-// encodeWQE writes a work queue element and its SGEs into a zeroed slot,
-// which mapRxeQueue made large enough. The element's Go layout is the C
-// one (no padding: the layout tests check it), so it is copied as is: a
-// reflecting encoder cost more than the rest of a post on a slow machine.
-func encodeWQE[T rxeSendWQE | rxeSendWQEUD | rxeRecvWQE](slot []byte, wqe *T, sgl []SGE) {
+// encodeWQE writes a work queue element and its SGEs, or its inline
+// data, into a zeroed slot, which mapRxeQueue made large enough (the
+// kernel sizes send slots for Cap.MaxInlineData). The element's Go layout
+// is the C one (no padding: the layout tests check it), so it is copied
+// as is: a reflecting encoder cost more than the rest of a post on a slow
+// machine.
+func encodeWQE[T rxeSendWQE | rxeSendWQEUD | rxeRecvWQE](slot []byte, wqe *T, sgl []SGE, inline []byte) {
 	size := int(unsafe.Sizeof(*wqe))
-	if len(slot) < size+len(sgl)*int(unsafe.Sizeof(SGE{})) {
+	if len(slot) < size+len(sgl)*int(unsafe.Sizeof(SGE{}))+len(inline) {
 		panic("rxe work queue slot smaller than its element") // mapRxeQueue checked: a bug
 	}
 	*(*T)(unsafe.Pointer(&slot[0])) = *wqe
 	if len(sgl) > 0 {
 		copy(unsafe.Slice((*SGE)(unsafe.Pointer(&slot[size])), len(sgl)), sgl)
 	}
+	copy(slot[size:], inline) // struct rxe_dma_info's inline_data, where the SGEs would be
 }
 
 // decodeDriverData decodes driver response data of a known, fixed size.

@@ -204,7 +204,55 @@ func TestRxeQueueFull(t *testing.T) {
 		t.Error("PostSend with 2 SGEs on a 1-SGE queue pair succeeded")
 	}
 	if err := qp.PostSend(SendWR{Flags: SendInline}); err == nil {
-		t.Error("PostSend inline succeeded")
+		t.Error("PostSend with SendInline and no Inline data succeeded")
+	}
+}
+
+// TestRxeInlineSend checks an inline request's bytes (the data where the
+// SGEs would be, SendInline set, no SGE counted) and the requests refused
+// before anything is queued.
+func TestRxeInlineSend(t *testing.T) {
+	skipUnlessLittleEndian(t)
+	c, k, _ := newFakeRxe(t)
+	// As rxe answers a queue pair asked for 48 bytes inline: the slot
+	// of 256 bytes holds the 208-byte element and 48 bytes of data.
+	k.responses[cmdCreateQP] = append(unhex(t, "03000000 11000000 1f000000 1f000000 03000000 01000000 30000000 00000000"),
+		k.responses[cmdCreateQP][32:]...)
+	cq, qp := newProbeQueues(t, c)
+	defer cq.Destroy()
+	defer qp.Destroy()
+	if got := qp.QP().Cap.MaxInlineData; got != 48 {
+		t.Fatalf("MaxInlineData %d, want 48", got)
+	}
+	msg := []byte("ping")
+	if err := qp.PostSend(SendWR{ID: 4, Opcode: WRRDMAWrite, Flags: SendSignaled, Inline: msg, RemoteAddr: 0x7f0000005000, RKey: 0x21b}); err != nil {
+		t.Fatal(err)
+	}
+	msg[0] = 'X' // copied at the post: the request keeps what was posted
+	if got, want := qp.sq.slot(0)[:216], unhex(t, `04000000 00000000 00000000 00000000 0a000000 00000000
+		00500000007f0000 1b020000 00000000`+zeros(104)+`
+		00000000 00000000 00500000007f0000 00000000 00000000 00000000 00000000 00000000 00000000
+		04000000 04000000 00000000 00000000 00000000 00000000
+		70696e67 00000000`); !bytes.Equal(got, want) {
+		t.Errorf("inline RDMA WRITE WQE\n% x\nwant\n% x", got, want)
+	}
+	for _, bad := range []struct {
+		what string
+		wr   SendWR
+	}{
+		{"inline and an SGL", SendWR{Opcode: WRSend, Inline: []byte{1}, SGL: []SGE{{Length: 1}}}},
+		{"an inline RDMA READ", SendWR{Opcode: WRRDMARead, Inline: []byte{1}}},
+		{"49 bytes inline", SendWR{Opcode: WRSend, Inline: make([]byte, 49)}},
+	} {
+		if err := qp.PostSend(bad.wr); err == nil {
+			t.Errorf("PostSend with %s succeeded", bad.what)
+		}
+	}
+	if prod := *qp.sq.index(rxeProducerOffset); prod != 1 {
+		t.Errorf("send producer index %d after the refused requests, want 1", prod)
+	}
+	if err := qp.PostSend(SendWR{Opcode: WRSend, Inline: make([]byte, 48)}); err != nil {
+		t.Errorf("48 bytes inline: %v", err)
 	}
 }
 

@@ -207,6 +207,21 @@ func (t *traffic) request(op Operation) uverbs.SendWR {
 	return uverbs.SendWR{ID: wrWrite, Opcode: uverbs.WRRDMAWrite, SGL: []uverbs.SGE{m.sge(partSource)}, RemoteAddr: addr, RKey: rkey}
 }
 
+// latencyRequest is request(op) for a lat test's ping or pong: inline
+// when the queue pair takes the message so (peerShape asks for it), as
+// perftest sends them.
+func (t *traffic) latencyRequest(op Operation) uverbs.SendWR {
+	wr := t.request(op)
+	if op == OpRead {
+		return wr
+	}
+	src := t.e.conn.mr.region(partSource)
+	if len(src) <= int(t.e.conn.qp.QP().Cap.MaxInlineData) {
+		wr.SGL, wr.Inline = nil, src
+	}
+	return wr
+}
+
 // poller polls the completion queue, failing on an error status, a stall
 // longer than the session's timeout, or the end of ctx.
 type poller struct {
@@ -475,7 +490,7 @@ func (t *traffic) latency() (string, error) {
 	test := t.e.test
 	m := t.e.conn.mr
 	src, dst := m.region(partSource), m.region(partTarget)
-	wr := t.request(test.Op)
+	wr := t.latencyRequest(test.Op)
 	wr.Flags |= uverbs.SendSignaled
 	pl := t.newPoller(true)
 	tick := ticker{s: s}
@@ -558,7 +573,7 @@ func (t *traffic) serveLatency() (string, error) {
 	}
 	m := t.e.conn.mr
 	src, dst := m.region(partSource), m.region(partTarget)
-	wr := t.request(t.e.test.Op)
+	wr := t.latencyRequest(t.e.test.Op)
 	wr.Flags |= uverbs.SendSignaled
 	w := watcher{s: s, lastHeard: time.Now()}
 	pl := t.newPoller(true)

@@ -93,6 +93,10 @@ const (
 	bwWindow    = 128 // outstanding requests of a bw test (perftest's tx depth)
 	pingpongRX  = 500 // ibv_rc_pingpong's receive depth
 	latencyRecv = 16
+	// latencyInline: lat write and send messages up to this size go
+	// inline (uverbs.SendWR.Inline), as perftest's do (its default inline
+	// size for RDMA WRITE).
+	latencyInline = 220
 )
 
 // peerShape sizes a Conn for a test between two hosts: its queues, its
@@ -111,6 +115,9 @@ func peerShape(d *Device, t Test) Shape {
 	}
 	s := Shape{CQE: send + recv, Cap: uverbs.QPCap{MaxSendWR: send, MaxRecvWR: recv, MaxSendSGE: 1, MaxRecvSGE: 1},
 		Access: testAccess(t), RdAtomic: rdAtomicSize}
+	if t.Kind == TestLatency && t.Op != OpRead && t.Size <= latencyInline {
+		s.Cap.MaxInlineData = latencyInline
+	}
 	switch t.Kind {
 	case TestConnect:
 	case TestTraffic:
