@@ -340,6 +340,9 @@ type pending struct {
 	waiter    *waiter // a Ping's, which takes the result instead of Results
 	// sendOut: its send was posted and has not completed yet.
 	sendOut bool
+	// oneReply: the probe asked for one reply (FlagEchoDelay); only
+	// then may its echo carry the delay.
+	oneReply bool
 }
 
 // op is a change Run applies: a target added or removed, a resolution
@@ -986,7 +989,7 @@ func (p *Prober) send(t *target, size int, w *waiter, now time.Time) {
 	p.stats.sent.Add(1)
 	p.lastSend = sent
 	pd := &pending{t: t, id: id, seq: t.seq, size: size, addr: t.addr, sent: sent, expiresAt: sent.Add(p.cfg.Timeout), waiter: w,
-		sendOut: true}
+		sendOut: true, oneReply: flags&FlagEchoDelay != 0}
 	p.slotProbe[slot] = pd
 	if w != nil {
 		if d, ok := w.ctx.Deadline(); ok && d.Before(pd.expiresAt) {
@@ -1219,7 +1222,9 @@ func (p *Prober) reply(b []byte, srcQP uint32, now time.Time) {
 			p.stats.duplicates.Add(1)
 			return
 		}
-		if h.Length != pd.size {
+		// An echo carries the delay only when its probe asked: one that
+		// did not would else end the probe without its report.
+		if h.Length != pd.size || h.Flags&FlagEchoDelay != 0 && !pd.oneReply {
 			p.stats.malformed.Add(1)
 			return
 		}

@@ -685,6 +685,10 @@ func TestProberHostile(t *testing.T) {
 		reply(udping.KindEcho, 64, h.Session, h.ID, 0),    // not the probe's size
 		reply(udping.KindProbe, 100, h.Session, h.ID, 0),  // a probe
 		reply(udping.KindReport, 64, h.Session, h.ID, 0),  // a report is a header
+		// The echo with a delay that a probe of 100 bytes did not ask
+		// for: taken, it would end the probe with a delay of its own.
+		udping.AppendDatagram(nil, udping.Header{Kind: udping.KindEcho, Length: 100, Session: h.Session, ID: h.ID,
+			Flags: udping.FlagEchoDelay, Delay: time.Millisecond}),
 	} {
 		evil.send(prober, b)
 	}
@@ -697,8 +701,8 @@ func TestProberHostile(t *testing.T) {
 		t.Errorf("%+v", res)
 	}
 	s := p.Stats()
-	if s.Malformed != 4 || s.Foreign != 3 || s.Duplicates != 1 {
-		t.Errorf("stats %+v: want 4 malformed, 3 foreign, 1 duplicate", s)
+	if s.Malformed != 5 || s.Foreign != 3 || s.Duplicates != 1 {
+		t.Errorf("stats %+v: want 5 malformed, 3 foreign, 1 duplicate", s)
 	}
 }
 
