@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/grdma/grdma/ib"
@@ -384,17 +385,37 @@ func (cq *RxeCQ) arm(mode armMode) error {
 // no CPU and no thread; it ends with ctx's error when ctx ends first. The
 // queue must have a completion channel (CreateRxeCQWith).
 func (cq *RxeCQ) Wait(ctx context.Context, wcs []WC) (int, error) {
-	return cq.wait(ctx, wcs, armedNext)
+	return cq.wait(untilDone(ctx), wcs, armedNext)
 }
 
 // WaitSolicited is Wait woken only by a solicited completion (a receive of
 // a message sent with SendSolicited, or an error): completions that come
 // before it are returned with it.
 func (cq *RxeCQ) WaitSolicited(ctx context.Context, wcs []WC) (int, error) {
-	return cq.wait(ctx, wcs, armedSolicited)
+	return cq.wait(untilDone(ctx), wcs, armedSolicited)
 }
 
-func (cq *RxeCQ) wait(ctx context.Context, wcs []WC, mode armMode) (int, error) {
+// WaitUntil is Wait for an event loop that waits often: it waits until
+// deadline (zero: none) instead of a context's end, and returns no
+// completions and no error when the deadline passes, ErrInterrupted when
+// the channel's Interrupt wakes it. As the channel's only waiter it
+// allocates nothing: the deadline is the file's read deadline, where a
+// context would cost a context, an AfterFunc and a timer a wait (behind
+// another queue's waiter on the channel it makes a timer).
+// Completions already queued come first: an Interrupt then stays pending,
+// and the next WaitUntil returns ErrInterrupted at once, maybe for
+// nothing (the caller looks at what it was interrupted for and waits
+// again).
+func (cq *RxeCQ) WaitUntil(deadline time.Time, wcs []WC) (int, error) {
+	n, err := cq.wait(until{deadline: deadline}, wcs, armedNext)
+	if err == context.DeadlineExceeded {
+		return 0, nil
+	}
+	return n, err
+}
+
+// wait is Wait, WaitSolicited and WaitUntil.
+func (cq *RxeCQ) wait(u until, wcs []WC, mode armMode) (int, error) {
 	if len(wcs) == 0 {
 		return 0, nil
 	}
@@ -415,7 +436,7 @@ func (cq *RxeCQ) wait(ctx context.Context, wcs []WC, mode armMode) (int, error) 
 				return n, nil
 			}
 		}
-		if err := cq.WaitEvent(ctx); err != nil {
+		if err := cq.waitEvent(u); err != nil {
 			return 0, err
 		}
 	}
@@ -426,10 +447,14 @@ func (cq *RxeCQ) wait(ctx context.Context, wcs []WC, mode armMode) (int, error) 
 // disarmed it. Use it with Arm and Poll, not CompChannel.WaitCQ, so that
 // Wait knows the queue needs arming again.
 func (cq *RxeCQ) WaitEvent(ctx context.Context) error {
+	return cq.waitEvent(untilDone(ctx))
+}
+
+func (cq *RxeCQ) waitEvent(u until) error {
 	if cq.cq.channel == nil {
 		return errNoChannel
 	}
-	if err := cq.cq.channel.WaitCQ(ctx, cq.cq); err != nil {
+	if err := cq.cq.channel.waitCQ(u, cq.cq); err != nil {
 		return err
 	}
 	cq.armed = disarmed
