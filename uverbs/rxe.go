@@ -304,6 +304,9 @@ type RxeCQ struct {
 	queue *rxeQueue
 	// armed is how the queue is armed since its last event was taken.
 	armed armMode
+	// arms are the REQ_NOTIFY_CQ commands of each mode
+	// (reqNotifyCommand); none without a channel.
+	arms [armedNext + 1][]byte
 }
 
 // armMode is what arms a completion queue, weakest first.
@@ -332,13 +335,20 @@ func (c *Context) CreateRxeCQWith(init CQInit) (*RxeCQ, error) {
 	if err != nil {
 		return nil, err
 	}
+	rcq := &RxeCQ{cq: cq, c: c}
+	if cq.channel != nil {
+		for _, mode := range []armMode{armedSolicited, armedNext} {
+			if rcq.arms[mode], err = reqNotifyCommand(cq, mode == armedSolicited); err != nil {
+				return nil, errors.Join(err, c.DestroyCQ(cq))
+			}
+		}
+	}
 	var resp rxeCreateCQResp
 	decodeDriverData(out[:], &resp)
-	q, err := c.mapRxeQueue("completion", resp.MI, unsafe.Sizeof(WC{}))
-	if err != nil {
+	if rcq.queue, err = c.mapRxeQueue("completion", resp.MI, unsafe.Sizeof(WC{})); err != nil {
 		return nil, errors.Join(err, c.DestroyCQ(cq))
 	}
-	return &RxeCQ{cq: cq, c: c, queue: q}, nil
+	return rcq, nil
 }
 
 // Poll moves up to len(wcs) completions from the queue into wcs and
@@ -371,7 +381,11 @@ func (cq *RxeCQ) Arm(solicitedOnly bool) error {
 }
 
 func (cq *RxeCQ) arm(mode armMode) error {
-	if err := cq.c.ReqNotifyCQ(cq.cq, mode == armedSolicited); err != nil {
+	msg := cq.arms[mode]
+	if msg == nil {
+		return errNoChannel
+	}
+	if err := cq.c.executeQuick(cmdReqNotifyCQ, msg); err != nil {
 		return err
 	}
 	cq.armed = max(cq.armed, mode)
