@@ -1,10 +1,10 @@
 package udping
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 
 	"github.com/grdma/grdma/gid"
@@ -31,6 +31,8 @@ type endpoint struct {
 	freeSends    []int       // send slots not in use
 	posted       []time.Time // when each send slot's send was posted; zero when free
 	wcs          []uverbs.WC
+	// interrupted ends wait's polling as ch.Interrupt ends its sleep.
+	interrupted atomic.Bool
 }
 
 // The slots of an endpoint's buffer: receives first, then sends.
@@ -163,46 +165,49 @@ func (e *endpoint) oldestSend() time.Time {
 	return oldest
 }
 
-// wait returns the completions that came, waiting until one does or
-// until deadline (zero: ctx alone ends the wait); until spinUntil it polls,
-// then it sleeps on the completion channel. An expired deadline is no
-// error: no completions.
-func (e *endpoint) wait(ctx context.Context, deadline, spinUntil time.Time) ([]uverbs.WC, error) {
+// wait returns the completions that came, waiting until one does, until
+// deadline (zero: none) or until interrupt; until spinUntil it polls,
+// then it sleeps on the completion channel. The deadline or an interrupt
+// is no error: no completions.
+func (e *endpoint) wait(deadline, spinUntil time.Time) ([]uverbs.WC, error) {
 	if n := e.cq.Poll(e.wcs); n > 0 {
 		return e.wcs[:n], nil
 	}
 	if !deadline.IsZero() && spinUntil.After(deadline) {
 		spinUntil = deadline
 	}
-	for now := time.Now(); now.Before(spinUntil) && ctx.Err() == nil; now = time.Now() {
+	// An interrupt seen here ends the polling; the channel's, set after
+	// it, then ends the sleep at once.
+	for now := time.Now(); now.Before(spinUntil) && !e.interrupted.Load(); now = time.Now() {
 		if n := e.cq.Poll(e.wcs); n > 0 {
 			return e.wcs[:n], nil
 		}
 		spin.Yield()
 	}
-	wctx := ctx
-	if !deadline.IsZero() {
-		if time.Until(deadline) <= 0 {
-			return nil, nil
-		}
-		var cancel context.CancelFunc
-		wctx, cancel = context.WithDeadline(ctx, deadline)
-		defer cancel()
+	if !deadline.IsZero() && time.Until(deadline) <= 0 {
+		return nil, nil
 	}
-	n, err := e.cq.Wait(wctx, e.wcs)
+	n, err := e.cq.WaitUntil(deadline, e.wcs)
+	if errors.Is(err, uverbs.ErrInterrupted) {
+		// Cleared after the channel's: an interrupt between the two
+		// left the channel's set, for the next wait.
+		e.interrupted.Store(false)
+		return nil, nil
+	}
 	if err != nil {
-		// ctx's end is the caller's, whatever ended the wait: its
-		// deadline can pass just before ctx is cancelled (a prober woken
-		// by an op), and that is no failure of the queue pair.
-		if cerr := ctx.Err(); cerr != nil {
-			return nil, cerr
-		}
-		if errors.Is(err, context.DeadlineExceeded) {
-			return nil, nil // the deadline
-		}
 		return nil, err
 	}
 	return e.wcs[:n], nil
+}
+
+// interrupt ends the wait in progress, or the next one, at once. It is
+// safe from any goroutine while e is not closing (the caller's lock keeps
+// close away).
+func (e *endpoint) interrupt() {
+	e.interrupted.Store(true)
+	if e.ch != nil { // closed
+		e.ch.Interrupt()
+	}
 }
 
 // ah makes an address handle to peer's GID from the local port.

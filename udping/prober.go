@@ -30,7 +30,6 @@ type Prober struct {
 
 	mu      sync.Mutex
 	ops     []op
-	wake    context.CancelFunc
 	closed  bool
 	running bool
 	stopped bool // Run returned: no more ops
@@ -437,9 +436,9 @@ func (p *Prober) apply(o op) error {
 		}
 	}
 	p.ops = append(p.ops, o)
-	if p.wake != nil {
-		p.wake()
-	}
+	// Run's wait ends, or the next one does: Run never sleeps with an
+	// op queued.
+	p.ep.interrupt()
 	return nil
 }
 
@@ -469,36 +468,31 @@ func (p *Prober) Run(ctx context.Context) error {
 	defer p.resolvers.Wait() // after stopResolving: their Resolvers end with rctx
 	defer stopResolving()
 	p.runCtx = rctx
-	for {
+	// One AfterFunc for the whole Run, not a context per wait: it ends
+	// the wait of the queue pair current then (the loop checks ctx
+	// after a restart made another).
+	defer context.AfterFunc(ctx, func() {
+		p.mu.Lock()
+		p.ep.interrupt()
+		p.mu.Unlock()
+	})()
+	for ctx.Err() == nil {
 		p.takeOps(rctx)
 		now := time.Now()
 		p.expire(now)
 		p.sendDue(rctx, now)
 		deadline := p.nextWake(now)
-		p.mu.Lock()
-		wctx, cancel := context.WithCancel(ctx)
-		p.wake = cancel
-		if len(p.ops) > 0 {
-			cancel()
-		}
-		p.mu.Unlock()
 		var spin time.Time
 		if p.cfg.Spin > 0 && len(p.pending) > 0 {
 			spin = p.lastSend.Add(p.cfg.Spin)
 		}
-		wcs, err := p.ep.wait(wctx, deadline, spin)
-		p.mu.Lock()
-		p.wake = nil
-		p.mu.Unlock()
-		cancel()
+		wcs, err := p.ep.wait(deadline, spin)
+		now = time.Now()
 		if ctx.Err() != nil {
 			return nil
 		}
-		if errors.Is(err, context.Canceled) {
-			err = nil // woken: an op came
-		}
 		if err == nil {
-			err = p.handle(wcs, time.Now())
+			err = p.handle(wcs, now)
 		}
 		if err == nil {
 			err = p.stalled(time.Now())
@@ -520,6 +514,7 @@ func (p *Prober) Run(ctx context.Context) error {
 			}
 		}
 	}
+	return nil
 }
 
 // Spacing of the remakes of a failing queue pair (restartBackoff).
@@ -1258,7 +1253,9 @@ func (p *Prober) restart(ctx context.Context) error {
 	for i := range p.slots {
 		p.sendDone(i)
 	}
+	p.mu.Lock() // apply and Run's AfterFunc interrupt p.ep
 	p.ep.close()
+	p.mu.Unlock()
 	ep, err := newEndpoint(p.cfg.Local, NewQKey(), p.cfg.Receives, p.cfg.Sends)
 	if err != nil {
 		return err // p.ep stays, closed: Close closes it again, harmlessly

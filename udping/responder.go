@@ -229,12 +229,22 @@ func (r *Responder) Stats() ResponderStats {
 func (r *Responder) Run(ctx context.Context) error {
 	every := min(max(r.cfg.PeerTTL/2, 10*time.Millisecond), time.Minute)
 	expiry := time.Now().Add(every)
-	for {
+	// One AfterFunc for the whole Run, not a context per wait: it ends
+	// the wait of the queue pair current then (the loop checks ctx
+	// after a restart made another).
+	defer context.AfterFunc(ctx, func() {
+		r.mu.RLock()
+		if r.ep != nil {
+			r.ep.interrupt()
+		}
+		r.mu.RUnlock()
+	})()
+	for ctx.Err() == nil {
 		var spin time.Time
 		if r.cfg.Spin > 0 {
 			spin = r.active.Add(r.cfg.Spin)
 		}
-		wcs, err := r.ep.wait(ctx, expiry, spin)
+		wcs, err := r.ep.wait(expiry, spin)
 		if len(wcs) > 0 {
 			r.active = time.Now()
 		}
@@ -256,6 +266,7 @@ func (r *Responder) Run(ctx context.Context) error {
 			expiry = now.Add(every)
 		}
 	}
+	return nil
 }
 
 // handle takes a batch of completions.

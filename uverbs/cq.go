@@ -132,20 +132,27 @@ func (c *Context) DestroyCQEvents(cq CQ) (CQEvents, error) {
 // the queue do not: poll after arming. rxe enables the command; mlx5 arms
 // through its doorbell record instead (EOPNOTSUPP here).
 func (c *Context) ReqNotifyCQ(cq CQ, solicitedOnly bool) error {
+	msg, err := reqNotifyCommand(cq, solicitedOnly)
+	if err != nil {
+		return err
+	}
+	// No response: a waiter arms its queue after each wake, so it is
+	// a data path command (executeQuick).
+	return c.executeQuick(cmdReqNotifyCQ, msg)
+}
+
+// reqNotifyCommand encodes cq's REQ_NOTIFY_CQ. RxeCQ keeps its own, as
+// RxeQP its doorbell (doorbellCommand): encoding it costs allocations at
+// every wait that sleeps.
+func reqNotifyCommand(cq CQ, solicitedOnly bool) ([]byte, error) {
 	if cq.channel == nil {
-		return errNoChannel
+		return nil, errNoChannel
 	}
 	req := reqNotifyCQReq{CQHandle: cq.Handle}
 	if solicitedOnly {
 		req.SolicitedOnly = 1
 	}
-	// No response: a waiter arms its queue after each wake, so it is
-	// a data path command (executeQuick).
-	msg, err := encodeCommand(cmdReqNotifyCQ, &req, nil, 0)
-	if err != nil {
-		return err
-	}
-	return c.executeQuick(cmdReqNotifyCQ, msg)
+	return encodeCommand(cmdReqNotifyCQ, &req, nil, 0)
 }
 
 // errNoChannel means a completion queue made without a channel was to be

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -59,9 +60,22 @@ type CompChannel struct {
 	// cqs are the user handles of the live queues using the channel, with
 	// the events read from the file for each and not yet waited for.
 	cqs     map[uint64]uint32
-	reading bool          // a waiter is reading the file
-	wake    chan struct{} // closed when cqs or reading changed
-	closed  bool
+	reading bool // a waiter is reading the file
+	// wake is closed when cqs or reading changed; nil until a waiter
+	// needs it, so that a lone waiter makes no channel per event.
+	wake   chan struct{}
+	closed bool
+
+	// interrupted: Interrupt was called and no WaitUntil has returned
+	// ErrInterrupted since.
+	interrupted atomic.Bool
+
+	// The reader's (reading set) alone: read's state, kept here so that
+	// a read allocates nothing.
+	event      [8]byte // sizeof(struct ib_uverbs_comp_event_desc)
+	eventN     uintptr
+	eventErrno unix.Errno
+	readFn     func(fd uintptr) bool // ch.readRaw
 }
 
 // CreateCompChannel creates a completion channel (ibv_create_comp_channel).
@@ -84,8 +98,8 @@ func (c *Context) CreateCompChannel() (*CompChannel, error) {
 		f.Close()
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	ch := &CompChannel{c: c, fd: fd, f: f, rc: rc, name: name,
-		cqs: map[uint64]uint32{}, wake: make(chan struct{})}
+	ch := &CompChannel{c: c, fd: fd, f: f, rc: rc, name: name, cqs: map[uint64]uint32{}}
+	ch.readFn = ch.readRaw
 	c.mu.Lock()
 	c.channels = append(c.channels, ch)
 	c.mu.Unlock()
@@ -151,8 +165,32 @@ var errWoken = errors.New("woken")
 
 // broadcast wakes every waiter; ch.mu is held.
 func (ch *CompChannel) broadcast() {
-	close(ch.wake)
-	ch.wake = make(chan struct{})
+	if ch.wake != nil {
+		close(ch.wake)
+		ch.wake = nil
+	}
+}
+
+// ErrInterrupted is WaitUntil's error when Interrupt woke it.
+var ErrInterrupted = errors.New("uverbs: completion wait interrupted")
+
+// Interrupt makes the channel's WaitUntil in progress return
+// ErrInterrupted at once or, when none waits, the next one: a program
+// wakes its event loop with it without a context per wait (each costs
+// allocations and timers). One channel with several WaitUntils at once
+// (one per queue) wakes one of them. Waits with a context ignore it. It is
+// safe from any goroutine.
+func (ch *CompChannel) Interrupt() {
+	// The flag first: a reader checks it after setting its deadline, so
+	// it either sees the flag or has its read woken below.
+	ch.interrupted.Store(true)
+	ch.mu.Lock()
+	ch.broadcast()
+	reading := ch.reading
+	ch.mu.Unlock()
+	if reading {
+		ch.f.SetReadDeadline(longAgo)
+	}
 }
 
 // WaitCQ waits until the channel has an event for cq (ibv_get_cq_event and
@@ -161,9 +199,36 @@ func (ch *CompChannel) broadcast() {
 // ctx's error when ctx ends first, os.ErrClosed when the channel is
 // closed, and an error wrapping EIO when the device is gone.
 func (ch *CompChannel) WaitCQ(ctx context.Context, cq CQ) error {
+	return ch.waitCQ(untilDone(ctx), cq)
+}
+
+// until is what ends a wait without an event: ctx's end, or its deadline
+// (zero: none), which returns context.DeadlineExceeded. Without a ctx it
+// is WaitUntil's: Interrupt ends it too, and the channel's reader waits
+// with no context, no AfterFunc and no timer (a waiter behind another
+// reader makes a timer).
+type until struct {
+	ctx      context.Context // nil: WaitUntil's
+	deadline time.Time
+}
+
+// untilDone is the wait that ends with ctx.
+func untilDone(ctx context.Context) until {
+	deadline, _ := ctx.Deadline()
+	return until{ctx: ctx, deadline: deadline}
+}
+
+// waitCQ is WaitCQ until u.
+func (ch *CompChannel) waitCQ(u until, cq CQ) error {
 	if cq.channel != ch {
 		return fmt.Errorf("%s: the completion queue uses another channel", ch.name)
 	}
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
 	for {
 		ch.mu.Lock()
 		n, live := ch.cqs[cq.userHandle]
@@ -178,11 +243,14 @@ func (ch *CompChannel) WaitCQ(ctx context.Context, cq CQ) error {
 		case ch.closed:
 			ch.mu.Unlock()
 			return fmt.Errorf("%s: %w", ch.name, os.ErrClosed)
+		case u.ctx == nil && ch.interrupted.CompareAndSwap(true, false):
+			ch.mu.Unlock()
+			return ErrInterrupted
 		case !ch.reading:
 			// Read the file for everyone until an event comes.
 			ch.reading = true
 			ch.mu.Unlock()
-			handle, err := ch.readEvent(ctx)
+			handle, err := ch.readEvent(u)
 			ch.mu.Lock()
 			ch.reading = false
 			if _, live := ch.cqs[handle]; err == nil && live {
@@ -195,12 +263,29 @@ func (ch *CompChannel) WaitCQ(ctx context.Context, cq CQ) error {
 			}
 			continue
 		}
+		if ch.wake == nil {
+			ch.wake = make(chan struct{})
+		}
 		wake := ch.wake
 		ch.mu.Unlock()
-		select {
-		case <-wake:
-		case <-ctx.Done():
-			return ctx.Err()
+		switch {
+		case u.ctx != nil:
+			select {
+			case <-wake:
+			case <-u.ctx.Done():
+				return u.ctx.Err()
+			}
+		case u.deadline.IsZero():
+			<-wake
+		default:
+			if timer == nil {
+				timer = time.NewTimer(time.Until(u.deadline))
+			}
+			select {
+			case <-wake:
+			case <-timer.C:
+				return context.DeadlineExceeded
+			}
 		}
 	}
 }
@@ -208,78 +293,89 @@ func (ch *CompChannel) WaitCQ(ctx context.Context, cq CQ) error {
 // longAgo is a read deadline that has passed: it wakes a reader at once.
 var longAgo = time.Unix(1, 0)
 
-// read reads the file as os.File.Read does, parked in the poller until
-// it is readable, but with a raw read(2) (the file is non-blocking): a
-// read through the syscall package would wake Go's monitor thread at
-// every event (quickWriter says what that costs).
-func (ch *CompChannel) read(buf []byte) (int, error) {
-	var n uintptr
-	var errno unix.Errno
-	err := ch.rc.Read(func(fd uintptr) bool {
-		for {
-			n, _, errno = unix.RawSyscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(unsafe.SliceData(buf))), uintptr(len(buf)))
-			switch errno {
-			case unix.EINTR:
-				continue
-			case unix.EAGAIN:
-				return false
-			}
-			return true
-		}
-	})
+// read reads an event into ch.event as os.File.Read does, parked in the
+// poller until the file is readable, but with a raw read(2) (the file is
+// non-blocking): a read through the syscall package would wake Go's
+// monitor thread at every event (quickWriter says what that costs).
+func (ch *CompChannel) read() (int, error) {
+	ch.eventN, ch.eventErrno = 0, 0
+	err := ch.rc.Read(ch.readFn)
 	switch {
 	case err != nil && !errors.Is(err, os.ErrDeadlineExceeded) && ch.isClosed():
 		// os.File.Read's error for a closed file; RawConn's is internal.
 		return 0, os.ErrClosed
 	case err != nil:
 		return 0, err
-	case errno != 0:
-		return 0, errno
-	case n == 0:
+	case ch.eventErrno != 0:
+		return 0, ch.eventErrno
+	case ch.eventN == 0:
 		return 0, io.EOF
 	}
-	return int(n), nil
+	return int(ch.eventN), nil
+}
+
+// readRaw is read's RawConn.Read callback, made once (a closure per read
+// would be an allocation).
+func (ch *CompChannel) readRaw(fd uintptr) bool {
+	for {
+		ch.eventN, _, ch.eventErrno = unix.RawSyscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&ch.event[0])), uintptr(len(ch.event)))
+		switch ch.eventErrno {
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN:
+			return false
+		}
+		return true
+	}
 }
 
 // readEvent reads one event from the file, parked in the poller until one
-// comes or ctx ends. Only one goroutine reads at a time.
-func (ch *CompChannel) readEvent(ctx context.Context) (uint64, error) {
-	deadline, _ := ctx.Deadline()
-	// A cancelled ctx wakes the read through its deadline.
-	stop := context.AfterFunc(ctx, func() { ch.f.SetReadDeadline(longAgo) })
-	defer stop()
-	var buf [8]byte // sizeof(struct ib_uverbs_comp_event_desc)
-	for {
-		// The deadline is the file's, not this read's: set it for each
-		// read, after a reader before us (or a cancellation of its ctx)
-		// left another.
-		if err := ch.f.SetReadDeadline(deadline); err != nil {
-			return 0, fmt.Errorf("%s: %w", ch.name, err)
-		}
+// comes or u ends. Only one goroutine reads at a time.
+func (ch *CompChannel) readEvent(u until) (uint64, error) {
+	ctx, deadline := u.ctx, u.deadline
+	if ctx != nil {
+		// A cancelled ctx wakes the read through its deadline.
+		stop := context.AfterFunc(ctx, func() { ch.f.SetReadDeadline(longAgo) })
+		defer stop()
+	}
+	// The deadline is the file's, not this read's: set it for each read,
+	// after a reader before us (or a wake) left another.
+	if err := ch.f.SetReadDeadline(deadline); err != nil {
+		return 0, fmt.Errorf("%s: %w", ch.name, err)
+	}
+	// After the deadline: an Interrupt or cancellation before it set
+	// longAgo in vain, and is seen here.
+	switch {
+	case ctx != nil:
 		if err := ctx.Err(); err != nil {
 			return 0, err
 		}
-		n, err := ch.read(buf[:])
-		switch {
-		case err == nil && n == len(buf):
-			return binary.NativeEndian.Uint64(buf[:]), nil
-		case err == nil:
-			return 0, fmt.Errorf("%s: short event of %d bytes", ch.name, n)
-		case errors.Is(err, os.ErrDeadlineExceeded):
+	case ch.interrupted.Load():
+		return 0, errWoken
+	}
+	n, err := ch.read()
+	switch {
+	case err == nil && n == len(ch.event):
+		return binary.NativeEndian.Uint64(ch.event[:]), nil
+	case err == nil:
+		return 0, fmt.Errorf("%s: short event of %d bytes", ch.name, n)
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		if ctx != nil {
 			if err := ctx.Err(); err != nil {
 				return 0, err
 			}
-			if !deadline.IsZero() && !time.Now().Before(deadline) {
-				return 0, context.DeadlineExceeded
-			}
-			// A queue destroyed, or another reader's cancellation.
-			return 0, errWoken
-		case errors.Is(err, io.EOF):
-			// The kernel answers EIO once the device is gone; a
-			// stand-in that can only end the file is read the same.
-			return 0, fmt.Errorf("%s: %w", ch.name, unix.EIO)
-		default:
-			return 0, fmt.Errorf("%s: %w", ch.name, err)
 		}
+		if !deadline.IsZero() && !time.Now().Before(deadline) {
+			return 0, context.DeadlineExceeded
+		}
+		// A queue destroyed, an Interrupt, or another reader's
+		// cancellation.
+		return 0, errWoken
+	case errors.Is(err, io.EOF):
+		// The kernel answers EIO once the device is gone; a stand-in
+		// that can only end the file is read the same.
+		return 0, fmt.Errorf("%s: %w", ch.name, unix.EIO)
+	default:
+		return 0, fmt.Errorf("%s: %w", ch.name, err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/grdma/grdma/ib"
@@ -311,6 +312,9 @@ type RxeCQ struct {
 	queue *rxeQueue
 	// armed is how the queue is armed since its last event was taken.
 	armed armMode
+	// arms are the REQ_NOTIFY_CQ commands of each mode
+	// (reqNotifyCommand); none without a channel.
+	arms [armedNext + 1][]byte
 }
 
 // armMode is what arms a completion queue, weakest first.
@@ -339,13 +343,20 @@ func (c *Context) CreateRxeCQWith(init CQInit) (*RxeCQ, error) {
 	if err != nil {
 		return nil, err
 	}
+	rcq := &RxeCQ{cq: cq, c: c}
+	if cq.channel != nil {
+		for _, mode := range []armMode{armedSolicited, armedNext} {
+			if rcq.arms[mode], err = reqNotifyCommand(cq, mode == armedSolicited); err != nil {
+				return nil, errors.Join(err, c.DestroyCQ(cq))
+			}
+		}
+	}
 	var resp rxeCreateCQResp
 	decodeDriverData(out[:], &resp)
-	q, err := c.mapRxeQueue("completion", resp.MI, unsafe.Sizeof(WC{}))
-	if err != nil {
+	if rcq.queue, err = c.mapRxeQueue("completion", resp.MI, unsafe.Sizeof(WC{})); err != nil {
 		return nil, errors.Join(err, c.DestroyCQ(cq))
 	}
-	return &RxeCQ{cq: cq, c: c, queue: q}, nil
+	return rcq, nil
 }
 
 // Poll moves up to len(wcs) completions from the queue into wcs and
@@ -378,7 +389,11 @@ func (cq *RxeCQ) Arm(solicitedOnly bool) error {
 }
 
 func (cq *RxeCQ) arm(mode armMode) error {
-	if err := cq.c.ReqNotifyCQ(cq.cq, mode == armedSolicited); err != nil {
+	msg := cq.arms[mode]
+	if msg == nil {
+		return errNoChannel
+	}
+	if err := cq.c.executeQuick(cmdReqNotifyCQ, msg); err != nil {
 		return err
 	}
 	cq.armed = max(cq.armed, mode)
@@ -392,17 +407,37 @@ func (cq *RxeCQ) arm(mode armMode) error {
 // no CPU and no thread; it ends with ctx's error when ctx ends first. The
 // queue must have a completion channel (CreateRxeCQWith).
 func (cq *RxeCQ) Wait(ctx context.Context, wcs []WC) (int, error) {
-	return cq.wait(ctx, wcs, armedNext)
+	return cq.wait(untilDone(ctx), wcs, armedNext)
 }
 
 // WaitSolicited is Wait woken only by a solicited completion (a receive of
 // a message sent with SendSolicited, or an error): completions that come
 // before it are returned with it.
 func (cq *RxeCQ) WaitSolicited(ctx context.Context, wcs []WC) (int, error) {
-	return cq.wait(ctx, wcs, armedSolicited)
+	return cq.wait(untilDone(ctx), wcs, armedSolicited)
 }
 
-func (cq *RxeCQ) wait(ctx context.Context, wcs []WC, mode armMode) (int, error) {
+// WaitUntil is Wait for an event loop that waits often: it waits until
+// deadline (zero: none) instead of a context's end, and returns no
+// completions and no error when the deadline passes, ErrInterrupted when
+// the channel's Interrupt wakes it. As the channel's only waiter it
+// allocates nothing: the deadline is the file's read deadline, where a
+// context would cost a context, an AfterFunc and a timer a wait (behind
+// another queue's waiter on the channel it makes a timer).
+// Completions already queued come first: an Interrupt then stays pending,
+// and the next WaitUntil returns ErrInterrupted at once, maybe for
+// nothing (the caller looks at what it was interrupted for and waits
+// again).
+func (cq *RxeCQ) WaitUntil(deadline time.Time, wcs []WC) (int, error) {
+	n, err := cq.wait(until{deadline: deadline}, wcs, armedNext)
+	if err == context.DeadlineExceeded {
+		return 0, nil
+	}
+	return n, err
+}
+
+// wait is Wait, WaitSolicited and WaitUntil.
+func (cq *RxeCQ) wait(u until, wcs []WC, mode armMode) (int, error) {
 	if len(wcs) == 0 {
 		return 0, nil
 	}
@@ -423,7 +458,7 @@ func (cq *RxeCQ) wait(ctx context.Context, wcs []WC, mode armMode) (int, error) 
 				return n, nil
 			}
 		}
-		if err := cq.WaitEvent(ctx); err != nil {
+		if err := cq.waitEvent(u); err != nil {
 			return 0, err
 		}
 	}
@@ -434,10 +469,14 @@ func (cq *RxeCQ) wait(ctx context.Context, wcs []WC, mode armMode) (int, error) 
 // disarmed it. Use it with Arm and Poll, not CompChannel.WaitCQ, so that
 // Wait knows the queue needs arming again.
 func (cq *RxeCQ) WaitEvent(ctx context.Context) error {
+	return cq.waitEvent(untilDone(ctx))
+}
+
+func (cq *RxeCQ) waitEvent(u until) error {
 	if cq.cq.channel == nil {
 		return errNoChannel
 	}
-	if err := cq.cq.channel.WaitCQ(ctx, cq.cq); err != nil {
+	if err := cq.cq.channel.waitCQ(u, cq.cq); err != nil {
 		return err
 	}
 	cq.armed = disarmed

@@ -196,3 +196,164 @@ func TestChannelClosedAndMissing(t *testing.T) {
 		t.Error("Arm on a CQ without a channel returned no error")
 	}
 }
+
+// Interrupt ends the WaitUntil it finds parked, or the next one when none
+// waits, once; Wait, with a context, ignores it.
+func TestWaitUntilInterrupted(t *testing.T) {
+	e := newEnd(t, uverbstest.NewDevice(uverbstest.Config{}))
+	e.connect(e, defaultLink)
+	wcs := make([]uverbs.WC, 4)
+	e.ch.Interrupt()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if _, err := e.cq.Wait(ctx, wcs); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Wait with an interrupt pending: %v, want its context's end", err)
+	}
+	if n, err := e.cq.WaitUntil(time.Time{}, wcs); n != 0 || !errors.Is(err, uverbs.ErrInterrupted) {
+		t.Errorf("WaitUntil after Interrupt: %d, %v; want ErrInterrupted", n, err)
+	}
+	// Taken: the next wait lasts until its deadline.
+	deadline := time.Now().Add(20 * time.Millisecond)
+	if n, err := e.cq.WaitUntil(deadline, wcs); n != 0 || err != nil || time.Now().Before(deadline) {
+		t.Errorf("WaitUntil after an interrupted one: %d, %v before its deadline (%v)", n, err, time.Now().Before(deadline))
+	}
+	done := make(chan error)
+	go func() { _, err := e.cq.WaitUntil(time.Time{}, wcs); done <- err }()
+	time.Sleep(20 * time.Millisecond) // parked in the poller, most likely
+	e.ch.Interrupt()
+	select {
+	case err := <-done:
+		if !errors.Is(err, uverbs.ErrInterrupted) {
+			t.Errorf("interrupted WaitUntil: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Interrupt did not end the WaitUntil")
+	}
+	// Completions come first; the interrupt waits for the next call.
+	if err := e.cq.Arm(false); err != nil {
+		t.Fatal(err)
+	}
+	e.recv(1, 0, 8)
+	e.post(uverbs.SendWR{ID: 2, Opcode: uverbs.WRSend, SGL: []uverbs.SGE{e.sge(0, 8)}})
+	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := e.cq.WaitEvent(ctx); err != nil { // a completion is queued
+		t.Fatal(err)
+	}
+	e.ch.Interrupt()
+	n, err := e.cq.WaitUntil(time.Time{}, wcs)
+	if n == 0 || err != nil {
+		t.Fatalf("WaitUntil with completions and an interrupt: %d, %v; want the completions", n, err)
+	}
+	if n < 2 {
+		e.wait(2 - n)
+	}
+	if n, err := e.cq.WaitUntil(time.Time{}, wcs); n != 0 || !errors.Is(err, uverbs.ErrInterrupted) {
+		t.Errorf("WaitUntil after the completions: %d, %v; want ErrInterrupted", n, err)
+	}
+}
+
+// WaitUntil sleeps on the channel until an event: completions that come
+// while it waits are returned.
+func TestWaitUntilEvent(t *testing.T) {
+	a, b, fab := pair(t, defaultLink)
+	fab.Impair(func(uverbstest.Packet) uverbstest.Impairment {
+		return uverbstest.Impairment{Delay: 5 * time.Millisecond}
+	})
+	b.recv(1, 0, 8)
+	got := make(chan []uverbs.WC)
+	go func() {
+		wcs := make([]uverbs.WC, 4)
+		n, err := b.cq.WaitUntil(time.Now().Add(10*time.Second), wcs)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- wcs[:n]
+	}()
+	a.post(uverbs.SendWR{ID: 2, Opcode: uverbs.WRSend, SGL: []uverbs.SGE{a.sge(0, 8)}})
+	wcs := <-got
+	if len(wcs) != 1 {
+		t.Fatalf("%d completions, want the receive", len(wcs))
+	}
+	wantWC(t, wcs[0], 1, uverbs.WCSuccess, uverbs.WCRecv, 8)
+	a.wait(1)
+}
+
+// Two queues on one channel: a WaitUntil behind the other's reader gets
+// its queue's event, ends at its deadline, and Interrupt ends one wait.
+func TestWaitUntilSharedChannel(t *testing.T) {
+	e := newEnd(t, uverbstest.NewDevice(uverbstest.Config{}))
+	e.connect(e, defaultLink)
+	other, err := e.c.CreateRxeCQWith(uverbs.CQInit{CQE: 4, Channel: e.ch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherDone := make(chan error, 1)
+	go func() { _, err := other.WaitUntil(time.Time{}, make([]uverbs.WC, 1)); otherDone <- err }()
+	time.Sleep(20 * time.Millisecond) // other reads the channel, most likely
+	wcs := make([]uverbs.WC, 4)
+	e.recv(1, 0, 8)
+	e.post(uverbs.SendWR{ID: 2, Opcode: uverbs.WRSend, SGL: []uverbs.SGE{e.sge(0, 8)}})
+	for got := 0; got < 2; {
+		n, err := e.cq.WaitUntil(time.Now().Add(10*time.Second), wcs)
+		if err != nil || n == 0 {
+			t.Fatalf("WaitUntil on a shared channel: %d, %v after %d completions", n, err, got)
+		}
+		got += n
+	}
+	deadline := time.Now().Add(20 * time.Millisecond)
+	if n, err := e.cq.WaitUntil(deadline, wcs); n != 0 || err != nil || time.Now().Before(deadline) {
+		t.Errorf("WaitUntil behind another: %d, %v before its deadline (%v)", n, err, time.Now().Before(deadline))
+	}
+	select {
+	case err := <-otherDone:
+		t.Fatalf("the other queue's waiter returned (%v) without a completion", err)
+	default:
+	}
+	// One interrupt, one wait ended: the other's, the only one.
+	e.ch.Interrupt()
+	select {
+	case err := <-otherDone:
+		if !errors.Is(err, uverbs.ErrInterrupted) {
+			t.Errorf("the other's interrupted WaitUntil: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Interrupt did not end the other's WaitUntil")
+	}
+	deadline = time.Now().Add(20 * time.Millisecond)
+	if n, err := e.cq.WaitUntil(deadline, wcs); n != 0 || err != nil || time.Now().Before(deadline) {
+		t.Errorf("WaitUntil after the other took the interrupt: %d, %v before its deadline (%v)", n, err, time.Now().Before(deadline))
+	}
+	if err := other.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// WaitUntil as the channel's only waiter allocates nothing: an event loop
+// waits for every packet, and on an emulated CPU each allocation and timer
+// costs tens of microseconds.
+func TestWaitUntilAllocs(t *testing.T) {
+	e := newEnd(t, uverbstest.NewDevice(uverbstest.Config{}))
+	e.connect(e, defaultLink)
+	wcs := make([]uverbs.WC, 4)
+	if _, err := e.cq.WaitUntil(time.Now(), wcs); err != nil { // arms the queue, once
+		t.Fatal(err)
+	}
+	waits := map[string]func() (int, error){
+		"to its deadline": func() (int, error) { return e.cq.WaitUntil(time.Now().Add(time.Millisecond), wcs) },
+		"interrupted": func() (int, error) {
+			e.ch.Interrupt()
+			return e.cq.WaitUntil(time.Time{}, wcs)
+		},
+	}
+	for name, wait := range waits {
+		var err error
+		if allocs := testing.AllocsPerRun(50, func() {
+			if _, werr := wait(); werr != nil && !errors.Is(werr, uverbs.ErrInterrupted) {
+				err = werr
+			}
+		}); allocs != 0 || err != nil {
+			t.Errorf("WaitUntil %s: %v allocations, %v", name, allocs, err)
+		}
+	}
+}
