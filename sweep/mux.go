@@ -94,14 +94,16 @@ type listener struct {
 	timeout time.Duration
 	sem     chan struct{}
 	wg      sync.WaitGroup
+	served  chan struct{} // closed when serve returns
 }
 
 func newListener(ln net.Listener, st *state, timeout time.Duration) *listener {
-	return &listener{ln: ln, st: st, timeout: timeout, sem: make(chan struct{}, maxHandshakes)}
+	return &listener{ln: ln, st: st, timeout: timeout, sem: make(chan struct{}, maxHandshakes), served: make(chan struct{})}
 }
 
 // serve accepts until the listener is closed.
 func (l *listener) serve() {
+	defer close(l.served)
 	for {
 		c, err := l.ln.Accept()
 		if err != nil {
@@ -121,9 +123,12 @@ func (l *listener) serve() {
 	}
 }
 
-// close stops accepting and waits for the handshakes in progress.
+// close stops accepting and waits for the handshakes in progress, once
+// serve has returned: a connection it accepted as the listener closed
+// adds to wg, which must not race the Wait (the race detector saw it).
 func (l *listener) close() {
 	l.ln.Close()
+	<-l.served
 	l.wg.Wait()
 }
 
