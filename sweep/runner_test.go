@@ -525,18 +525,24 @@ func TestRunnerRetestMismatch(t *testing.T) {
 		}
 		return nil
 	}
-	refused := 0
+	refused := map[int]int{}
 	for _, r := range flatten(fl.run(context.Background())) {
 		if r.Test == nil {
 			continue
 		}
-		if r.Test.Outcome != OutcomeRefused || !strings.Contains(r.Test.Error, "the retest of a report's flagged pairs") {
+		if r.Test.Outcome == OutcomeRefused && strings.Contains(r.Test.Error, "the retest of a report's flagged pairs") {
+			refused[r.Rank]++
+			continue
+		}
+		// A side whose every test was refused ends at once; its partner,
+		// later to ask (a loaded machine, the race detector), then finds
+		// nobody: no answer, not a wrong answer.
+		if r.Test.Outcome != OutcomeNoAnswer {
 			t.Errorf("%s: %+v", r.Where, r.Test)
 		}
-		refused++
 	}
-	if refused < 2 {
-		t.Errorf("want both sides' records of the refusal, got %d", refused)
+	if refused[0]+refused[1] == 0 {
+		t.Errorf("want the refusal recorded, by both sides or by the one that asked first: %v", refused)
 	}
 }
 
@@ -556,14 +562,20 @@ func TestRunnerRetestOtherReport(t *testing.T) {
 	refused := 0
 	for _, r := range flatten(fl.run(context.Background())) {
 		if r.Test != nil && r.Test.PeerRank+r.Rank == 1 {
-			if r.Test.Outcome != OutcomeRefused || !strings.Contains(r.Test.Error, "1 pairs in 1 rounds") || !strings.Contains(r.Test.Error, "2 pairs in 2 rounds") {
+			switch {
+			case r.Test.Outcome == OutcomeRefused && strings.Contains(r.Test.Error, "1 pairs in 1 rounds") && strings.Contains(r.Test.Error, "2 pairs in 2 rounds"):
+				refused++
+			case r.Test.Outcome == OutcomeNoAnswer:
+				// The side refused first may end before the other asks
+				// (as in TestRunnerRetestMismatch): nobody, not a wrong
+				// answer.
+			default:
 				t.Errorf("%s: %+v", r.Where, r.Test)
 			}
-			refused++
 		}
 	}
-	if refused < 2 {
-		t.Errorf("want both sides of pair 0-1 to record the refusal, got %d", refused)
+	if refused == 0 {
+		t.Error("want pair 0-1's refusal recorded, naming both retests")
 	}
 }
 
