@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -56,9 +57,16 @@ func TestStat(t *testing.T) {
 		// runs ~100-600 a second) without nearing the command time limit.
 		go func() { defer wg.Done(); pingpongN(t, "rxe0", gid, 500) }()
 		defer wg.Wait()
-		// Let the pair connect before sampling.
-		if !eventually(20*time.Second, func() bool { return listening(0x4853) }) {
-			t.Fatal("pingpong server never listened")
+		// Sample once the ping-pong runs: rxe0 sends. (Polling for the
+		// server's listening socket missed it when the client connected
+		// between two polls: the server stops listening once it accepts.)
+		sent := func() int {
+			v, _ := strconv.Atoi(strings.TrimSpace(readFile("/sys/class/infiniband/rxe0/ports/1/hw_counters/sent_pkts")))
+			return v
+		}
+		before := sent()
+		if !eventually(20*time.Second, func() bool { return sent() > before }) {
+			t.Fatal("rxe0 sent nothing in 20 s: the ping-pong did not start")
 		}
 		r := must(t, grdma(), "-j", "stat", "show", "link", "rxe0/1", "-i", "300ms", "-c", "3")
 		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
