@@ -835,7 +835,9 @@ func poll(ctx context.Context, e *endpoint, wcs []uverbs.WC, empty *int) ([]uver
 		}
 	}
 	if n == 0 {
-		if *empty++; *empty%1024 == 0 {
+		*empty++
+		spin.Empty(*empty) // rxe: its work runs on this machine's CPUs
+		if *empty%1024 == 0 {
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
@@ -1069,8 +1071,9 @@ func latWrite(ctx context.Context, e *endpoint, rem PerftestDest, iters, size, r
 			want = byte(i - 1)
 		}
 		if client || i > 1 {
-			for spins := 0; loadByte(e.buf, last) != want; spins++ {
-				if spins%4096 == 4095 {
+			for spins := 1; loadByte(e.buf, last) != want; spins++ {
+				spin.Empty(spins)
+				if spins%4096 == 0 {
 					if err := ctx.Err(); err != nil {
 						return nil, fmt.Errorf("waiting for the peer's RDMA WRITE %d of %d: %w", i, iters, err)
 					}
@@ -1104,8 +1107,9 @@ func latWrite(ctx context.Context, e *endpoint, rem PerftestDest, iters, size, r
 	}
 	if !client {
 		// The client's last write.
-		for spins := 0; loadByte(e.buf, last) != byte(iters); spins++ {
-			if spins%4096 == 4095 {
+		for spins := 1; loadByte(e.buf, last) != byte(iters); spins++ {
+			spin.Empty(spins)
+			if spins%4096 == 0 {
 				if err := ctx.Err(); err != nil {
 					return nil, fmt.Errorf("waiting for the peer's last RDMA WRITE: %w", err)
 				}

@@ -178,10 +178,11 @@ func (e *endpoint) wait(deadline, spinUntil time.Time) ([]uverbs.WC, error) {
 	}
 	// An interrupt seen here ends the polling; the channel's, set after
 	// it, then ends the sleep at once.
-	for now := time.Now(); now.Before(spinUntil) && !e.interrupted.Load(); now = time.Now() {
+	for now, empty := time.Now(), 1; now.Before(spinUntil) && !e.interrupted.Load(); now, empty = time.Now(), empty+1 {
 		if n := e.cq.Poll(e.wcs); n > 0 {
 			return e.wcs[:n], nil
 		}
+		spin.Empty(empty) // rxe: its work runs on this machine's CPUs
 		spin.Yield()
 	}
 	if !deadline.IsZero() && time.Until(deadline) <= 0 {

@@ -37,6 +37,9 @@ type driver struct {
 	createQP func(c *uverbs.Context, init uverbs.QPInit) (probeQP, error)
 	// events: its completion queues take a completion channel.
 	events bool
+	// software: its protocol runs in the kernel on this machine's CPUs,
+	// which a busy-polling loop gives up now and then (spin.Empty).
+	software bool
 }
 
 // drivers are the drivers the probe knows, by the name sysfs gives them:
@@ -46,6 +49,7 @@ var drivers = map[string]driver{
 		createCQ: asProbe[probeCQ]((*uverbs.Context).CreateRxeCQWith),
 		createQP: asProbe[probeQP]((*uverbs.Context).CreateRxeQP),
 		events:   true,
+		software: true,
 	},
 	"mlx5_core": {
 		// No data path, so no completion channel either.

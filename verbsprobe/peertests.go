@@ -243,6 +243,8 @@ type poller struct {
 	// system call that costs more than a poll) and checks less often.
 	latency bool
 	seen    int // completions (or signs of life) since the last check
+	// software: the device's work runs on this machine's CPUs (rxe).
+	software bool
 }
 
 // Waiting for completions: polling keeps a core busy for the whole test,
@@ -256,7 +258,8 @@ const eventSlice = 20 * time.Millisecond
 // newPoller returns a poller of the test's completions; latency tests
 // poll, the others wait for events when the Conn has a channel.
 func (t *traffic) newPoller(latency bool) *poller {
-	pl := &poller{t: t, wcs: make([]uverbs.WC, 64), lastWC: time.Now(), latency: latency}
+	pl := &poller{t: t, wcs: make([]uverbs.WC, 64), lastWC: time.Now(), latency: latency,
+		software: t.e.conn.dev.driver.software}
 	pl.events = t.e.conn.channel != nil && !latency
 	if s := t.e.link; s != nil && s.role == RoleClient && s.incoming != nil {
 		pl.watch = &watcher{s: s, lastHeard: time.Now(), quiet: true}
@@ -299,7 +302,11 @@ func (pl *poller) poll(doing string) ([]uverbs.WC, error) {
 	if pl.latency {
 		every = latencyCheckEvery
 	}
-	if pl.empty++; pl.empty%every != 0 {
+	pl.empty++
+	if pl.software {
+		spin.Empty(pl.empty)
+	}
+	if pl.empty%every != 0 {
 		return nil, nil
 	}
 	return nil, pl.idle(doing, time.Now())

@@ -191,7 +191,7 @@ func (t *traffic) await(n int) ([]uverbs.WC, error) {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(t.e.ctx, timeout)
 	defer cancel()
-	for got < n {
+	for empty := 0; got < n; {
 		var k int
 		if t.e.conn.channel != nil {
 			var err error
@@ -214,7 +214,11 @@ func (t *traffic) await(n int) ([]uverbs.WC, error) {
 		}
 		got += k
 		if got == n || k > 0 {
+			empty = 0
 			continue
+		}
+		if empty++; t.e.conn.dev.driver.software {
+			spin.Empty(empty)
 		}
 		switch waited := time.Since(start); {
 		case waited > timeout:

@@ -38,3 +38,16 @@ func TestYieldEvery(t *testing.T) {
 		}
 	}
 }
+
+// Empty gives the CPU up on every kernelEvery-th empty poll, and only then.
+func TestEmptyEvery(t *testing.T) {
+	defer func(f func()) { osYield = f }(osYield)
+	var n int
+	osYield = func() { n++ }
+	for i := 1; i <= 3*kernelEvery+1; i++ {
+		Empty(i)
+	}
+	if n != 3 {
+		t.Errorf("%d yields in %d empty polls, want 3", n, 3*kernelEvery+1)
+	}
+}
