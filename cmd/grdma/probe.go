@@ -60,7 +60,10 @@ smaller active MTU) and runs the test:
             a second; size 65536 and iters 5000 by default, or duration D
   lat OP    ping-pong, one message outstanding: latency min, median,
             average, p99 and max in microseconds (one way for write and
-            send, as perftest; a whole READ for read); size 2, iters 1000
+            send, as perftest; a whole READ for read); size 2, iters 1000.
+            The client polls its queue, as does the server of write and
+            send: a CPU each while it runs (on rxe, whose work runs in the
+            kernel, every 8th empty poll yields the CPU to it)
   pingpong  ibv_rc_pingpong's exchange and loop: the peer is an
             "ibv_rc_pingpong -g N" server (size 4096, iters 1000, as its
             defaults; they must equal its -s and -n)
