@@ -1,0 +1,235 @@
+//go:build e2eguest
+
+package guest
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/grdma/grdma/e2e/layout"
+	"github.com/grdma/grdma/sysfs"
+	"github.com/grdma/grdma/udping"
+	"github.com/grdma/grdma/verbsprobe"
+)
+
+// TestPairTraceBenchmark splits grdma's round trips and the peer tools'
+// into what each guest did, with the kernel's tracer (ftrace) on both:
+// lat write (3,000 exchanges of 2 bytes) against ib_write_lat, and UD ping
+// with completion events (1,000 pings of 64 bytes) against
+// ibv_ud_pingpong -e, 2 rounds each, interleaved. Per guest it logs the
+// cycle (one data packet sent to the next), the share of cycles in which
+// the CPU switched threads and the cycle without them, the time from a
+// data packet's arrival to the next write(2) of the tool (its doorbell,
+// or on grdma's UD prober its next arming) and from there to the packet
+// sent, and the thread switches a cycle by kind. The guests have one CPU,
+// so a switch inside a cycle is time the round trip waited. It logs
+// FIGURE lines and asserts only that every run was answered; it runs with
+// E2E_TRACE_BENCH=1, else it is skipped.
+func TestPairTraceBenchmark(t *testing.T) {
+	if os.Getenv("E2E_TRACE_BENCH") == "" {
+		t.Skip("E2E_TRACE_BENCH not set")
+	}
+	p := withPeer(t)
+	kernel := strings.TrimSpace(must(t, "/bin/uname", "-r").stdout)
+	tr := &tracer{t: t, p: p, kernel: kernel}
+	tr.lat()
+	tr.ud()
+}
+
+type tracer struct {
+	t      *testing.T
+	p      *pair
+	kernel string
+}
+
+// start clears and starts the trace on both guests: the link's packets,
+// write(2), thread switches, and the ends of NET_RX softirqs.
+func (tr *tracer) start() {
+	tr.t.Helper()
+	script := fmt.Sprintf(`set -e
+T=/sys/kernel/tracing; [ -e $T/trace ] || mount -t tracefs nodev $T
+echo 0 > $T/tracing_on; echo 0 > $T/events/enable; echo > $T/trace; echo 16384 > $T/buffer_size_kb
+for e in net/netif_receive_skb net/net_dev_xmit; do echo 'name == "%s"' > $T/events/$e/filter; echo 1 > $T/events/$e/enable; done
+echo 1 > $T/events/syscalls/sys_enter_write/enable
+echo 1 > $T/events/sched/sched_switch/enable
+echo 'vec == 3' > $T/events/irq/softirq_exit/filter; echo 1 > $T/events/irq/softirq_exit/enable
+echo 1 > $T/tracing_on`, tr.p.Netdev)
+	must(tr.t, "/bin/sh", "-c", script)
+	tr.p.A.Must("/bin/sh", "-c", script)
+}
+
+// traceCycles stops the trace and prints one line a cycle: "C cycle
+// rx-to-write write-to-tx own kernel other" (µs and switch counts), for
+// data packets of ipLen bytes (received; sent with their 14-byte
+// Ethernet header) and write(2)s by threads named comm.
+const traceCycles = `T=/sys/kernel/tracing; echo 0 > $T/tracing_on
+awk -v L=%d -v C='%s' '
+/^#/ { next }
+{ ts = ""; for (i = 1; i <= NF; i++) if ($i ~ /^[0-9]+\.[0-9]+:$/) { ts = substr($i, 1, length($i)-1); ev = $(i+1); break }
+  if (ts == "") next; t = ts * 1e6 }
+ev == "netif_receive_skb:" { if ($0 ~ (" len=" L "( |$)")) { tR = t; tW = 0 } ; next }
+ev ~ /^sys_write\(/ { if (tR > 0 && tW == 0 && index($1, C "-") == 1) tW = t; next }
+ev == "sched_switch:" {
+  p = ""; n = ""
+  for (i = 1; i <= NF; i++) { if ($i ~ /^prev_comm=/) p = substr($i, 11); if ($i ~ /^next_comm=/) n = substr($i, 11) }
+  if (p == C && n == C) own++; else if (p ~ /^(ksoftirqd|kworker)/ || n ~ /^(ksoftirqd|kworker)/) kern++; else other++
+  next }
+ev == "net_dev_xmit:" { if ($0 ~ (" len=" L+14 "( |$)")) {
+    if (tT > 0 && tR > tT && tW > tR) printf "C %%.1f %%.1f %%.1f %%d %%d %%d\n", t - tT, tW - tR, t - tW, own, kern, other
+    tT = t; tR = 0; own = 0; kern = 0; other = 0 } ; next }' $T/trace
+echo 0 > $T/events/enable`
+
+// guestCycles is one guest's cycles of one run.
+type guestCycles struct {
+	cycle, free, rxWrite, writeTx []float64
+	own, kern, other              float64 // switches a cycle
+	switched                      int     // cycles with any
+}
+
+func (tr *tracer) cycles(host string, ipLen int, comm string) guestCycles {
+	tr.t.Helper()
+	script := fmt.Sprintf(traceCycles, ipLen, comm)
+	var out string
+	if host == "A" {
+		out = tr.p.A.Must("/bin/sh", "-c", script).stdout
+	} else {
+		out = must(tr.t, "/bin/sh", "-c", script).stdout
+	}
+	var g guestCycles
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l)
+		if len(f) != 7 || f[0] != "C" {
+			continue
+		}
+		v := make([]float64, 6)
+		for i := range v {
+			v[i], _ = strconv.ParseFloat(f[i+1], 64)
+		}
+		g.cycle, g.rxWrite, g.writeTx = append(g.cycle, v[0]), append(g.rxWrite, v[1]), append(g.writeTx, v[2])
+		g.own, g.kern, g.other = g.own+v[3], g.kern+v[4], g.other+v[5]
+		if v[3]+v[4]+v[5] == 0 {
+			g.free = append(g.free, v[0])
+		} else {
+			g.switched++
+		}
+	}
+	if n := float64(len(g.cycle)); n > 0 {
+		g.own, g.kern, g.other = g.own/n, g.kern/n, g.other/n
+	}
+	return g
+}
+
+func (g guestCycles) String() string {
+	if len(g.cycle) == 0 {
+		return "no cycles traced"
+	}
+	free := math.NaN()
+	if len(g.free) > 0 {
+		free = median(g.free)
+	}
+	return fmt.Sprintf("cycle %.0f µs (%d), %.0f%% with a switch, %.0f µs without; rx→write %.0f, write→tx %.0f; switches a cycle: own threads %.2f, kernel threads %.2f, idle/other %.2f",
+		median(g.cycle), len(g.cycle), 100*float64(g.switched)/float64(len(g.cycle)), free,
+		median(g.rxWrite), median(g.writeTx), g.own, g.kern, g.other)
+}
+
+func (tr *tracer) figure(format string, args ...any) {
+	tr.t.Helper()
+	tr.t.Logf("FIGURE %s trace: "+format, append([]any{tr.kernel}, args...)...)
+}
+
+// lat traces lat write against ib_write_lat: the server on A, the client
+// here.
+func (tr *tracer) lat() {
+	t, p := tr.t, tr.p
+	const n, ipLen = 3000, 64 // IPv4, UDP, BTH, RETH, 2 bytes padded to 4, ICRC
+	gid := strconv.Itoa(p.GIDIndex)
+	for r := range 2 {
+		tr.start()
+		ps, pc := p.across(t, true, toolPort, layout.IbWriteLat, "-d", p.Dev, "-x", gid, "-s", "2", "-n", strconv.Itoa(n))
+		if ps.code != 0 || pc.code != 0 {
+			t.Fatalf("ib_write_lat:\n%s\n%s", ps, pc)
+		}
+		f := perftestFigures(t, ps, pc, n)
+		tr.figure("lat write round %d: ib_write_lat t_typical %s µs", r+1, f[4])
+		tr.figure("lat write round %d: ib_write_lat client %s", r+1, tr.cycles("B", ipLen, "ib_write_lat"))
+		tr.figure("lat write round %d: ib_write_lat server %s", r+1, tr.cycles("A", ipLen, "ib_write_lat"))
+
+		tr.start()
+		srv := p.ServeOnA(t, probePort, "/bin/sh", "-c", "exec "+grdma()+" -j probe "+p.Dev+" listen")
+		cli := run("/bin/sh", "-c", "exec "+grdma()+" -j probe "+p.Dev+" peer "+p.PeerAddr+" lat write size 2 iters "+strconv.Itoa(n))
+		if s := srv.Wait(); s.code != 0 || cli.code != 0 {
+			t.Fatalf("grdma lat write:\n%s\n%s", s, cli)
+		}
+		rep := parseProbeJSON(t, "grdma", cli)
+		tr.figure("lat write round %d: grdma median %.1f µs", r+1, rep.Results[0].Lat.Median)
+		tr.figure("lat write round %d: grdma client %s", r+1, tr.cycles("B", ipLen, "grdma"))
+		tr.figure("lat write round %d: grdma server %s", r+1, tr.cycles("A", ipLen, "grdma"))
+	}
+}
+
+// ud traces UD ping with completion events: ibv_ud_pingpong -e, then a
+// prober in this process against grdma probe DEV serve on A.
+func (tr *tracer) ud() {
+	t, p := tr.t, tr.p
+	const n, size, ipLen = 1000, 64, 116 // IPv4, UDP, BTH, DETH, 64 bytes, ICRC
+	fsys, err := sysfs.NewFS("/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	dev, res := verbsprobe.OpenDevice(ctx, verbsprobe.Options{Sysfs: fsys, Device: p.Dev, GIDIndex: verbsprobe.AutoGID})
+	if dev == nil {
+		t.Fatal(res.Err())
+	}
+	defer dev.Close()
+	prober, err := verbsprobe.NewUDProber(dev, udping.ProberConfig{Timeout: 5 * time.Second}, verbsprobe.ConnectConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- prober.Run(ctx) }()
+	defer func() { cancel(); <-done; prober.Close() }()
+	srv := p.ServeOnA(t, probePort, "/bin/sh", "-c", "exec "+grdma()+" probe "+p.Dev+" serve")
+	defer stopServe(t, srv)
+	target := p.PeerAddr + ":" + strconv.Itoa(probePort)
+	if _, _, err := prober.Lookup(ctx, target); err != nil {
+		t.Fatal(err)
+	}
+	perIter := regexp.MustCompile(`([\d.]+) usec/iter`)
+	tool := []string{"-d", p.Dev, "-g", strconv.Itoa(p.GIDIndex), "-n", strconv.Itoa(n), "-s", strconv.Itoa(size), "-p", strconv.Itoa(udToolPort), "-e"}
+	for r := range 2 {
+		tr.start()
+		srvTool := p.ServeOnA(t, udToolPort, layout.IbvUdPingpong, tool...)
+		cli := run(layout.IbvUdPingpong, append(tool, p.PeerAddr)...)
+		srvTool.Wait()
+		m := perIter.FindStringSubmatch(cli.stdout)
+		if cli.code != 0 || m == nil {
+			t.Fatalf("ibv_ud_pingpong:\n%s", cli)
+		}
+		// The name in the tracer: 15 characters of ibv_ud_pingpong.
+		tr.figure("ud ping round %d: ibv_ud_pingpong -e %s µs/iter", r+1, m[1])
+		tr.figure("ud ping round %d: ibv_ud_pingpong client %s", r+1, tr.cycles("B", ipLen, "ibv_ud_pingpong"))
+		tr.figure("ud ping round %d: ibv_ud_pingpong server %s", r+1, tr.cycles("A", ipLen, "ibv_ud_pingpong"))
+
+		tr.start()
+		var rtts []float64
+		for range n {
+			res, err := prober.Ping(ctx, target, size)
+			if err != nil {
+				t.Fatalf("round %d: %+v: %v", r+1, res, err)
+			}
+			rtts = append(rtts, float64(res.RTT)/1e3)
+		}
+		tr.figure("ud ping round %d: grdma mean rtt %.1f µs, median %.1f", r+1, mean(rtts), median(rtts))
+		tr.figure("ud ping round %d: grdma prober (this process) %s", r+1, tr.cycles("B", ipLen, "guest.test"))
+		tr.figure("ud ping round %d: grdma responder %s", r+1, tr.cycles("A", ipLen, "grdma"))
+	}
+}
