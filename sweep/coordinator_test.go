@@ -3,6 +3,7 @@ package sweep
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -278,6 +279,19 @@ func TestCoordinatorClearsAFluke(t *testing.T) {
 	rep, _, _ = runCoordinator(t, c)
 	if got := verdicts(rep); got != "link node02,node07" || rep.Confirm == nil {
 		t.Errorf("confirm off: verdicts %q, want the link; Confirm %v", got, rep.Confirm)
+	}
+	// Its retest is the coordinator's: sweep run confirm refuses the
+	// report, and says what to run.
+	if rep.Mode != ModeCoordinated {
+		t.Errorf("report mode %q, want %q", rep.Mode, ModeCoordinated)
+	}
+	js, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := ReadConfirm(bytes.NewReader(js)); err == nil || !strings.Contains(err.Error(), "driven by grdma sweep coordinate") ||
+		!strings.Contains(err.Error(), "confirm on") {
+		t.Errorf("ReadConfirm of a coordinated sweep's report: %v", err)
 	}
 }
 

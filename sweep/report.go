@@ -178,8 +178,12 @@ type NodeReport struct {
 // Report is the judgement of a sweep: matrices, thresholds, pairs,
 // verdicts, and the retests to run (Confirm) when a pass flagged pairs.
 type Report struct {
-	Sweep      string       `json:"sweep"`
-	Params     Params       `json:"params"`
+	Sweep  string `json:"sweep"`
+	Params Params `json:"params"`
+	// Mode is the start records' (StartRecord.Mode): ModeCoordinated
+	// when sweep coordinate drove the sweep, whose retest is then the
+	// coordinator's; "" when every node ran its part.
+	Mode       string       `json:"mode,omitempty"`
 	Nodes      []NodeReport `json:"nodes"`
 	Criteria   Criteria     `json:"criteria"`
 	BW         *Matrix      `json:"bw,omitempty"`
@@ -228,7 +232,9 @@ const MaxReportBytes = 256 << 20
 // launched retest: every node runs Runner with Retest set, and sweep
 // report over both runs' records judges each flagged pair by its retest.
 // It fails when the report asks for no retest (nothing was flagged, or
-// its records already hold one) or when the two do not fit together.
+// its records already hold one), when the two do not fit together, and
+// for a coordinated sweep (Report.Mode), whose nodes run no sweep of their
+// own: its retest is the coordinator's.
 func ReadConfirm(r io.Reader) (Params, Schedule, error) {
 	var rep Report
 	dec := json.NewDecoder(io.LimitReader(r, MaxReportBytes))
@@ -243,6 +249,9 @@ func ReadConfirm(r io.Reader) (Params, Schedule, error) {
 	}
 	if id := rep.Params.ID(); id != rep.Sweep {
 		return Params{}, Schedule{}, fmt.Errorf("the report names sweep %s but its parameters make sweep %s: it was edited or is of another grdma", rep.Sweep, id)
+	}
+	if rep.Mode == ModeCoordinated {
+		return Params{}, Schedule{}, fmt.Errorf("sweep %s was driven by grdma sweep coordinate, whose nodes run no sweep of their own: retest with sweep coordinate and confirm on (its default), which retests what it flags", rep.Sweep)
 	}
 	if rep.Confirm == nil {
 		return Params{}, Schedule{}, fmt.Errorf("sweep %s's report asks for no retest: no pair was flagged, or its records hold a retest already", rep.Sweep)
@@ -303,7 +312,7 @@ func Build(recs []Record, c Criteria) (*Report, error) {
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("%s: %v", firstStart.Where, err)
 	}
-	rep.Sweep, rep.Params = firstStart.Sweep, p
+	rep.Sweep, rep.Params, rep.Mode = firstStart.Sweep, p, firstStart.Start.Mode
 	n := len(p.Hosts)
 	for i := range recs {
 		r := &recs[i]

@@ -73,6 +73,8 @@ and the test words are refused with it). Each flagged pair runs again and
 each suspect node against three nodes that passed. sweep report over both
 runs' records then judges a flagged pair by its retest alone, as sweep
 coordinate does: one noisy reading clears, a bad node or link stays bad.
+A coordinated sweep's report is refused: its retest is the coordinator's
+(confirm on).
 
 sweep coordinate runs the same sweep from any one host, with nothing
 launched: every node runs grdma exporter (its /probe endpoint) and a
