@@ -3,7 +3,6 @@
 package guest
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"os"
@@ -11,12 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/grdma/grdma/e2e/layout"
-	"github.com/grdma/grdma/sysfs"
-	"github.com/grdma/grdma/udping"
-	"github.com/grdma/grdma/verbsprobe"
 )
 
 // TestPairTraceBenchmark splits grdma's round trips and the peer tools'
@@ -26,9 +21,9 @@ import (
 // ibv_ud_pingpong -e, 2 rounds each, interleaved. Per guest it logs the
 // cycle (one data packet sent to the next), the share of cycles in which
 // the CPU switched threads and the cycle without them, the time from a
-// data packet's arrival to the next write(2) of the tool (its doorbell,
-// or on grdma's UD prober its next arming) and from there to the packet
-// sent, and the thread switches a cycle by kind. The guests have one CPU,
+// data packet's arrival to the tool's next write(2) (its doorbell, or the
+// arming of its completion queue where that comes first) and from there
+// to the packet sent, and the thread switches a cycle by kind. The guests have one CPU,
 // so a switch inside a cycle is time the round trip waited. It logs
 // FIGURE lines and asserts only that every run was answered; it runs with
 // E2E_TRACE_BENCH=1, else it is skipped.
@@ -179,24 +174,8 @@ func (tr *tracer) lat() {
 func (tr *tracer) ud() {
 	t, p := tr.t, tr.p
 	const n, size, ipLen = 1000, 64, 116 // IPv4, UDP, BTH, DETH, 64 bytes, ICRC
-	fsys, err := sysfs.NewFS("/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	dev, res := verbsprobe.OpenDevice(ctx, verbsprobe.Options{Sysfs: fsys, Device: p.Dev, GIDIndex: verbsprobe.AutoGID})
-	if dev == nil {
-		t.Fatal(res.Err())
-	}
-	defer dev.Close()
-	prober, err := verbsprobe.NewUDProber(dev, udping.ProberConfig{Timeout: 5 * time.Second}, verbsprobe.ConnectConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- prober.Run(ctx) }()
-	defer func() { cancel(); <-done; prober.Close() }()
+	ctx, prober, stop := startUDProber(t, p.Dev, false)
+	defer stop()
 	srv := p.ServeOnA(t, probePort, "/bin/sh", "-c", "exec "+grdma()+" probe "+p.Dev+" serve")
 	defer stopServe(t, srv)
 	target := p.PeerAddr + ":" + strconv.Itoa(probePort)

@@ -59,24 +59,8 @@ func udPingBench(t *testing.T, p *pair, kernel string, polled bool) {
 		return time.Duration(u+s) * 10 * time.Millisecond
 	}
 
-	fsys, err := sysfs.NewFS("/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	dev, res := verbsprobe.OpenDevice(ctx, verbsprobe.Options{Sysfs: fsys, Device: p.Dev, GIDIndex: verbsprobe.AutoGID, Poll: polled})
-	if dev == nil {
-		t.Fatal(res.Err())
-	}
-	defer dev.Close()
-	prober, err := verbsprobe.NewUDProber(dev, udping.ProberConfig{Timeout: 5 * time.Second}, verbsprobe.ConnectConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- prober.Run(ctx) }()
-	defer func() { cancel(); <-done; prober.Close() }()
+	ctx, prober, stop := startUDProber(t, p.Dev, polled)
+	defer stop()
 	target := p.PeerAddr + ":18515"
 	if _, _, err := prober.Lookup(ctx, target); err != nil {
 		t.Fatal(err)
@@ -124,6 +108,31 @@ func udPingBench(t *testing.T, p *pair, kernel string, polled bool) {
 	total := float64(rounds * n)
 	figure("CPU per 1,000 probes: prober %.0f ms, responder %.0f ms (10 ms ticks, %d probes)",
 		float64(proberCPU)/1e6*1000/total, float64(responderCPU)/1e6*1000/total, rounds*n)
+}
+
+// startUDProber opens dev here and runs a UD prober on it (polled: every
+// wait polls) until stop, which releases both; ctx ends with stop.
+func startUDProber(t *testing.T, dev string, polled bool) (ctx context.Context, prober *udping.Prober, stop func()) {
+	t.Helper()
+	fsys, err := sysfs.NewFS("/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	d, res := verbsprobe.OpenDevice(ctx, verbsprobe.Options{Sysfs: fsys, Device: dev, GIDIndex: verbsprobe.AutoGID, Poll: polled})
+	if d == nil {
+		cancel()
+		t.Fatal(res.Err())
+	}
+	prober, err = verbsprobe.NewUDProber(d, udping.ProberConfig{Timeout: 5 * time.Second}, verbsprobe.ConnectConfig{})
+	if err != nil {
+		cancel()
+		d.Close()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- prober.Run(ctx) }()
+	return ctx, prober, func() { cancel(); <-done; prober.Close(); d.Close() }
 }
 
 // udToolPort is ibv_ud_pingpong's port beside a responder.
