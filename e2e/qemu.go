@@ -193,16 +193,28 @@ func kernelFault(line string) bool { return kernelFaultLine.MatchString(line) }
 
 // rxeFault reports whether a kernel failure's console (faultLog) shows it
 // in rdma_rxe: its trace or RIP in the module ("rxe_receiver+0x1cc6/0x2410
-// [rdma_rxe]") or the task an rxe work item ("Workqueue: rxe_wq"). The
-// "Modules linked in:" line names rdma_rxe in every oops and does not count.
+// [rdma_rxe]"), the task an rxe work item ("Workqueue: rxe_wq"), or the
+// defect's mark where another task met it: a double fault in the slab
+// allocator, the next allocation finding the free list rdma_rxe broke
+// (e2e/README.md, "6.12 and the fleet"). The "Modules linked in:" line
+// names rdma_rxe in every oops and does not count.
 func rxeFault(log []string) bool {
+	doubleFault := false
 	for _, l := range log {
-		if strings.Contains(l, " [rdma_rxe]") || strings.Contains(l, "Workqueue: rxe_wq ") {
+		switch {
+		case strings.Contains(l, " [rdma_rxe]") || strings.Contains(l, "Workqueue: rxe_wq "):
+			return true
+		case strings.Contains(l, "] Oops: double fault"):
+			doubleFault = true
+		case doubleFault && slabRIP.MatchString(l):
 			return true
 		}
 	}
 	return false
 }
+
+// slabRIP is an oops's RIP line in the slab allocator's allocation.
+var slabRIP = regexp.MustCompile(`RIP: \w+:(kmem_cache_alloc|__kmalloc)\w*\+`)
 
 // consoleLine takes one console line: its mark, a kernel failure.
 // Called from the console reader only.

@@ -12,8 +12,9 @@ import (
 )
 
 // TestRxeFault: a 6.12 fleet node's oops in rdma_rxe counts as the rxe
-// defect; a QEMU link stall (NETDEV WATCHDOG) and an oops elsewhere,
-// whose "Modules linked in" still name rdma_rxe, do not.
+// defect, and so does a double fault in the slab allocator in another
+// task; a QEMU link stall (NETDEV WATCHDOG) and an oops elsewhere, whose
+// "Modules linked in" still name rdma_rxe, do not.
 func TestRxeFault(t *testing.T) {
 	oops := consoleFile(t, "oops-6.12-rxe.console")
 	if !rxeFault(oops) {
@@ -29,6 +30,18 @@ func TestRxeFault(t *testing.T) {
 	}
 	if rxeFault(elsewhere) {
 		t.Error("an oops outside rdma_rxe counts as an rxe fault")
+	}
+	// The defect met by another task: a grdma thread's open(2) double-faulted
+	// in the slab allocator (make check, 2026-11-28, the third 6.12 fleet).
+	if !rxeFault(consoleFile(t, "oops-6.12-doublefault-slab.console")) {
+		t.Error("a double fault in the slab allocator is not counted as the rxe defect")
+	}
+	other := []string{
+		"[  708.427052] Oops: double fault: 0000 [#1] PREEMPT SMP NOPTI",
+		"[  708.427765] RIP: 0010:do_sys_openat2+0xab/0xe0",
+	}
+	if rxeFault(other) {
+		t.Error("a double fault outside the slab allocator counts as an rxe fault")
 	}
 	stall := []string{"[  446.883007] virtio_net virtio1 eth0: NETDEV WATCHDOG: CPU: 0: transmit queue 0 timed out 227920 ms"}
 	if rxeFault(stall) {
