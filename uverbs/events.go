@@ -69,6 +69,9 @@ type CompChannel struct {
 	// interrupted: Interrupt was called and no WaitUntil has returned
 	// ErrInterrupted since.
 	interrupted atomic.Bool
+	// woken: someone set the file's read deadline to wake the reader
+	// (wakeReader), so readEvent must set its own again.
+	woken atomic.Bool
 
 	// The reader's (reading set) alone: read's state, kept here so that
 	// a read allocates nothing.
@@ -76,6 +79,10 @@ type CompChannel struct {
 	eventN     uintptr
 	eventErrno unix.Errno
 	readFn     func(fd uintptr) bool // ch.readRaw
+	// deadline is the read deadline readEvent last set on the file: a
+	// wait with the same one (a responder's, until its next chore) does
+	// not set it again, which costs a timer in the runtime each time.
+	deadline time.Time
 }
 
 // CreateCompChannel creates a completion channel (ibv_create_comp_channel).
@@ -149,8 +156,15 @@ func (ch *CompChannel) forget(userHandle uint64) {
 	reading := ch.reading
 	ch.mu.Unlock()
 	if reading {
-		ch.f.SetReadDeadline(longAgo)
+		ch.wakeReader()
 	}
+}
+
+// wakeReader ends the read in progress through the file's deadline, which
+// the reader then sets again.
+func (ch *CompChannel) wakeReader() {
+	ch.woken.Store(true)
+	ch.f.SetReadDeadline(longAgo)
 }
 
 func (ch *CompChannel) isClosed() bool {
@@ -189,7 +203,7 @@ func (ch *CompChannel) Interrupt() {
 	reading := ch.reading
 	ch.mu.Unlock()
 	if reading {
-		ch.f.SetReadDeadline(longAgo)
+		ch.wakeReader()
 	}
 }
 
@@ -335,13 +349,19 @@ func (ch *CompChannel) readEvent(u until) (uint64, error) {
 	ctx, deadline := u.ctx, u.deadline
 	if ctx != nil {
 		// A cancelled ctx wakes the read through its deadline.
-		stop := context.AfterFunc(ctx, func() { ch.f.SetReadDeadline(longAgo) })
+		stop := context.AfterFunc(ctx, ch.wakeReader)
 		defer stop()
 	}
-	// The deadline is the file's, not this read's: set it for each read,
-	// after a reader before us (or a wake) left another.
-	if err := ch.f.SetReadDeadline(deadline); err != nil {
-		return 0, fmt.Errorf("%s: %w", ch.name, err)
+	// The deadline is the file's, not this read's: set it unless it is
+	// the one this channel's reader left and nobody woke a reader since.
+	// woken is cleared first: a wake after it sets the deadline again
+	// (ending this read, or the next one's skip).
+	if ch.woken.Swap(false) || !deadline.Equal(ch.deadline) {
+		if err := ch.f.SetReadDeadline(deadline); err != nil {
+			ch.woken.Store(true) // unknown now
+			return 0, fmt.Errorf("%s: %w", ch.name, err)
+		}
+		ch.deadline = deadline
 	}
 	// After the deadline: an Interrupt or cancellation before it set
 	// longAgo in vain, and is seen here.
@@ -360,6 +380,9 @@ func (ch *CompChannel) readEvent(u until) (uint64, error) {
 	case err == nil:
 		return 0, fmt.Errorf("%s: short event of %d bytes", ch.name, n)
 	case errors.Is(err, os.ErrDeadlineExceeded):
+		// The file's deadline passed, or was set to wake us: the next
+		// read sets its own.
+		ch.woken.Store(true)
 		if ctx != nil {
 			if err := ctx.Err(); err != nil {
 				return 0, err

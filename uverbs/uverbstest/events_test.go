@@ -253,6 +253,60 @@ func TestWaitUntilInterrupted(t *testing.T) {
 	}
 }
 
+// A WaitUntil with the deadline of the one before does not set it on the
+// file again (a responder waits until its next chore, many times), yet a
+// wake in between (Interrupt, a context's end) is not left on the file:
+// the next wait with that deadline sleeps until an event or the deadline.
+func TestWaitUntilSameDeadline(t *testing.T) {
+	a, b, fab := pair(t, defaultLink)
+	fab.Impair(func(uverbstest.Packet) uverbstest.Impairment {
+		return uverbstest.Impairment{Delay: 50 * time.Millisecond}
+	})
+	wcs := make([]uverbs.WC, 4)
+	deadline := time.Now().Add(10 * time.Second)
+	receive := func(id uint64, what string) {
+		t.Helper()
+		b.recv(id, 0, 8)
+		a.post(uverbs.SendWR{ID: id + 100, Opcode: uverbs.WRSend, SGL: []uverbs.SGE{a.sge(0, 8)}})
+		n, err := b.cq.WaitUntil(deadline, wcs)
+		if err != nil || n != 1 {
+			t.Fatalf("%s: %d, %v; want the receive", what, n, err)
+		}
+		wantWC(t, wcs[0], id, uverbs.WCSuccess, uverbs.WCRecv, 8)
+		a.wait(1)
+	}
+	receive(1, "the first wait")
+	receive(2, "a wait with the same deadline")
+
+	// Interrupted while parked: the file's deadline is a wake's now.
+	done := make(chan error)
+	go func() { _, err := b.cq.WaitUntil(deadline, wcs); done <- err }()
+	time.Sleep(20 * time.Millisecond) // parked in the poller, most likely
+	b.ch.Interrupt()
+	if err := <-done; !errors.Is(err, uverbs.ErrInterrupted) {
+		t.Fatalf("interrupted WaitUntil: %v", err)
+	}
+	receive(3, "the same deadline after an interrupt")
+
+	// A context's end wakes the reader the same way.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if _, err := b.cq.Wait(ctx, wcs); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Wait with a context: %v", err)
+	}
+	receive(4, "the same deadline after a context's end")
+
+	// A deadline that passed ends the wait; the same one again ends at
+	// once, a later one waits for its event.
+	near := time.Now().Add(20 * time.Millisecond)
+	for i := range 2 {
+		if n, err := b.cq.WaitUntil(near, wcs); n != 0 || err != nil || time.Now().Before(near) {
+			t.Fatalf("wait %d to a deadline: %d, %v before it (%v)", i+1, n, err, time.Now().Before(near))
+		}
+	}
+	receive(5, "a later deadline after one passed")
+}
+
 // WaitUntil sleeps on the channel until an event: completions that come
 // while it waits are returned.
 func TestWaitUntilEvent(t *testing.T) {
