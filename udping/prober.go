@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -53,6 +54,9 @@ type Prober struct {
 	swept     time.Time      // forgetUnused's last sweep
 	// lastSend is when the last probe left: Spin polls after it.
 	lastSend time.Time
+	// handedOff: a Ping's result was handed to its caller since Run's
+	// loop last yielded.
+	handedOff bool
 
 	stats proberCounters
 }
@@ -477,6 +481,13 @@ func (p *Prober) Run(ctx context.Context) error {
 		p.mu.Unlock()
 	})()
 	for ctx.Err() == nil {
+		if p.handedOff {
+			// A Ping's caller has its result: let it ask for its next
+			// one before this loop sleeps, or its op wakes the loop
+			// again (a second trip through the poller a ping).
+			p.handedOff = false
+			runtime.Gosched()
+		}
 		p.takeOps(rctx)
 		now := time.Now()
 		p.expire(now)
@@ -1139,6 +1150,7 @@ func (p *Prober) result(w *waiter, r Result) {
 	if w != nil {
 		select {
 		case w.ch <- r:
+			p.handedOff = true
 		default:
 		}
 		return
