@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -23,7 +24,9 @@ import (
 // the CPU switched threads and the cycle without them, the time from a
 // data packet's arrival to the tool's next write(2) (its doorbell, or the
 // arming of its completion queue where that comes first) and from there
-// to the packet sent, and the thread switches a cycle by kind. The guests have one CPU,
+// to the packet sent, and the thread switches a cycle by kind; for UD ping
+// also the tool's time a cycle in user mode and in system calls, and its
+// system calls a cycle by number. The guests have one CPU,
 // so a switch inside a cycle is time the round trip waited. It logs
 // FIGURE lines and asserts only that every run was answered; it runs with
 // E2E_TRACE_BENCH=1, else it is skipped.
@@ -45,17 +48,25 @@ type tracer struct {
 }
 
 // start clears and starts the trace on both guests: the link's packets,
-// write(2), thread switches, and the ends of NET_RX softirqs.
-func (tr *tracer) start() {
+// write(2), thread switches, and the ends of NET_RX softirqs; with
+// syscalls every system call's entry and exit too (too many for lat's
+// polling loops to read back in the guest's time limit).
+func (tr *tracer) start(syscalls bool) {
 	tr.t.Helper()
+	raw := ""
+	if syscalls {
+		raw = "1"
+	}
 	script := fmt.Sprintf(`set -e
+RAW=%s
 T=/sys/kernel/tracing; [ -e $T/trace ] || mount -t tracefs nodev $T
 echo 0 > $T/tracing_on; echo 0 > $T/events/enable; echo > $T/trace; echo 16384 > $T/buffer_size_kb
 for e in net/netif_receive_skb net/net_dev_xmit; do echo 'name == "%s"' > $T/events/$e/filter; echo 1 > $T/events/$e/enable; done
 echo 1 > $T/events/syscalls/sys_enter_write/enable
+if [ -n "$RAW" ]; then echo 1 > $T/events/raw_syscalls/sys_enter/enable; echo 1 > $T/events/raw_syscalls/sys_exit/enable; fi
 echo 1 > $T/events/sched/sched_switch/enable
 echo 'vec == 3' > $T/events/irq/softirq_exit/filter; echo 1 > $T/events/irq/softirq_exit/enable
-echo 1 > $T/tracing_on`, tr.p.Netdev)
+echo 1 > $T/tracing_on`, raw, tr.p.Netdev)
 	must(tr.t, "/bin/sh", "-c", script)
 	tr.p.A.Must("/bin/sh", "-c", script)
 }
@@ -80,6 +91,75 @@ ev == "net_dev_xmit:" { if ($0 ~ (" len=" L+14 "( |$)")) {
     if (tT > 0 && tR > tT && tW > tR) printf "C %%.1f %%.1f %%.1f %%d %%d %%d\n", t - tT, tW - tR, t - tW, own, kern, other
     tT = t; tR = 0; own = 0; kern = 0; other = 0 } ; next }' $T/trace
 echo 0 > $T/events/enable`
+
+// traceSplit prints one line a cycle, "S user sys calls NR:COUNT…": the
+// time (µs) threads named comm spent in user mode and in system calls
+// between two data packets sent (ipLen as for traceCycles), and their
+// system calls by number. A thread's time counts from its switch in (or
+// a system call's exit) to its switch out (or next entry); interrupts
+// count where they land. The trace stops first: reading it makes system
+// calls too.
+const traceSplit = `T=/sys/kernel/tracing; echo 0 > $T/tracing_on
+awk -v L=%d -v C='%s' '
+/^#/ { next }
+{ ts = ""; for (i = 1; i <= NF; i++) if ($i ~ /^[0-9]+\.[0-9]+:$/) { ts = substr($i, 1, length($i)-1); ev = $(i+1); nr = $(i+3); break }
+  if (ts == "") next; t = ts * 1e6; k = split($1, a, "-"); pid = a[k]; mine = (index($1, C "-") == 1) }
+ev == "sys_enter:" { if (mine) { if (!insys[pid] && us[pid] > 0) user += t - us[pid]; us[pid] = 0; insys[pid] = 1; ks[pid] = t; calls++; cnt[nr]++ } ; next }
+ev == "sys_exit:" { if (mine) { if (insys[pid] && ks[pid] > 0) sys += t - ks[pid]; insys[pid] = 0; us[pid] = t; ks[pid] = 0 } ; next }
+ev == "sched_switch:" {
+  p = ""; n = ""; pp = ""; np = ""
+  for (i = 1; i <= NF; i++) { if ($i ~ /^prev_comm=/) p = substr($i, 11); if ($i ~ /^next_comm=/) n = substr($i, 11); if ($i ~ /^prev_pid=/) pp = substr($i, 10); if ($i ~ /^next_pid=/) np = substr($i, 10) }
+  if (p == C) { if (insys[pp]) { if (ks[pp] > 0) sys += t - ks[pp]; ks[pp] = 0 } else { if (us[pp] > 0) user += t - us[pp]; us[pp] = 0 } }
+  if (n == C) { if (insys[np]) ks[np] = t; else us[np] = t }
+  next }
+ev == "net_dev_xmit:" { if ($0 ~ (" len=" L+14 "( |$)")) {
+    if (on) { printf "S %%.1f %%.1f %%d", user, sys, calls; for (x in cnt) printf " %%s:%%d", x, cnt[x]; printf "\n" }
+    on = 1; user = 0; sys = 0; calls = 0; delete cnt } ; next }' $T/trace`
+
+// split is traceSplit's lines of one guest, as a FIGURE's text: medians of
+// the user and system time a cycle, and the system calls a cycle, in
+// all and by number.
+func (tr *tracer) split(host string, ipLen int, comm string) string {
+	tr.t.Helper()
+	script := fmt.Sprintf(traceSplit, ipLen, comm)
+	var out string
+	if host == "A" {
+		out = tr.p.A.Must("/bin/sh", "-c", script).stdout
+	} else {
+		out = must(tr.t, "/bin/sh", "-c", script).stdout
+	}
+	var user, sys []float64
+	var calls float64
+	byNR := map[string]float64{}
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l)
+		if len(f) < 4 || f[0] != "S" {
+			continue
+		}
+		u, _ := strconv.ParseFloat(f[1], 64)
+		s, _ := strconv.ParseFloat(f[2], 64)
+		n, _ := strconv.ParseFloat(f[3], 64)
+		user, sys, calls = append(user, u), append(sys, s), calls+n
+		for _, kv := range f[4:] {
+			k, v, _ := strings.Cut(kv, ":")
+			x, _ := strconv.ParseFloat(v, 64)
+			byNR[k] += x
+		}
+	}
+	if len(user) == 0 {
+		return "no cycles traced"
+	}
+	c := float64(len(user))
+	var nrs []string
+	for k, v := range byNR {
+		if v/c >= 0.05 {
+			nrs = append(nrs, fmt.Sprintf("%s: %.2f", k, v/c))
+		}
+	}
+	sort.Strings(nrs)
+	return fmt.Sprintf("user %.0f µs, system calls %.0f µs a cycle (medians of %d); %.2f system calls a cycle (by number: %s)",
+		median(user), median(sys), len(user), calls/c, strings.Join(nrs, ", "))
+}
 
 // guestCycles is one guest's cycles of one run.
 type guestCycles struct {
@@ -146,7 +226,7 @@ func (tr *tracer) lat() {
 	const n, ipLen = 3000, 64 // IPv4, UDP, BTH, RETH, 2 bytes padded to 4, ICRC
 	gid := strconv.Itoa(p.GIDIndex)
 	for r := range 2 {
-		tr.start()
+		tr.start(false)
 		ps, pc := p.across(t, true, toolPort, layout.IbWriteLat, "-d", p.Dev, "-x", gid, "-s", "2", "-n", strconv.Itoa(n))
 		if ps.code != 0 || pc.code != 0 {
 			t.Fatalf("ib_write_lat:\n%s\n%s", ps, pc)
@@ -156,7 +236,7 @@ func (tr *tracer) lat() {
 		tr.figure("lat write round %d: ib_write_lat client %s", r+1, tr.cycles("B", ipLen, "ib_write_lat"))
 		tr.figure("lat write round %d: ib_write_lat server %s", r+1, tr.cycles("A", ipLen, "ib_write_lat"))
 
-		tr.start()
+		tr.start(false)
 		srv := p.ServeOnA(t, probePort, "/bin/sh", "-c", "exec "+grdma()+" -j probe "+p.Dev+" listen")
 		cli := run("/bin/sh", "-c", "exec "+grdma()+" -j probe "+p.Dev+" peer "+p.PeerAddr+" lat write size 2 iters "+strconv.Itoa(n))
 		if s := srv.Wait(); s.code != 0 || cli.code != 0 {
@@ -185,7 +265,7 @@ func (tr *tracer) ud() {
 	perIter := regexp.MustCompile(`([\d.]+) usec/iter`)
 	tool := []string{"-d", p.Dev, "-g", strconv.Itoa(p.GIDIndex), "-n", strconv.Itoa(n), "-s", strconv.Itoa(size), "-p", strconv.Itoa(udToolPort), "-e"}
 	for r := range 2 {
-		tr.start()
+		tr.start(true)
 		srvTool := p.ServeOnA(t, udToolPort, layout.IbvUdPingpong, tool...)
 		cli := run(layout.IbvUdPingpong, append(tool, p.PeerAddr)...)
 		srvTool.Wait()
@@ -195,10 +275,12 @@ func (tr *tracer) ud() {
 		}
 		// The name in the tracer: 15 characters of ibv_ud_pingpong.
 		tr.figure("ud ping round %d: ibv_ud_pingpong -e %s µs/iter", r+1, m[1])
+		tr.figure("ud ping round %d: ibv_ud_pingpong client %s", r+1, tr.split("B", ipLen, "ibv_ud_pingpong"))
+		tr.figure("ud ping round %d: ibv_ud_pingpong server %s", r+1, tr.split("A", ipLen, "ibv_ud_pingpong"))
 		tr.figure("ud ping round %d: ibv_ud_pingpong client %s", r+1, tr.cycles("B", ipLen, "ibv_ud_pingpong"))
 		tr.figure("ud ping round %d: ibv_ud_pingpong server %s", r+1, tr.cycles("A", ipLen, "ibv_ud_pingpong"))
 
-		tr.start()
+		tr.start(true)
 		var rtts []float64
 		for range n {
 			res, err := prober.Ping(ctx, target, size)
@@ -208,6 +290,8 @@ func (tr *tracer) ud() {
 			rtts = append(rtts, float64(res.RTT)/1e3)
 		}
 		tr.figure("ud ping round %d: grdma mean rtt %.1f µs, median %.1f", r+1, mean(rtts), median(rtts))
+		tr.figure("ud ping round %d: grdma prober (this process) %s", r+1, tr.split("B", ipLen, "guest.test"))
+		tr.figure("ud ping round %d: grdma responder %s", r+1, tr.split("A", ipLen, "grdma"))
 		tr.figure("ud ping round %d: grdma prober (this process) %s", r+1, tr.cycles("B", ipLen, "guest.test"))
 		tr.figure("ud ping round %d: grdma responder %s", r+1, tr.cycles("A", ipLen, "grdma"))
 	}
