@@ -116,18 +116,22 @@ ev == "net_dev_xmit:" { if ($0 ~ (" len=" L+14 "( |$)")) {
     if (on) { printf "S %%.1f %%.1f %%d", user, sys, calls; for (x in cnt) printf " %%s:%%d", x, cnt[x]; printf "\n" }
     on = 1; user = 0; sys = 0; calls = 0; delete cnt } ; next }' $T/trace`
 
+// sh runs a shell script on guest A ("A") or here, and returns its
+// output.
+func (tr *tracer) sh(host, script string) string {
+	tr.t.Helper()
+	if host == "A" {
+		return tr.p.A.Must("/bin/sh", "-c", script).stdout
+	}
+	return must(tr.t, "/bin/sh", "-c", script).stdout
+}
+
 // split is traceSplit's lines of one guest, as a FIGURE's text: medians of
 // the user and system time a cycle, and the system calls a cycle, in
 // all and by number.
 func (tr *tracer) split(host string, ipLen int, comm string) string {
 	tr.t.Helper()
-	script := fmt.Sprintf(traceSplit, ipLen, comm)
-	var out string
-	if host == "A" {
-		out = tr.p.A.Must("/bin/sh", "-c", script).stdout
-	} else {
-		out = must(tr.t, "/bin/sh", "-c", script).stdout
-	}
+	out := tr.sh(host, fmt.Sprintf(traceSplit, ipLen, comm))
 	var user, sys []float64
 	var calls float64
 	byNR := map[string]float64{}
@@ -170,13 +174,7 @@ type guestCycles struct {
 
 func (tr *tracer) cycles(host string, ipLen int, comm string) guestCycles {
 	tr.t.Helper()
-	script := fmt.Sprintf(traceCycles, ipLen, comm)
-	var out string
-	if host == "A" {
-		out = tr.p.A.Must("/bin/sh", "-c", script).stdout
-	} else {
-		out = must(tr.t, "/bin/sh", "-c", script).stdout
-	}
+	out := tr.sh(host, fmt.Sprintf(traceCycles, ipLen, comm))
 	var g guestCycles
 	for _, l := range strings.Split(out, "\n") {
 		f := strings.Fields(l)
