@@ -254,12 +254,6 @@ func (tr *tracer) ud() {
 	const n, size, ipLen = 1000, 64, 116 // IPv4, UDP, BTH, DETH, 64 bytes, ICRC
 	ctx, prober, stop := startUDProber(t, p.Dev, false)
 	defer stop()
-	srv := p.ServeOnA(t, probePort, "/bin/sh", "-c", "exec "+grdma()+" probe "+p.Dev+" serve")
-	defer stopServe(t, srv)
-	target := p.PeerAddr + ":" + strconv.Itoa(probePort)
-	if _, _, err := prober.Lookup(ctx, target); err != nil {
-		t.Fatal(err)
-	}
 	perIter := regexp.MustCompile(`([\d.]+) usec/iter`)
 	tool := []string{"-d", p.Dev, "-g", strconv.Itoa(p.GIDIndex), "-n", strconv.Itoa(n), "-s", strconv.Itoa(size), "-p", strconv.Itoa(udToolPort), "-e"}
 	for r := range 2 {
@@ -278,6 +272,14 @@ func (tr *tracer) ud() {
 		tr.figure("ud ping round %d: ibv_ud_pingpong client %s", r+1, tr.cycles("B", ipLen, "ibv_ud_pingpong"))
 		tr.figure("ud ping round %d: ibv_ud_pingpong server %s", r+1, tr.cycles("A", ipLen, "ibv_ud_pingpong"))
 
+		// A responder a round, stopped before the trace is read: reading
+		// it takes longer than a guest command's time limit (a minute).
+		port := udToolPort + 1 + r
+		srv := p.ServeOnA(t, port, "/bin/sh", "-c", "exec "+grdma()+" probe "+p.Dev+" serve :"+strconv.Itoa(port))
+		target := p.PeerAddr + ":" + strconv.Itoa(port)
+		if _, _, err := prober.Lookup(ctx, target); err != nil {
+			t.Fatal(err)
+		}
 		tr.start(true)
 		var rtts []float64
 		for range n {
@@ -287,6 +289,7 @@ func (tr *tracer) ud() {
 			}
 			rtts = append(rtts, float64(res.RTT)/1e3)
 		}
+		stopServe(t, srv)
 		tr.figure("ud ping round %d: grdma mean rtt %.1f µs, median %.1f", r+1, mean(rtts), median(rtts))
 		tr.figure("ud ping round %d: grdma prober (this process) %s", r+1, tr.split("B", ipLen, "guest.test"))
 		tr.figure("ud ping round %d: grdma responder %s", r+1, tr.split("A", ipLen, "grdma"))
