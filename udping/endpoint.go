@@ -14,15 +14,22 @@ import (
 )
 
 // endpoint is one UD queue pair with what it needs to send and receive
-// datagrams: a completion queue on a channel, receive buffers always
-// posted (each room for a GRH and MaxDatagram bytes, whatever a peer
-// sends), and send buffers lent out until the send completes.
+// datagrams: a receive completion queue on a channel, a send completion
+// queue only polled, receive buffers always posted (each room for a GRH
+// and MaxDatagram bytes, whatever a peer sends), and send buffers lent
+// out until the send completes.
+//
+// Only receives wake a waiting endpoint: a send's completion is taken by
+// the next poll. On 6.12 rxe completes a send from its worker after the
+// post returned, so a send completion on the channel woke the loop a
+// second time for each datagram it sent.
 type endpoint struct {
 	l    Local
 	qkey uint32
 	addr Address // where peers reach it, kept after close
 	ch   *uverbs.CompChannel
-	cq   *uverbs.RxeCQ
+	cq   *uverbs.RxeCQ // receives, on ch
+	scq  *uverbs.RxeCQ // sends, polled
 	qp   *uverbs.RxeQP
 	buf  []byte
 	mr   uverbs.MR
@@ -37,8 +44,10 @@ type endpoint struct {
 
 // The slots of an endpoint's buffer: receives first, then sends.
 const (
-	recvSlot = uverbs.GRHSize + MaxDatagram
-	sendSlot = MaxDatagram
+	// pollBatch is the most completions of each queue a wait returns.
+	pollBatch = 32
+	recvSlot  = uverbs.GRHSize + MaxDatagram
+	sendSlot  = MaxDatagram
 	// sendFlag marks a send's work request ID; a receive's is its slot.
 	sendFlag = 1 << 32
 	// sendInline: datagrams up to this size go inline (the pingmesh's
@@ -54,7 +63,7 @@ func newEndpoint(l Local, qkey uint32, recvs, sends int) (e *endpoint, err error
 	if l.Context == nil {
 		return nil, errors.New("udping: no device context")
 	}
-	e = &endpoint{l: l, qkey: qkey, recvs: recvs, sends: sends, wcs: make([]uverbs.WC, 32)}
+	e = &endpoint{l: l, qkey: qkey, recvs: recvs, sends: sends, wcs: make([]uverbs.WC, 2*pollBatch)}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, e.close())
@@ -65,11 +74,13 @@ func newEndpoint(l Local, qkey uint32, recvs, sends int) (e *endpoint, err error
 	if e.ch, err = c.CreateCompChannel(); err != nil {
 		return e, err
 	}
-	if e.cq, err = c.CreateRxeCQWith(uverbs.CQInit{CQE: uint32(recvs + sends), Channel: e.ch}); err != nil {
+	if e.cq, err = c.CreateRxeCQWith(uverbs.CQInit{CQE: uint32(recvs), Channel: e.ch}); err != nil {
 		return e, err
 	}
-	cq := e.cq.CQ()
-	if e.qp, err = c.CreateRxeQP(uverbs.QPInit{PD: l.PD, SendCQ: cq, RecvCQ: cq, Type: ib.QPTypeUD, SignalAll: true,
+	if e.scq, err = c.CreateRxeCQ(uint32(sends)); err != nil {
+		return e, err
+	}
+	if e.qp, err = c.CreateRxeQP(uverbs.QPInit{PD: l.PD, SendCQ: e.scq.CQ(), RecvCQ: e.cq.CQ(), Type: ib.QPTypeUD, SignalAll: true,
 		Cap: uverbs.QPCap{MaxSendWR: uint32(sends), MaxRecvWR: uint32(recvs), MaxSendSGE: 1, MaxRecvSGE: 1,
 			MaxInlineData: sendInline}}); err != nil {
 		return e, err
@@ -165,12 +176,13 @@ func (e *endpoint) oldestSend() time.Time {
 	return oldest
 }
 
-// wait returns the completions that came, waiting until one does, until
-// deadline (zero: none) or until interrupt; until spinUntil it polls,
-// then it sleeps on the completion channel. The deadline or an interrupt
-// is no error: no completions.
+// wait returns the completions that came, sends first, waiting until a
+// receive does, until deadline (zero: none) or until interrupt; until
+// spinUntil it polls, then it sleeps on the completion channel. The
+// deadline or an interrupt is no error: no completions (but the sends'
+// that came).
 func (e *endpoint) wait(deadline, spinUntil time.Time) ([]uverbs.WC, error) {
-	if n := e.cq.Poll(e.wcs); n > 0 {
+	if n := e.poll(); n > 0 {
 		return e.wcs[:n], nil
 	}
 	if !deadline.IsZero() && spinUntil.After(deadline) {
@@ -179,7 +191,7 @@ func (e *endpoint) wait(deadline, spinUntil time.Time) ([]uverbs.WC, error) {
 	// An interrupt seen here ends the polling; the channel's, set after
 	// it, then ends the sleep at once.
 	for now, empty := time.Now(), 1; now.Before(spinUntil) && !e.interrupted.Load(); now, empty = time.Now(), empty+1 {
-		if n := e.cq.Poll(e.wcs); n > 0 {
+		if n := e.poll(); n > 0 {
 			return e.wcs[:n], nil
 		}
 		spin.Empty(empty) // rxe: its work runs on this machine's CPUs
@@ -188,17 +200,28 @@ func (e *endpoint) wait(deadline, spinUntil time.Time) ([]uverbs.WC, error) {
 	if !deadline.IsZero() && time.Until(deadline) <= 0 {
 		return nil, nil
 	}
-	n, err := e.cq.WaitUntil(deadline, e.wcs)
+	n, err := e.cq.WaitUntil(deadline, e.wcs[pollBatch:])
 	if errors.Is(err, uverbs.ErrInterrupted) {
 		// Cleared after the channel's: an interrupt between the two
 		// left the channel's set, for the next wait.
 		e.interrupted.Store(false)
-		return nil, nil
+		n, err = 0, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	return e.wcs[:n], nil
+	// The sends that completed meanwhile go first, as in poll.
+	k := e.scq.Poll(e.wcs[:pollBatch])
+	copy(e.wcs[k:], e.wcs[pollBatch:pollBatch+n])
+	return e.wcs[:k+n], nil
+}
+
+// poll takes the completions there are, sends first (their slots are
+// free again before the receives are answered), into e.wcs.
+func (e *endpoint) poll() int {
+	k := e.scq.Poll(e.wcs[:pollBatch])
+	n := e.cq.Poll(e.wcs[k : k+pollBatch])
+	return k + n
 }
 
 // interrupt ends the wait in progress, or the next one, at once. It is
@@ -234,6 +257,10 @@ func (e *endpoint) close() error {
 	if e.cq != nil {
 		errs = append(errs, e.cq.Destroy())
 		e.cq = nil
+	}
+	if e.scq != nil {
+		errs = append(errs, e.scq.Destroy())
+		e.scq = nil
 	}
 	if e.ch != nil {
 		errs = append(errs, e.ch.Close())

@@ -1022,13 +1022,16 @@ func (p *Prober) forgetUnused(now time.Time) {
 
 // nextWake is when Run must look again: the next probe due, the next
 // expiry, a retry, the send watchdog. With every send slot in use a
-// probe due waits for a send's completion, which wakes Run itself (or
-// for the watchdog): a wake for it now would spin.
+// probe due waits for a send's completion, which wakes nobody (see
+// endpoint): Run looks for it itself (pollSends).
 func (p *Prober) nextWake(now time.Time) time.Time {
 	wake := now.Add(time.Minute)
 	full := len(p.ep.freeSends) == 0
-	if len(p.waiting) > 0 && !full {
+	if len(p.waiting) > 0 {
 		wake = now.Add(max(p.bucket.until(now), time.Millisecond))
+		if full {
+			wake = maxTime(wake, p.pollSends(now))
+		}
 	}
 	if p.due.Len() > 0 {
 		next := p.due[0].next
@@ -1036,9 +1039,10 @@ func (p *Prober) nextWake(now time.Time) time.Time {
 		if d := p.bucket.until(now); d > 0 && probe {
 			next = maxTime(next, now.Add(d))
 		}
-		if !probe || !full {
-			wake = minTime(wake, next)
+		if probe && full {
+			next = maxTime(next, p.pollSends(now))
 		}
+		wake = minTime(wake, next)
 	}
 	for _, pd := range p.order {
 		if !pd.done {
@@ -1050,6 +1054,18 @@ func (p *Prober) nextWake(now time.Time) time.Time {
 		wake = minTime(wake, at.Add(p.sendStall()))
 	}
 	return wake
+}
+
+// pollSends is when Run looks for a send's completion again while every
+// send slot is in use and a probe waits for one: in a millisecond, less
+// and less often the longer the oldest send has waited (sends that never
+// complete are the watchdog's), at most every 100 ms.
+func (p *Prober) pollSends(now time.Time) time.Time {
+	d := time.Millisecond
+	if at := p.ep.oldestSend(); !at.IsZero() {
+		d = min(max(d, now.Sub(at)), 100*time.Millisecond)
+	}
+	return now.Add(d)
 }
 
 // MinSendStall is the least time a send may go without its completion

@@ -107,10 +107,9 @@ type peer struct {
 	seen atomic.Int64
 }
 
-// inflight is what a send slot of the responder carries: an echo (whose
-// completion sends the report) or a report.
+// inflight is what a send slot of the responder carries: an echo or a
+// report, to whom (its address handle stays until the send completed).
 type inflight struct {
-	kind     Kind
 	peer     *peer
 	session  uint64
 	id       uint64
@@ -275,15 +274,10 @@ func (r *Responder) handle(wcs []uverbs.WC) error {
 	for _, wc := range wcs {
 		if wc.WRID&sendFlag != 0 {
 			slot := int(wc.WRID &^ sendFlag)
-			f := r.takeInflight(slot)
-			r.ep.sent(slot)
+			r.sentSlot(slot)
 			if wc.Status != uverbs.WCSuccess {
 				r.stats.sendErrors.Add(1)
 				failed = &completionError{wc}
-				continue
-			}
-			if f.kind == KindReport {
-				r.stats.reports.Add(1)
 			}
 			continue
 		}
@@ -306,13 +300,12 @@ func (r *Responder) handle(wcs []uverbs.WC) error {
 	return failed
 }
 
-func (r *Responder) takeInflight(slot int) inflight {
-	if slot < 0 || slot >= len(r.inflight) {
-		return inflight{}
+// sentSlot frees a send slot whose send completed.
+func (r *Responder) sentSlot(slot int) {
+	if slot >= 0 && slot < len(r.inflight) {
+		r.inflight[slot] = inflight{}
 	}
-	f := r.inflight[slot]
-	r.inflight[slot] = inflight{}
-	return f
+	r.ep.sent(slot)
 }
 
 // answer echoes a probe from a registered prober: b is the receive, the
@@ -347,7 +340,7 @@ func (r *Responder) answer(b []byte, srcQP uint32, received time.Time) {
 		return
 	}
 	clear(out[HeaderSize:])
-	f := inflight{kind: KindEcho, peer: p, session: h.Session, id: h.ID, received: received}
+	f := inflight{peer: p, session: h.Session, id: h.ID, received: received}
 	r.inflight[slot] = f
 	sent := time.Now() // T3: before the echo's send (see the package doc)
 	echo := Header{Kind: KindEcho, Session: h.Session, ID: h.ID}
@@ -376,11 +369,13 @@ func (r *Responder) report(f inflight, sent time.Time) {
 		return
 	}
 	PutHeader(out, Header{Kind: KindReport, Session: f.session, ID: f.id, Delay: min(sent.Sub(f.received), MaxDelay)})
-	r.inflight[slot] = inflight{kind: KindReport, peer: f.peer}
+	r.inflight[slot] = inflight{peer: f.peer}
 	if err := r.ep.send(slot, HeaderSize, &f.peer.ah, f.peer.addr); err != nil {
 		r.inflight[slot] = inflight{}
 		r.stats.sendErrors.Add(1)
+		return
 	}
+	r.stats.reports.Add(1)
 }
 
 // restart makes the queue pair again; the registrations stay (their

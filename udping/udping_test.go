@@ -866,6 +866,43 @@ func TestPingSpin(t *testing.T) {
 	}
 }
 
+// Send completions wake no one: a prober whose every send slot is in use
+// looks for them itself. Against black holes (no reply ever wakes it),
+// more probes due at once than it has send slots still leave at their
+// rate, not a send queue's worth a timeout.
+func TestProberSendSlotsFullBlackHole(t *testing.T) {
+	m := newMesh(t)
+	names := []string{"b", "c", "d", "e", "f"}
+	for _, name := range names {
+		m.responder(name, nil, udping.ResponderConfig{})
+	}
+	var hole atomic.Bool
+	var from atomic.Pointer[uverbstest.Device]
+	m.fab.Impair(func(pk uverbstest.Packet) uverbstest.Impairment {
+		return uverbstest.Impairment{Drop: hole.Load() && pk.From == from.Load()}
+	})
+	p, results, dev := m.prober(udping.ProberConfig{Timeout: 5 * time.Second, Sends: 2})
+	from.Store(dev)
+	for _, name := range names {
+		if err := p.Add(name, udping.TargetConfig{Rate: 50}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, r := range collect(t, results, len(names), 10*time.Second) {
+		if r.Outcome != udping.OutcomeReply {
+			t.Fatalf("before the black hole: %+v", r)
+		}
+	}
+	hole.Store(true)
+	sent := p.Stats().Sent
+	// 500 due in 2 s; waiting for a probe's timeout to look again, 2
+	// would leave.
+	time.Sleep(2 * time.Second)
+	if n := p.Stats().Sent - sent; n < 100 {
+		t.Errorf("%d probes left in 2 s into black holes at 5 × 50/s with 2 send slots: %+v", n, p.Stats())
+	}
+}
+
 // A queue pair whose sends never complete (rxe on 6.1 behind a firewall
 // that drops RoCE at output retries them for ever): once every send slot
 // is in use the due probes wait without spinning, each counted throttled

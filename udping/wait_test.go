@@ -6,13 +6,19 @@ import (
 
 	"github.com/grdma/grdma/gid"
 	"github.com/grdma/grdma/ib"
+	"github.com/grdma/grdma/uverbs"
 	"github.com/grdma/grdma/uverbs/uverbstest"
 )
 
 // newTestEndpoint is an endpoint on a fake device of its own.
 func newTestEndpoint(t *testing.T) *endpoint {
 	t.Helper()
-	dev := uverbstest.NewDevice(uverbstest.Config{})
+	return newEndpointOn(t, uverbstest.NewDevice(uverbstest.Config{}))
+}
+
+// newEndpointOn is an endpoint on dev.
+func newEndpointOn(t *testing.T, dev *uverbstest.Device) *endpoint {
+	t.Helper()
 	c, err := dev.Open()
 	if err != nil {
 		t.Fatal(err)
@@ -66,5 +72,52 @@ func TestWaitInterruptedWhilePolling(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatalf("spin %v: the interrupt did not end the wait", spin)
 		}
+	}
+}
+
+// Only a receive wakes a sleeping endpoint: its own send's completion
+// waits for the next wake (on 6.12 rxe completes a send from its worker,
+// and the responder woke twice for each echo). That wake returns it,
+// first, so that the send slot is free again.
+func TestWaitSendsDoNotWake(t *testing.T) {
+	fab := uverbstest.NewFabric()
+	e, f := newEndpointOn(t, fab.NewDevice(uverbstest.Config{})), newEndpointOn(t, fab.NewDevice(uverbstest.Config{}))
+	ah, err := e.ah(f.addr.GID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.l.Context.DestroyAH(ah)
+	const sleep = 300 * time.Millisecond
+	type waited struct {
+		wcs  []uverbs.WC
+		err  error
+		took time.Duration
+	}
+	done := make(chan waited)
+	start := time.Now()
+	go func() {
+		wcs, err := e.wait(start.Add(sleep), time.Time{})
+		done <- waited{append([]uverbs.WC(nil), wcs...), err, time.Since(start)}
+	}()
+	time.Sleep(20 * time.Millisecond) // e sleeps
+	slot, out, ok := e.sendBuf(HeaderSize)
+	if !ok {
+		t.Fatal("no send slot")
+	}
+	PutHeader(out, Header{Kind: KindProbe, Session: 1, ID: 1})
+	if err := e.send(slot, HeaderSize, &ah, f.addr); err != nil {
+		t.Fatal(err)
+	}
+	// f's receive is there, so e's send completed.
+	wcs, err := f.wait(time.Now().Add(10*time.Second), time.Time{})
+	if err != nil || len(wcs) != 1 || wcs[0].WRID&sendFlag != 0 || wcs[0].Status != uverbs.WCSuccess {
+		t.Fatalf("f's wait: %v, %v; want its receive", wcs, err)
+	}
+	w := <-done
+	if w.err != nil || w.took < sleep {
+		t.Fatalf("e's wait: %v after %v; want its whole %v (a send's completion woke it)", w.err, w.took, sleep)
+	}
+	if len(w.wcs) != 1 || w.wcs[0].WRID != sendFlag|uint64(slot) || w.wcs[0].Status != uverbs.WCSuccess {
+		t.Fatalf("e's wait returned %v; want its send's completion", w.wcs)
 	}
 }

@@ -158,7 +158,7 @@ func TestPairProbeServe(t *testing.T) {
 		srv := serveOnA(t, p)
 		before := p.A.Must(layout.Rdma, "-j", "res").stdout
 		// The responder's own objects while it idles: those of its UD
-		// ping answerer (a UD QP, its CQ and MR), which live as long as it.
+		// ping answerer (a UD QP, its two CQs and MR), which live as long as it.
 		own := map[string][]string{}
 		for _, kind := range []string{"qp", "cq", "mr"} {
 			own[kind] = grdmaObjects(t, p, kind)
