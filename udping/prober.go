@@ -34,6 +34,14 @@ type Prober struct {
 	closed  bool
 	running bool
 	stopped bool // Run returned: no more ops
+	// queued: ops holds something; asleep: Run is in (or entering) its
+	// wait. An op wakes Run only when it sleeps: a Ping's caller asks
+	// for its next one while Run still works on the last (see handedOff),
+	// and an interrupt then cost Run a second turn and its wait a new
+	// read deadline. Run sets asleep and then looks at queued, apply the
+	// other way round: one of them sees the other's (sequentially
+	// consistent atomics).
+	queued, asleep atomic.Bool
 
 	// Only Run's goroutine.
 	targets   map[string]*target
@@ -440,9 +448,12 @@ func (p *Prober) apply(o op) error {
 		}
 	}
 	p.ops = append(p.ops, o)
+	p.queued.Store(true)
 	// Run's wait ends, or the next one does: Run never sleeps with an
 	// op queued.
-	p.ep.interrupt()
+	if p.asleep.Load() {
+		p.ep.interrupt()
+	}
 	return nil
 }
 
@@ -497,7 +508,12 @@ func (p *Prober) Run(ctx context.Context) error {
 		if p.cfg.Spin > 0 && len(p.pending) > 0 {
 			spin = p.lastSend.Add(p.cfg.Spin)
 		}
-		wcs, err := p.ep.wait(deadline, spin)
+		var wcs []uverbs.WC
+		var err error
+		if p.asleep.Store(true); !p.queued.Load() {
+			wcs, err = p.ep.wait(deadline, spin)
+		}
+		p.asleep.Store(false)
 		now = time.Now()
 		if ctx.Err() != nil {
 			return nil
@@ -597,6 +613,7 @@ func (p *Prober) takeOps(ctx context.Context) {
 	p.mu.Lock()
 	ops := p.ops
 	p.ops = nil
+	p.queued.Store(false)
 	p.mu.Unlock()
 	for _, o := range ops {
 		switch {
