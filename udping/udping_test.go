@@ -132,6 +132,23 @@ func (m *mesh) prober(cfg udping.ProberConfig) (*udping.Prober, <-chan udping.Re
 	return p, p.Results(), dev
 }
 
+// impairedProber is prober whose own packets fare as impair says while
+// the switch returned is on.
+func (m *mesh) impairedProber(cfg udping.ProberConfig, impair uverbstest.Impairment) (*udping.Prober, <-chan udping.Result, *atomic.Bool) {
+	m.t.Helper()
+	var on atomic.Bool
+	var from atomic.Pointer[uverbstest.Device]
+	m.fab.Impair(func(pk uverbstest.Packet) uverbstest.Impairment {
+		if on.Load() && pk.From == from.Load() {
+			return impair
+		}
+		return uverbstest.Impairment{}
+	})
+	p, results, dev := m.prober(cfg)
+	from.Store(dev)
+	return p, results, &on
+}
+
 // collect takes n results, failing after d.
 func collect(t *testing.T, results <-chan udping.Result, n int, d time.Duration) []udping.Result {
 	return collectP(t, nil, results, n, d)
@@ -876,13 +893,7 @@ func TestProberSendSlotsFullBlackHole(t *testing.T) {
 	for _, name := range names {
 		m.responder(name, nil, udping.ResponderConfig{})
 	}
-	var hole atomic.Bool
-	var from atomic.Pointer[uverbstest.Device]
-	m.fab.Impair(func(pk uverbstest.Packet) uverbstest.Impairment {
-		return uverbstest.Impairment{Drop: hole.Load() && pk.From == from.Load()}
-	})
-	p, results, dev := m.prober(udping.ProberConfig{Timeout: 5 * time.Second, Sends: 2})
-	from.Store(dev)
+	p, results, hole := m.impairedProber(udping.ProberConfig{Timeout: 5 * time.Second, Sends: 2}, uverbstest.Impairment{Drop: true})
 	for _, name := range names {
 		if err := p.Add(name, udping.TargetConfig{Rate: 50}); err != nil {
 			t.Fatal(err)
@@ -912,13 +923,7 @@ func TestProberSendSlotsFullBlackHole(t *testing.T) {
 func TestProberSendsStuck(t *testing.T) {
 	m := newMesh(t)
 	m.responder("b", nil, udping.ResponderConfig{})
-	var stuck atomic.Bool
-	var from atomic.Pointer[uverbstest.Device]
-	m.fab.Impair(func(pk uverbstest.Packet) uverbstest.Impairment {
-		return uverbstest.Impairment{Stuck: stuck.Load() && pk.From == from.Load()}
-	})
-	p, results, dev := m.prober(udping.ProberConfig{Timeout: 200 * time.Millisecond, Sends: 4})
-	from.Store(dev)
+	p, results, stuck := m.impairedProber(udping.ProberConfig{Timeout: 200 * time.Millisecond, Sends: 4}, uverbstest.Impairment{Stuck: true})
 	if err := p.Add("b", udping.TargetConfig{Rate: 50}); err != nil {
 		t.Fatal(err)
 	}
