@@ -83,6 +83,15 @@ type CompChannel struct {
 	// wait with the same one (a responder's, until its next chore) does
 	// not set it again, which costs a timer in the runtime each time.
 	deadline time.Time
+	// stale counts the events of queue staleCQ in the file that its
+	// WaitUntil took as its wake without reading them (waitSole); -1:
+	// there may be some (the queue was left armed). Whoever reads next
+	// takes them first, as read already.
+	stale   int
+	staleCQ uint64 // a user handle
+	// sole is waitSole's state during its read, for soleFn (ch.soleRaw).
+	sole   soleWait
+	soleFn func(fd uintptr) bool
 }
 
 // CreateCompChannel creates a completion channel (ibv_create_comp_channel).
@@ -106,7 +115,7 @@ func (c *Context) CreateCompChannel() (*CompChannel, error) {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	ch := &CompChannel{c: c, fd: fd, f: f, rc: rc, name: name, cqs: map[uint64]uint32{}}
-	ch.readFn = ch.readRaw
+	ch.readFn, ch.soleFn = ch.readRaw, ch.soleRaw
 	c.mu.Lock()
 	c.channels = append(c.channels, ch)
 	c.mu.Unlock()
@@ -152,6 +161,9 @@ func (ch *CompChannel) register(userHandle uint64) {
 func (ch *CompChannel) forget(userHandle uint64) {
 	ch.mu.Lock()
 	delete(ch.cqs, userHandle)
+	if userHandle == ch.staleCQ && !ch.reading {
+		ch.stale = 0 // the kernel dropped its events
+	}
 	ch.broadcast()
 	reading := ch.reading
 	ch.mu.Unlock()
@@ -267,7 +279,10 @@ func (ch *CompChannel) waitCQ(u until, cq CQ) error {
 			handle, err := ch.readEvent(u)
 			ch.mu.Lock()
 			ch.reading = false
-			if _, live := ch.cqs[handle]; err == nil && live {
+			switch _, live := ch.cqs[handle]; {
+			case err == nil && ch.stale > 0 && handle == ch.staleCQ:
+				ch.stale-- // the queue's WaitUntil took it already
+			case err == nil && live:
 				ch.cqs[handle]++
 			}
 			ch.broadcast()
@@ -346,32 +361,13 @@ func (ch *CompChannel) readRaw(fd uintptr) bool {
 // readEvent reads one event from the file, parked in the poller until one
 // comes or u ends. Only one goroutine reads at a time.
 func (ch *CompChannel) readEvent(u until) (uint64, error) {
-	ctx, deadline := u.ctx, u.deadline
-	if ctx != nil {
+	if u.ctx != nil {
 		// A cancelled ctx wakes the read through its deadline.
-		stop := context.AfterFunc(ctx, ch.wakeReader)
+		stop := context.AfterFunc(u.ctx, ch.wakeReader)
 		defer stop()
 	}
-	// The deadline is the file's, not this read's: set it unless it is
-	// the one this channel's reader left and nobody woke a reader since.
-	// woken is cleared first: a wake after it sets the deadline again
-	// (ending this read, or the next one's skip).
-	if ch.woken.Swap(false) || !deadline.Equal(ch.deadline) {
-		if err := ch.f.SetReadDeadline(deadline); err != nil {
-			ch.woken.Store(true) // unknown now
-			return 0, fmt.Errorf("%s: %w", ch.name, err)
-		}
-		ch.deadline = deadline
-	}
-	// After the deadline: an Interrupt or cancellation before it set
-	// longAgo in vain, and is seen here.
-	switch {
-	case ctx != nil:
-		if err := ctx.Err(); err != nil {
-			return 0, err
-		}
-	case ch.interrupted.Load():
-		return 0, errWoken
+	if err := ch.prepareRead(u); err != nil {
+		return 0, err
 	}
 	n, err := ch.read()
 	switch {
@@ -379,26 +375,156 @@ func (ch *CompChannel) readEvent(u until) (uint64, error) {
 		return binary.NativeEndian.Uint64(ch.event[:]), nil
 	case err == nil:
 		return 0, fmt.Errorf("%s: short event of %d bytes", ch.name, n)
+	}
+	return 0, ch.readError(u, err)
+}
+
+// prepareRead sets the file's read deadline for a read until u, and
+// returns errWoken or ctx's error when the read must not start.
+func (ch *CompChannel) prepareRead(u until) error {
+	// The deadline is the file's, not this read's: set it unless it is
+	// the one this channel's reader left and nobody woke a reader since.
+	// woken is cleared first: a wake after it sets the deadline again
+	// (ending this read, or the next one's skip).
+	if ch.woken.Swap(false) || !u.deadline.Equal(ch.deadline) {
+		if err := ch.f.SetReadDeadline(u.deadline); err != nil {
+			ch.woken.Store(true) // unknown now
+			return fmt.Errorf("%s: %w", ch.name, err)
+		}
+		ch.deadline = u.deadline
+	}
+	// After the deadline: an Interrupt or cancellation before it set
+	// longAgo in vain, and is seen here.
+	switch {
+	case u.ctx != nil:
+		return u.ctx.Err()
+	case ch.interrupted.Load():
+		return errWoken
+	}
+	return nil
+}
+
+// readError is what a read of the file until u that failed with err
+// returns: errWoken when it was woken for the waiters to look again.
+func (ch *CompChannel) readError(u until, err error) error {
+	switch {
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		// The file's deadline passed, or was set to wake us: the next
 		// read sets its own.
 		ch.woken.Store(true)
-		if ctx != nil {
-			if err := ctx.Err(); err != nil {
-				return 0, err
+		if u.ctx != nil {
+			if err := u.ctx.Err(); err != nil {
+				return err
 			}
 		}
-		if !deadline.IsZero() && !time.Now().Before(deadline) {
-			return 0, context.DeadlineExceeded
+		if !u.deadline.IsZero() && !time.Now().Before(u.deadline) {
+			return context.DeadlineExceeded
 		}
 		// A queue destroyed, an Interrupt, or another reader's
 		// cancellation.
-		return 0, errWoken
+		return errWoken
 	case errors.Is(err, io.EOF):
 		// The kernel answers EIO once the device is gone; a stand-in
 		// that can only end the file is read the same.
-		return 0, fmt.Errorf("%s: %w", ch.name, unix.EIO)
+		return fmt.Errorf("%s: %w", ch.name, unix.EIO)
 	default:
-		return 0, fmt.Errorf("%s: %w", ch.name, err)
+		return fmt.Errorf("%s: %w", ch.name, err)
 	}
+}
+
+// A queue alone on its channel waits for its event without reading it
+// (RxeCQ.WaitUntil): the poller's wake is the event, and the event is
+// read at the next wait, before the queue is armed again. The read then
+// happens after the program answered what woke it, not between the wake
+// and the answer: on the emulated guests' CPUs the read(2) and its
+// bookkeeping were 20-30 µs of each UD ping's turnaround, on each side.
+//
+// soleWait is such a wait's state, the reader's alone.
+type soleWait struct {
+	cq     *RxeCQ
+	wcs    []WC
+	mode   armMode
+	n      int   // completions the poll after arming found
+	err    error // the arming's, or a read's
+	parked bool  // the callback found nothing and the reader parked
+	woke   bool  // ... and was woken: the event came
+}
+
+// readSole is waitSole's read: it takes the stale events, arms cq,
+// polls it and parks until its event (left in the file) or u ends.
+// ch.reading is set.
+func (ch *CompChannel) readSole(u until, cq *RxeCQ, wcs []WC, mode armMode) (int, error) {
+	if err := ch.prepareRead(u); err != nil {
+		return 0, err
+	}
+	// The file's readiness is cleared when the read starts (RawConn.Read),
+	// and soleRaw arms and polls after that: an event after the poll is
+	// seen by the park, whenever it comes.
+	if ch.staleCQ != cq.cq.userHandle {
+		ch.stale, ch.staleCQ = -1, cq.cq.userHandle
+	}
+	ch.sole = soleWait{cq: cq, wcs: wcs, mode: mode}
+	err := ch.rc.Read(ch.soleFn)
+	s := ch.sole
+	ch.sole = soleWait{}
+	if s.woke {
+		// One event came for the one arming; it stays in the file.
+		cq.armed, ch.stale = disarmed, 1
+		return 0, nil
+	}
+	if cq.armed != disarmed {
+		// Left armed: an event may come while nobody waits.
+		ch.stale = -1
+	}
+	switch {
+	case s.err != nil:
+		return 0, s.err
+	case err != nil && !errors.Is(err, os.ErrDeadlineExceeded) && ch.isClosed():
+		return 0, fmt.Errorf("%s: %w", ch.name, os.ErrClosed)
+	case err != nil:
+		return 0, ch.readError(u, err)
+	}
+	return s.n, nil
+}
+
+// soleRaw is readSole's RawConn.Read callback: called first, it reads the
+// stale events, arms the queue and polls it; called again after parking,
+// the file became readable: the event came.
+func (ch *CompChannel) soleRaw(fd uintptr) bool {
+	s := &ch.sole
+	if s.parked {
+		s.woke = true
+		return true
+	}
+	for ch.stale != 0 {
+		n, _, errno := unix.RawSyscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&ch.event[0])), uintptr(len(ch.event)))
+		switch {
+		case errno == unix.EINTR:
+			continue
+		case errno == unix.EAGAIN:
+			ch.stale = 0
+		case errno != 0:
+			s.err = fmt.Errorf("%s: %w", ch.name, errno)
+			return true
+		case n == 0:
+			s.err = fmt.Errorf("%s: %w", ch.name, unix.EIO)
+			return true
+		default:
+			// An event disarms the queue.
+			s.cq.armed = disarmed
+			if ch.stale > 0 {
+				ch.stale--
+			}
+		}
+	}
+	if s.cq.armed < s.mode {
+		if s.err = s.cq.arm(s.mode); s.err != nil {
+			return true
+		}
+	}
+	if s.n = s.cq.Poll(s.wcs); s.n > 0 {
+		return true
+	}
+	s.parked = true
+	return false
 }

@@ -315,6 +315,9 @@ type RxeCQ struct {
 	// arms are the REQ_NOTIFY_CQ commands of each mode
 	// (reqNotifyCommand); none without a channel.
 	arms [armedNext + 1][]byte
+	// unsure: the queue was armed or waited for other than by waitSole,
+	// which then cannot know what events its channel holds.
+	unsure bool
 }
 
 // armMode is what arms a completion queue, weakest first.
@@ -382,6 +385,7 @@ func (cq *RxeCQ) Poll(wcs []WC) int {
 // solicited one (ReqNotifyCQ). Wait arms as needed; Arm is for programs
 // that run their own loop of Arm, Poll and WaitEvent.
 func (cq *RxeCQ) Arm(solicitedOnly bool) error {
+	cq.unsure = true
 	if solicitedOnly {
 		return cq.arm(armedSolicited)
 	}
@@ -427,7 +431,10 @@ func (cq *RxeCQ) WaitSolicited(ctx context.Context, wcs []WC) (int, error) {
 // Completions already queued come first: an Interrupt then stays pending,
 // and the next WaitUntil returns ErrInterrupted at once, maybe for
 // nothing (the caller looks at what it was interrupted for and waits
-// again).
+// again). As its channel's only queue, the event that ends its sleep is
+// read by the next wait, before it arms the queue again, not between the
+// wake and the return: one system call less each wake, on the path from a
+// completion to what the program does about it.
 func (cq *RxeCQ) WaitUntil(deadline time.Time, wcs []WC) (int, error) {
 	n, err := cq.wait(until{deadline: deadline}, wcs, armedNext)
 	if err == context.DeadlineExceeded {
@@ -448,6 +455,15 @@ func (cq *RxeCQ) wait(u until, wcs []WC, mode armMode) (int, error) {
 		if n := cq.Poll(wcs); n > 0 {
 			return n, nil
 		}
+		if u.ctx == nil {
+			if n, ok, err := cq.waitSole(u, wcs, mode); ok {
+				if err != nil || n > 0 {
+					return n, err
+				}
+				continue
+			}
+		}
+		cq.unsure = true
 		// Still armed since the last event: the next completion will
 		// send one, no need to ask again.
 		if cq.armed < mode {
@@ -472,7 +488,41 @@ func (cq *RxeCQ) WaitEvent(ctx context.Context) error {
 	return cq.waitEvent(untilDone(ctx))
 }
 
+// waitSole is wait's when the queue is alone on its channel, for
+// WaitUntil: the event that ends it is left in the file for the next wait
+// to read (see soleWait). ok is false when it cannot: another queue uses
+// the channel, a reader is at it, or an event of the queue was read
+// already (wait's waitEvent then takes it); errWoken means look again.
+func (cq *RxeCQ) waitSole(u until, wcs []WC, mode armMode) (n int, ok bool, err error) {
+	ch := cq.cq.channel
+	ch.mu.Lock()
+	events, live := ch.cqs[cq.cq.userHandle]
+	if !live || events > 0 || len(ch.cqs) != 1 || ch.reading || ch.closed {
+		ch.mu.Unlock()
+		return 0, false, nil
+	}
+	if ch.interrupted.CompareAndSwap(true, false) {
+		ch.mu.Unlock()
+		return 0, true, ErrInterrupted
+	}
+	ch.reading = true
+	ch.mu.Unlock()
+	if cq.unsure {
+		ch.stale, cq.unsure = -1, false
+	}
+	n, err = ch.readSole(u, cq, wcs, mode)
+	ch.mu.Lock()
+	ch.reading = false
+	ch.broadcast()
+	ch.mu.Unlock()
+	if err == errWoken {
+		err = nil // the loop looks again
+	}
+	return n, true, err
+}
+
 func (cq *RxeCQ) waitEvent(u until) error {
+	cq.unsure = true
 	if cq.cq.channel == nil {
 		return errNoChannel
 	}

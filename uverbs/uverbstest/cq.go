@@ -89,6 +89,20 @@ func (ch *channel) flush() {
 	}
 }
 
+// unread counts the events in the pipe and its backlog.
+func (ch *channel) unread() int {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	n := len(ch.backlog)
+	if !ch.pipe.closed {
+		// TIOCINQ is FIONREAD: the bytes a read would get.
+		if b, err := unix.IoctlGetInt(ch.pipe.r, unix.TIOCINQ); err == nil {
+			n += b
+		}
+	}
+	return n / 8
+}
+
 // drop removes a destroyed queue's events not yet read, as the kernel
 // unlinks them, and returns how many were read (comp_events_reported).
 func (ch *channel) drop(userHandle uint64) uint32 {

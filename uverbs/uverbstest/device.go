@@ -408,6 +408,23 @@ func (d *Device) Resources() Resources {
 	return r
 }
 
+// UnreadEvents counts the completion events written to the open
+// contexts' channels and not read by the process yet.
+func (d *Device) UnreadEvents() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := 0
+	for f := range d.files {
+		if f.closed {
+			continue
+		}
+		for _, ch := range f.channels {
+			n += ch.unread()
+		}
+	}
+	return n
+}
+
 // Op is a uverbs command or ioctl method, as faults name them.
 type Op int
 

@@ -411,3 +411,158 @@ func TestWaitUntilAllocs(t *testing.T) {
 		}
 	}
 }
+
+// A queue alone on its channel: WaitUntil takes the event that ends its
+// sleep as the wake and leaves it in the file, for the next wait to read
+// before it arms the queue again (one read(2) less between a wake and the
+// program's answer). The file never holds more than that event.
+func TestWaitUntilLeavesItsEvent(t *testing.T) {
+	a, b, fab := pair(t, defaultLink)
+	fab.Impair(func(uverbstest.Packet) uverbstest.Impairment {
+		return uverbstest.Impairment{Delay: 2 * time.Millisecond}
+	})
+	wcs := make([]uverbs.WC, 4)
+	for i := range 20 {
+		b.recv(uint64(i), 0, 8)
+		arms := b.dev.Calls(uverbstest.OpReqNotifyCQ)
+		type waited struct {
+			n   int
+			err error
+		}
+		done := make(chan waited, 1)
+		go func() {
+			n, err := b.cq.WaitUntil(time.Now().Add(10*time.Second), wcs)
+			done <- waited{n, err}
+		}()
+		// The send after the queue is armed: its completion makes an event.
+		for b.dev.Calls(uverbstest.OpReqNotifyCQ) == arms {
+			time.Sleep(100 * time.Microsecond)
+		}
+		a.post(uverbs.SendWR{ID: uint64(100 + i), Opcode: uverbs.WRSend, SGL: []uverbs.SGE{a.sge(0, 8)}})
+		w := <-done
+		if w.err != nil || w.n != 1 {
+			t.Fatalf("wait %d: %d, %v; want the receive", i+1, w.n, w.err)
+		}
+		wantWC(t, wcs[0], uint64(i), uverbs.WCSuccess, uverbs.WCRecv, 8)
+		if got := b.dev.UnreadEvents(); got != 1 {
+			t.Fatalf("after wait %d: %d events unread, want the one of this wait", i+1, got)
+		}
+		a.wait(1)
+	}
+	// Another kind of wait takes it as read already: it sleeps until its
+	// context ends, and leaves nothing.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if n, err := b.cq.Wait(ctx, wcs); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Wait after WaitUntil's: %d, %v; want its context's end", n, err)
+	}
+	if got := b.dev.UnreadEvents(); got != 0 {
+		t.Errorf("after Wait: %d events unread", got)
+	}
+}
+
+// WaitUntil after the queue was armed or waited for another way, or a
+// WaitUntil ended armed: an event that came while nobody waited may be
+// in the file, the queue disarmed by it. The next WaitUntil takes it and
+// arms the queue again: the completion after it still wakes the wait
+// (a lost wake would sleep until the deadline).
+func TestWaitUntilAfterOtherWaits(t *testing.T) {
+	a, b, fab := pair(t, defaultLink)
+	fab.Impair(func(uverbstest.Packet) uverbstest.Impairment {
+		return uverbstest.Impairment{Delay: 5 * time.Millisecond}
+	})
+	wcs := make([]uverbs.WC, 4)
+	// arrive: a receive completes while nobody waits, and its event
+	// comes (the queue is armed); the next WaitUntil finds it polling.
+	arrive := func(what string) {
+		t.Helper()
+		b.recv(1, 0, 8)
+		a.post(uverbs.SendWR{ID: 2, Opcode: uverbs.WRSend, SGL: []uverbs.SGE{a.sge(0, 8)}})
+		a.wait(1)
+		for end := time.Now().Add(10 * time.Second); b.dev.UnreadEvents() == 0; time.Sleep(time.Millisecond) {
+			if time.Now().After(end) {
+				t.Fatalf("%s: no event for the receive", what)
+			}
+		}
+		if n, err := b.cq.WaitUntil(time.Now().Add(10*time.Second), wcs); n != 1 || err != nil {
+			t.Fatalf("%s: %d, %v; want the receive that came", what, n, err)
+		}
+	}
+	// exchange: a receive that completes after WaitUntil went to sleep.
+	exchange := func(what string) {
+		t.Helper()
+		b.recv(3, 0, 8)
+		a.post(uverbs.SendWR{ID: 4, Opcode: uverbs.WRSend, SGL: []uverbs.SGE{a.sge(0, 8)}})
+		deadline := time.Now().Add(5 * time.Second)
+		if n, err := b.cq.WaitUntil(deadline, wcs); n != 1 || err != nil {
+			t.Fatalf("%s: %d, %v (deadline passed: %v); want the receive", what, n, err, !time.Now().Before(deadline))
+		}
+		a.wait(1)
+	}
+
+	if err := b.cq.Arm(false); err != nil {
+		t.Fatal(err)
+	}
+	arrive("armed with Arm")
+	exchange("WaitUntil after Arm")
+
+	near := time.Now().Add(20 * time.Millisecond)
+	if n, err := b.cq.WaitUntil(near, wcs); n != 0 || err != nil {
+		t.Fatalf("WaitUntil to its deadline: %d, %v", n, err)
+	}
+	arrive("after a WaitUntil ended at its deadline")
+	exchange("WaitUntil after one ended at its deadline")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if _, err := b.cq.Wait(ctx, wcs); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Wait with a context: %v", err)
+	}
+	arrive("after a Wait's context ended")
+	exchange("WaitUntil after a Wait")
+
+	b.ch.Interrupt()
+	if _, err := b.cq.WaitUntil(time.Time{}, wcs); !errors.Is(err, uverbs.ErrInterrupted) {
+		t.Fatalf("interrupted WaitUntil: %v", err)
+	}
+	exchange("WaitUntil after an interrupted one")
+}
+
+// A queue whose WaitUntil left its event in the file, then joined on its
+// channel by another: its waits read the file for both now, and take that
+// event as read already, not as a new one.
+func TestWaitUntilThenShared(t *testing.T) {
+	a, b, fab := pair(t, defaultLink)
+	fab.Impair(func(uverbstest.Packet) uverbstest.Impairment {
+		return uverbstest.Impairment{Delay: 5 * time.Millisecond}
+	})
+	wcs := make([]uverbs.WC, 4)
+	receive := func(id uint64, what string) {
+		t.Helper()
+		b.recv(id, 0, 8)
+		a.post(uverbs.SendWR{ID: id + 100, Opcode: uverbs.WRSend, SGL: []uverbs.SGE{a.sge(0, 8)}})
+		deadline := time.Now().Add(5 * time.Second)
+		if n, err := b.cq.WaitUntil(deadline, wcs); n != 1 || err != nil {
+			t.Fatalf("%s: %d, %v (deadline passed: %v); want the receive", what, n, err, !time.Now().Before(deadline))
+		}
+		a.wait(1)
+	}
+	receive(1, "alone on the channel")
+	if got := b.dev.UnreadEvents(); got > 1 {
+		t.Fatalf("%d events unread after a wait alone, want at most its own", got)
+	}
+	other, err := b.c.CreateRxeCQWith(uverbs.CQInit{CQE: 4, Channel: b.ch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	receive(2, "sharing the channel")
+	receive(3, "sharing the channel, again")
+	if err := other.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	receive(4, "alone again")
+	receive(5, "alone again, again")
+	if got := b.dev.UnreadEvents(); got > 1 {
+		t.Errorf("%d events unread at the end, want at most the last wait's", got)
+	}
+}
