@@ -39,7 +39,8 @@
 // Fabric.Impair drops or delays packets; Config and SetPortState set port
 // states, link layers and GID tables; a Config.Driver other than rxe is a
 // driver whose data the fake does not know; Remove makes the device
-// vanish (EIO). Resources counts what is left, for teardown tests.
+// vanish (EIO). Resources counts what is left, for teardown tests;
+// UnreadEvents the completion events the client has not read.
 //
 // Extending: a command is an entry of the commands table (file.go) or of
 // the ioctl methods (ioctl.go) with a handler on the file's objects; a
