@@ -132,7 +132,7 @@ func (m *mesh) prober(cfg udping.ProberConfig) (*udping.Prober, <-chan udping.Re
 	return p, p.Results(), dev
 }
 
-// impairedProber is prober whose own packets fare as impair says while
+// impairedProber is a prober whose own packets fare as impair says while
 // the switch returned is on.
 func (m *mesh) impairedProber(cfg udping.ProberConfig, impair uverbstest.Impairment) (*udping.Prober, <-chan udping.Result, *atomic.Bool) {
 	m.t.Helper()

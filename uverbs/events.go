@@ -328,11 +328,8 @@ var longAgo = time.Unix(1, 0)
 // monitor thread at every event (quickWriter says what that costs).
 func (ch *CompChannel) read() (int, error) {
 	ch.eventN, ch.eventErrno = 0, 0
-	err := ch.rc.Read(ch.readFn)
+	err := ch.rawRead(ch.readFn)
 	switch {
-	case err != nil && !errors.Is(err, os.ErrDeadlineExceeded) && ch.isClosed():
-		// os.File.Read's error for a closed file; RawConn's is internal.
-		return 0, os.ErrClosed
 	case err != nil:
 		return 0, err
 	case ch.eventErrno != 0:
@@ -341,6 +338,16 @@ func (ch *CompChannel) read() (int, error) {
 		return 0, io.EOF
 	}
 	return int(ch.eventN), nil
+}
+
+// rawRead is the file's RawConn.Read with f, and os.File.Read's error
+// for a closed file (RawConn's is internal).
+func (ch *CompChannel) rawRead(f func(fd uintptr) bool) error {
+	err := ch.rc.Read(f)
+	if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) && ch.isClosed() {
+		return os.ErrClosed
+	}
+	return err
 }
 
 // readRaw is read's RawConn.Read callback, made once (a closure per read
@@ -464,7 +471,7 @@ func (ch *CompChannel) readSole(u until, cq *RxeCQ, wcs []WC, mode armMode) (int
 		ch.stale, ch.staleCQ = -1, cq.cq.userHandle
 	}
 	ch.sole = soleWait{cq: cq, wcs: wcs, mode: mode}
-	err := ch.rc.Read(ch.soleFn)
+	err := ch.rawRead(ch.soleFn)
 	s := ch.sole
 	ch.sole = soleWait{}
 	if s.woke {
@@ -479,8 +486,6 @@ func (ch *CompChannel) readSole(u until, cq *RxeCQ, wcs []WC, mode armMode) (int
 	switch {
 	case s.err != nil:
 		return 0, s.err
-	case err != nil && !errors.Is(err, os.ErrDeadlineExceeded) && ch.isClosed():
-		return 0, fmt.Errorf("%s: %w", ch.name, os.ErrClosed)
 	case err != nil:
 		return 0, ch.readError(u, err)
 	}
