@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/grdma/grdma/internal/kver"
 )
 
 // dmabufVerdict decides the dma-buf path. Prerequisites: an NVIDIA driver
@@ -75,9 +77,9 @@ func (n *node) dmabufVerdict() Verdict {
 // kallsyms cannot tell, the release and CONFIG_INFINIBAND_USER_MEM.
 func (n *node) dmabufKernelSide() kernelSide {
 	const upgradeAction = "upgrade to Linux 5.12 or newer"
-	version, versionKnown := parseKernelVersion(n.release)
+	version, versionKnown := kver.Parse(n.release)
 	versionKnown = versionKnown && n.releaseErr == nil
-	older := versionKnown && !version.atLeast(dmabufImportSince.major, dmabufImportSince.minor)
+	older := versionKnown && !version.AtLeast(dmabufImportSince.Major, dmabufImportSince.Minor)
 	release := n.release
 
 	switch dmabufImport := n.kallsyms.has(symUmemDmabufGet); {

@@ -57,31 +57,6 @@ func TestScanKallsymsHiddenAddresses(t *testing.T) {
 	}
 }
 
-func TestParseKernelVersion(t *testing.T) {
-	for _, tc := range []struct {
-		release     string
-		want        kernelVersion
-		ok, atLeast bool // atLeast: 5.12 or newer
-	}{
-		{"6.8.0-45-generic", kernelVersion{6, 8}, true, true},
-		{"5.12.0", kernelVersion{5, 12}, true, true},
-		{"5.11.22-100.fc32.x86_64", kernelVersion{5, 11}, true, false},
-		{"5.4.0-150-generic", kernelVersion{5, 4}, true, false},
-		{"4.18.0-553.el8_10.x86_64", kernelVersion{4, 18}, true, false},
-		{"6.12.10-arch1-1", kernelVersion{6, 12}, true, true},
-		{"6.1", kernelVersion{6, 1}, true, true},
-		{"", kernelVersion{}, false, false},
-		{"linux", kernelVersion{}, false, false},
-		{"6.x", kernelVersion{}, false, false},
-	} {
-		got, ok := parseKernelVersion(tc.release)
-		if got != tc.want || ok != tc.ok || ok && got.atLeast(5, 12) != tc.atLeast {
-			t.Errorf("parseKernelVersion(%q) = %v, %v (5.12+: %v); want %v, %v (5.12+: %v)",
-				tc.release, got, ok, got.atLeast(5, 12), tc.want, tc.ok, tc.atLeast)
-		}
-	}
-}
-
 func TestNVIDIAVersionFromBanner(t *testing.T) {
 	for banner, want := range map[string]string{
 		"NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  560.35.03  Release Build  (dvs-builder@U16-I3-B03-4-3)  Fri Aug 16 21:42:42 UTC 2024": "560.35.03",

@@ -7,48 +7,27 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"strconv"
 	"strings"
+
+	"github.com/grdma/grdma/internal/kver"
 )
-
-// kernelVersion is the major.minor of a release string such as
-// "6.8.0-45-generic" or "4.18.0-553.el8_10.x86_64".
-type kernelVersion struct{ major, minor int }
-
-func parseKernelVersion(release string) (kernelVersion, bool) {
-	majorText, rest, ok := strings.Cut(release, ".")
-	if !ok {
-		return kernelVersion{}, false
-	}
-	minorText := rest[:len(rest)-len(strings.TrimLeft(rest, "0123456789"))]
-	major, errMajor := strconv.Atoi(majorText)
-	minor, errMinor := strconv.Atoi(minorText)
-	if errMajor != nil || errMinor != nil {
-		return kernelVersion{}, false
-	}
-	return kernelVersion{major, minor}, true
-}
-
-func (v kernelVersion) atLeast(major, minor int) bool {
-	return v.major > major || v.major == major && v.minor >= minor
-}
 
 // dmabufImportSince is the upstream release that added RDMA dma-buf import
 // (ib_umem_dmabuf_get and the REG_DMABUF_MR uverbs method).
-var dmabufImportSince = kernelVersion{5, 12}
+var dmabufImportSince = kver.Version{Major: 5, Minor: 12}
 
 // kernelVersionSignal compares the release with 5.12. The version is only a
 // hint: distribution kernels backport the feature, which kallsyms reveals.
 func (n *node) kernelVersionSignal() Signal {
 	s := Signal{Name: "kernel_version", Source: displayPath(osReleasePath), Value: n.release,
 		Detail: "RDMA dma-buf import landed in 5.12; backports show in kallsyms"}
-	version, ok := parseKernelVersion(n.release)
+	version, ok := kver.Parse(n.release)
 	switch {
 	case n.releaseErr != nil:
 		s.State, s.Detail = StateUnknown, describeReadError(n.releaseErr)
 	case !ok:
 		s.State, s.Detail = StateUnknown, "unparsable release"
-	case version.atLeast(dmabufImportSince.major, dmabufImportSince.minor):
+	case version.AtLeast(dmabufImportSince.Major, dmabufImportSince.Minor):
 		s.State = StateYes
 	default:
 		s.State = StateNo

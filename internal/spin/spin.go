@@ -3,10 +3,16 @@
 package spin
 
 import (
+	"bytes"
+	"os"
 	"runtime"
+	"strings"
+	"sync"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/grdma/grdma/internal/kver"
 )
 
 // Yield lets other goroutines run while a busy-polling loop waits. With one
@@ -34,20 +40,53 @@ var (
 )
 
 // Empty is called by a loop polling a software device's queues (rxe)
-// after its n-th poll in a row that found nothing: every kernelEvery-th
-// call gives the CPU to a thread that is ready to run (sched_yield(2)).
-// A software device's protocol runs in the kernel on the same CPUs, on
-// 6.12 in kernel worker threads (rxe's tasks on a workqueue), and a loop
-// that never leaves user space kept a woken worker waiting: in the
-// one-CPU guests on 6.12 (two runs, medians of 9) lat write's one-way
-// median went from 471 and 521 µs to 393 and 438 (ib_write_lat: 380 and
-// 410), lat send from 534 and 488 to 432 and 446 (412, 418). On 6.1,
-// whose rxe works in softirq, nothing moved beyond the spread. A
+// after its n-th poll in a row that found nothing: where rxe works in
+// kernel threads, every kernelEvery-th call gives the CPU to a thread
+// that is ready to run (sched_yield(2)). Since 2023 (Linux 6.4 at the
+// earliest) rxe runs its tasks in kernel worker threads (a workqueue) on
+// the same CPUs, and a loop that never leaves user space kept a woken
+// worker waiting: in the one-CPU guests on 6.12 (two runs, medians of 9)
+// lat write's one-way median went from 471 and 521 µs to 393 and 438
+// (ib_write_lat: 380 and 410), lat send from 534 and 488 to 432 and 446
+// (412, 418). Before that, rxe works in softirq and within the caller's
+// system call, none of it waits for a yield, and a yield only let other
+// threads (the Go runtime's first) in mid-cycle: on 6.1 (one run, 15
+// interleaved rounds of 300 exchanges) not yielding made lat write
+// 325.9 -> 298.3 µs (ib_write_lat 270.3), send 352.7 -> 331.3 (272.3),
+// read 295.7 -> 285.4 (259.3), faster in 11, 12 and 13 rounds of 15. A
 // hardware device's loop would not call it: its data path needs no CPU.
 func Empty(n int) {
-	if n%kernelEvery == 0 {
+	if n%kernelEvery == 0 && rxeThreads() {
 		osYield()
 	}
+}
+
+// rxeThreads reports, once, whether this kernel's rxe works in kernel
+// threads (see Empty and threaded).
+var rxeThreads = sync.OnceValue(func() bool {
+	btf, _ := os.ReadFile(rxeBTF)
+	release, _ := os.ReadFile(osRelease)
+	return threaded(btf, strings.TrimSpace(string(release)))
+})
+
+const (
+	rxeBTF    = "/sys/kernel/btf/rdma_rxe" // the module's names, 40 KB
+	osRelease = "/proc/sys/kernel/osrelease"
+)
+
+// threaded decides from rdma_rxe's BTF (its type and function names,
+// where the kernel publishes them; nil when not) and the kernel release.
+// A module with rxe_alloc_wq (which makes the workqueue its tasks run
+// on) works in threads whatever the release says, as distributions
+// backport rxe; so does any module on 6.4 or newer or on a release that
+// does not parse. Only a release before 6.4 whose module lacks the name,
+// or publishes none, is taken to work in softirq.
+func threaded(btf []byte, release string) bool {
+	if bytes.Contains(btf, []byte("\x00rxe_alloc_wq\x00")) {
+		return true
+	}
+	v, ok := kver.Parse(release)
+	return !ok || v.AtLeast(6, 4)
 }
 
 // kernelEvery: every 8th empty poll did better than every 64th on 6.12

@@ -39,15 +39,52 @@ func TestYieldEvery(t *testing.T) {
 	}
 }
 
-// Empty gives the CPU up on every kernelEvery-th empty poll, and only then.
+// Empty gives the CPU up on every kernelEvery-th empty poll, and only
+// then; never where rxe works in softirq.
 func TestEmptyEvery(t *testing.T) {
 	defer func(f func()) { osYield = f }(osYield)
+	defer func(f func() bool) { rxeThreads = f }(rxeThreads)
 	var n int
 	osYield = func() { n++ }
-	for i := 1; i <= 3*kernelEvery+1; i++ {
-		Empty(i)
+	for _, c := range []struct {
+		threads bool
+		want    int
+	}{{true, 3}, {false, 0}} {
+		rxeThreads = func() bool { return c.threads }
+		n = 0
+		for i := 1; i <= 3*kernelEvery+1; i++ {
+			Empty(i)
+		}
+		if n != c.want {
+			t.Errorf("rxe in threads %v: %d yields in %d empty polls, want %d", c.threads, n, 3*kernelEvery+1, c.want)
+		}
 	}
-	if n != 3 {
-		t.Errorf("%d yields in %d empty polls, want 3", n, 3*kernelEvery+1)
+}
+
+// Where rxe works: its BTF's rxe_alloc_wq first, then the release.
+func TestThreaded(t *testing.T) {
+	// What /sys/kernel/btf/rdma_rxe holds (strings table excerpts, NUL
+	// separated): Debian's 6.1.0-56 has tasklets, 6.12.117 the workqueue.
+	tasklets := []byte("\x00rxe_sched_task\x00rxe_run_task\x00rxe_do_task\x00")
+	workqueue := []byte("\x00rxe_sched_task\x00rxe_run_task\x00rxe_alloc_wq\x00do_task\x00")
+	for _, c := range []struct {
+		btf     []byte
+		release string
+		want    bool
+	}{
+		{tasklets, "6.1.0-56-amd64", false},
+		{workqueue, "6.12.117+deb12-amd64", true},
+		{nil, "6.1.0-56-amd64", false},             // no BTF: the release decides
+		{nil, "6.12.117+deb12-amd64", true},        // the same
+		{nil, "6.4.0", true},                       // the first release that may
+		{nil, "6.3.13", false},                     // the last one that cannot
+		{workqueue, "5.14.0-427.el9.x86_64", true}, // a backport: BTF wins
+		{tasklets, "6.8.0-45-generic", true},       // a name gone in a later rxe: the release wins
+		{nil, "", true},                            // unknown: yield, as before
+		{[]byte("xrxe_alloc_wqx"), "6.1", false},   // a whole name only
+	} {
+		if got := threaded(c.btf, c.release); got != c.want {
+			t.Errorf("threaded(%q, %q) = %v, want %v", c.btf, c.release, got, c.want)
+		}
 	}
 }
