@@ -26,10 +26,11 @@ import (
 // first alternating from round to round; the ratio of the medians of the
 // rounds and the median of the rounds' own ratios (the bed drifts from
 // round to round by more than the gap between the tools); with completion
-// events on both tools (ibv_ud_pingpong -e), then polled on both. It also takes the CPU time of the prober (this process) and of
-// the responder (grdma probe DEV serve on A) per 1,000 probes. It logs
-// FIGURE lines and asserts only that everything was answered. It runs
-// with E2E_UD_BENCH=1, else it is skipped.
+// events on both tools (ibv_ud_pingpong -e), then polled on both. It also
+// takes the CPU time of the prober (this process) and of the responder
+// (grdma probe DEV serve on A) per 1,000 probes. It logs FIGURE lines and
+// asserts only that everything was answered. It runs with E2E_UD_BENCH=1,
+// else it is skipped.
 func TestPairUDPingBenchmark(t *testing.T) {
 	if os.Getenv("E2E_UD_BENCH") == "" {
 		t.Skip("E2E_UD_BENCH not set")
