@@ -807,3 +807,13 @@ func verbsScript(t *testing.T, open func() *uverbs.Context) []string {
 	e.close()
 	return out
 }
+
+// The busy loops' yields follow where rxe works: Debian's 6.1 rxe runs in
+// softirq (its BTF names no rxe_alloc_wq), 6.12's on a workqueue.
+func TestRxeThreads(t *testing.T) {
+	release := strings.TrimSpace(must(t, "/bin/uname", "-r").stdout)
+	want := !strings.HasPrefix(release, "6.1.")
+	if got := spin.RxeThreads(); got != want {
+		t.Errorf("spin.RxeThreads() on %s = %v, want %v", release, got, want)
+	}
+}

@@ -61,8 +61,10 @@ func Empty(n int) {
 	}
 }
 
-// rxeThreads reports, once, whether this kernel's rxe works in kernel
-// threads (see Empty and threaded).
+// RxeThreads reports whether this kernel's rxe works in kernel threads,
+// which Empty yields to (see threaded); read once a process.
+func RxeThreads() bool { return rxeThreads() }
+
 var rxeThreads = sync.OnceValue(func() bool {
 	btf, _ := os.ReadFile(rxeBTF)
 	release, _ := os.ReadFile(osRelease)
