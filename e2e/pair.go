@@ -113,13 +113,20 @@ func (b *Bed) BootPair(ctx context.Context, spec PairSpec) (*PairResult, error) 
 	if err != nil {
 		return p, err
 	}
-	defer wa.Close() // each QEMU holds its own copy
+	// Each QEMU holds its own copy of its end: the bed closes its copies
+	// as soon as the QEMU has started. Go's runtime poller watches a
+	// socket the process holds, so while the bed kept them every frame
+	// on the link woke this process on the host's two cores — about 1.5
+	// times a UD ping, preempting a guest's CPU thousands of times a
+	// benchmark round (BENCHMARKS.md, "The bed's own wake-ups").
+	defer wa.Close() // on the paths that return before a launch
 	defer wb.Close()
 	p.Port = port
 	a.Link = &Link{Backend: "socket,fd=3", MAC: macA,
 		Address: fmt.Sprintf("%s/%d", layout.PeerA, layout.PairPrefix), Name: layout.PeerAName}
 	optA.Files = []*os.File{wa}
 	ma, err := b.launch(ctx, &a, optA)
+	wa.Close()
 	if err != nil {
 		if ma != nil {
 			p.A = ma.r
@@ -131,6 +138,7 @@ func (b *Bed) BootPair(ctx context.Context, spec PairSpec) (*PairResult, error) 
 		Address: fmt.Sprintf("%s/%d", layout.PeerB, layout.PairPrefix), Name: layout.PeerBName}
 	optB.Files = []*os.File{wb}
 	mb, err := b.launch(ctx, &bg, optB)
+	wb.Close()
 	if err != nil {
 		ma.kill("guest B could not start")
 		p.A, _ = ma.wait()
