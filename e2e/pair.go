@@ -118,7 +118,8 @@ func (b *Bed) BootPair(ctx context.Context, spec PairSpec) (*PairResult, error) 
 	// socket the process holds, so while the bed kept them every frame
 	// on the link woke this process on the host's two cores — about 1.5
 	// times a UD ping, preempting a guest's CPU thousands of times a
-	// benchmark round (BENCHMARKS.md, "The bed's own wake-ups").
+	// benchmark round (BENCHMARKS.md, "The host's view, and the bed's
+	// own wake-ups").
 	defer wa.Close() // on the paths that return before a launch
 	defer wb.Close()
 	p.Port = port
