@@ -116,7 +116,7 @@ func (b *Bed) BootPair(ctx context.Context, spec PairSpec) (*PairResult, error) 
 	// Each QEMU holds its own copy of its end: the bed closes its copies
 	// as soon as the QEMU has started. Go's runtime poller watches a
 	// socket the process holds, so while the bed kept them every frame
-	// on the link woke this process on the host's two cores — about 1.5
+	// on the link woke this process on the host's two cores — 1.2 to 1.6
 	// times a UD ping, preempting a guest's CPU thousands of times a
 	// benchmark round (BENCHMARKS.md, "The host's view, and the bed's
 	// own wake-ups").
